@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* agentix-module.h — the interface between the agentix worker and the functions it runs.
+ *
+ * A module is a shared object in the module directory (default
+ * /nix/runtime/lib/agentix/modules, AGENTIX_MODULE_DIR overrides) that exports one symbol,
+ * `agentix_module_v1`, describing its functions. The built-in modules `sandbox` and `fs` use
+ * the same table, compiled into the worker. See agentix-module(3).
+ *
+ * A callable is addressed as "module::function". Before a function runs, the worker binds the
+ * call's positional and keyword arguments to the function's signature, fills in defaults and
+ * checks types; a mismatch fails the call with ArgumentError naming the parameter. So the
+ * function receives exactly one msgpack_object per declared parameter, in declaration order.
+ *
+ * Signature grammar (a Python-like subset):
+ *
+ *   signature := "(" [ param { "," param } ] ")" [ "->" type ]
+ *   param     := name ":" type [ "=" default ]
+ *   type      := alt { "|" alt } [ "?" ]            "?" (or a None default) also admits nil
+ *   alt       := "str" | "bytes" | "int" | "float" | "bool" | "map" | "any" | "none"
+ *              | "list" [ "[" type "]" ]
+ *   default   := "None" | "True" | "False" | integer | float | '"' chars '"' | "[]" | "{}"
+ *
+ *   e.g. "(path: str, offset: int = 0, limit: int = 2000) -> map"
+ *
+ * An int argument is accepted where float is expected. Every function runs on its own thread,
+ * so functions must be thread-safe; concurrent calls never wait for each other.
+ */
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AGENTIX_MODULE_ABI 1
+
+typedef struct agentix_call agentix_call;
+
+typedef enum agentix_shape {
+        AGENTIX_SHAPE_UNARY = 0,  /* one result */
+        AGENTIX_SHAPE_STREAM = 1, /* zero or more items, then end */
+        AGENTIX_SHAPE_BIDI = 2,   /* like stream, plus an inbox of items from the caller */
+} agentix_shape;
+
+/* Return 0 on success. On failure return agentix_call_raise(...) (a typed error) or a negative
+ * errno (reported as type "OSError" with strerror's text). */
+typedef int (*agentix_function_impl)(agentix_call *call, const msgpack_object *argv, size_t argc);
+
+typedef struct agentix_function {
+        const char *name;       /* function name, [A-Za-z_][A-Za-z0-9_]* */
+        agentix_shape shape;
+        const char *signature;  /* see grammar above */
+        agentix_function_impl impl;
+        const char *doc;        /* one line, optional */
+} agentix_function;
+
+typedef struct agentix_module {
+        unsigned abi;                       /* AGENTIX_MODULE_ABI */
+        const char *name;                   /* must equal the file name without ".so" */
+        const char *doc;                    /* optional */
+        const agentix_function *functions;  /* terminated by an entry whose name is NULL */
+        int (*init)(void);                  /* optional; runs once, after loading; <0 fails the load */
+} agentix_module;
+
+/* Define the exported descriptor of a module:
+ *   AGENTIX_MODULE(.name = "example", .functions = example_functions); */
+#define AGENTIX_MODULE(...)                                                             \
+        __attribute__((visibility("default"))) const agentix_module agentix_module_v1 = { \
+                .abi = AGENTIX_MODULE_ABI, __VA_ARGS__                                  \
+        }
+#define AGENTIX_MODULE_SYMBOL "agentix_module_v1"
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+/* Unary: pack exactly one value into this packer and return 0. Packing nothing sends nil. */
+msgpack_packer *agentix_call_result(agentix_call *call);
+
+/* Stream and bidi: pack exactly one value between begin and end; end sends it (it may block
+ * while the server is busy: that is the backpressure). Returns 0, or -ECANCELED once the call
+ * was cancelled (stop producing and return). Returning 0 from the function ends the stream. */
+msgpack_packer *agentix_call_item_begin(agentix_call *call);
+int agentix_call_item_end(agentix_call *call);
+
+/* Pack `size` bytes read from `fd` as one msgpack bin value, reading straight into the
+ * outgoing frame (no intermediate copy). Fails with -EIO if the file yields fewer bytes. */
+int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size);
+
+/* Fail the call with an error of the given type ("ValueError", "FileNotFoundError", …).
+ * Returns a negative value to be returned from the function:
+ *     return agentix_call_raise(call, "ValueError", "bad mode %d", mode); */
+int agentix_call_raise(agentix_call *call, const char *type, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+int agentix_call_raisev(agentix_call *call, const char *type, const char *fmt, va_list ap);
+
+/* ---- cancellation and the bidi inbox ------------------------------------------------------ */
+
+/* True once the caller cancelled, the deadline passed or the server is shutting down. */
+bool agentix_call_cancelled(agentix_call *call);
+
+/* Next inbox item of a bidi call. Waits up to timeout_ms (-1 = forever, 0 = poll).
+ * Returns 1 with *ret_item set (valid until the next agentix_call_inbox_next() or the end of
+ * the function), 0 when the caller closed the inbox, -ETIMEDOUT, or -ECANCELED. */
+int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms);
+
+/* A file descriptor that polls readable (POLLIN) while agentix_call_inbox_next(…, 0) would
+ * return something other than -ETIMEDOUT, or the call is cancelled. Lets a function wait on
+ * its own fds (child pipes) and the inbox in one poll(). Do not read or close it. */
+int agentix_call_wait_fd(agentix_call *call);
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+const char *agentix_call_id(agentix_call *call);
+agentix_shape agentix_call_shape(agentix_call *call);
+/* Milliseconds left until the call's deadline, or -1 if it has none. */
+int64_t agentix_call_remaining_ms(agentix_call *call);
+
+/* ---- small helpers for reading arguments ---------------------------------------------------- */
+
+static inline bool agentix_arg_is_nil(const msgpack_object *o) {
+        return o->type == MSGPACK_OBJECT_NIL;
+}
+
+/* Copy a str/bin argument into a malloc()ed NUL-terminated string; NULL for nil. Sets errno
+ * to ENOMEM or EINVAL (embedded NUL) on failure. */
+char *agentix_arg_strdup(const msgpack_object *o);
+
+/* Look up a key in a map object; NULL when absent or when o is not a map. */
+const msgpack_object *agentix_map_get(const msgpack_object *o, const char *key);
+
+/* Pack a NUL-terminated string (nil for NULL). */
+int agentix_pack_cstr(msgpack_packer *pk, const char *s);
+/* Pack "key" then a string value / int / bool; for building result maps. */
+int agentix_pack_kv_str(msgpack_packer *pk, const char *key, const char *value);
+int agentix_pack_kv_int(msgpack_packer *pk, const char *key, int64_t value);
+int agentix_pack_kv_bool(msgpack_packer *pk, const char *key, bool value);
+
+#ifdef __cplusplus
+}
+#endif

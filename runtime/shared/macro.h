@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Small systemd-style helpers: cleanup attributes, ownership transfer, array sizes.
+ * libsystemd 252 exports none of these publicly, so the project keeps its own. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _noreturn_ __attribute__((noreturn))
+#define _likely_(x) __builtin_expect(!!(x), 1)
+#define _unlikely_(x) __builtin_expect(!!(x), 0)
+#define _pure_ __attribute__((pure))
+#define _warn_unused_result_ __attribute__((warn_unused_result))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define STRLEN(s) (sizeof(s) - 1)
+
+#define streq(a, b) (strcmp((a), (b)) == 0)
+#define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
+
+/* Take ownership of a pointer/fd, leaving NULL/-EBADF behind so the cleanup handler is a no-op. */
+#define TAKE_PTR(p)                             \
+        ({                                      \
+                __typeof__(p) _tp_ = (p);       \
+                (p) = NULL;                     \
+                _tp_;                           \
+        })
+#define TAKE_FD(fd)                             \
+        ({                                      \
+                int _tf_ = (fd);                \
+                (fd) = -EBADF;                  \
+                _tf_;                           \
+        })
+
+/* Define a cleanup function that calls func(*p) when *p is not NULL. */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                 \
+        static inline void func##p(type *p) {                   \
+                if (*p)                                         \
+                        func(*p);                               \
+        }
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline int safe_close(int fd) {
+        if (fd >= 0) {
+                int saved = errno;
+                (void) close(fd);
+                errno = saved;
+        }
+        return -EBADF;
+}
+
+static inline void closep(int *fd) {
+        *fd = safe_close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Negative errno from a libc call that set errno; never returns 0 by accident. */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+static inline bool strempty(const char *s) {
+        return !s || !*s;
+}
+
+static inline const char *strna(const char *s) {
+        return s ?: "n/a";
+}
+
+#define ERRNO_IS_TRANSIENT(r) ((r) == -EAGAIN || (r) == -EINTR || (r) == -EWOULDBLOCK)
+
+/* Overflow-checked size arithmetic for allocations sized by a peer. */
+static inline bool size_add_overflows(size_t a, size_t b, size_t *ret) {
+        return __builtin_add_overflow(a, b, ret);
+}
+
+/* Read a whole buffer of the given size from fd, retrying on EINTR; -EPIPE on early EOF. */
+int loop_read_exact(int fd, void *buf, size_t n);
+/* Write a whole buffer, retrying on EINTR and short writes. */
+int loop_write(int fd, const void *buf, size_t n);
+/* Monotonic time in microseconds. */
+unsigned long long now_usec(void);

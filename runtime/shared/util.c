@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#include <time.h>
+
+#include "macro.h"
+
+int loop_read_exact(int fd, void *buf, size_t n) {
+        char *p = buf;
+
+        while (n > 0) {
+                ssize_t k = read(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        return -EPIPE;
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+int loop_write(int fd, const void *buf, size_t n) {
+        const char *p = buf;
+
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
+}
+
+unsigned long long now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (unsigned long long) ts.tv_sec * 1000000ULL + (unsigned long long) ts.tv_nsec / 1000ULL;
+}

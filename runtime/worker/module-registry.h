@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Where callables come from: the built-in modules compiled into the worker (sandbox, fs) and
+ * C modules (<module_dir>/<name>.so, exporting agentix_module_v1). A module is loaded on first
+ * use and kept; each function's signature is parsed once and cached. Used from the worker's
+ * dispatch thread only. */
+
+#include "agentix-module.h"
+#include "signature.h"
+
+typedef struct ModuleRegistry ModuleRegistry;
+
+typedef struct ResolvedCallable {
+        const agentix_module *module;
+        const agentix_function *function;
+        const Signature *signature;
+} ResolvedCallable;
+
+int module_registry_new(const char *module_dir, ModuleRegistry **ret);
+ModuleRegistry *module_registry_free(ModuleRegistry *r);
+
+/* Resolve "module::function" for a call of the given shape. A module may list the same
+ * function name once per shape. Returns 0 and a pointer owned by the registry, or:
+ *   -EINVAL      malformed callable string        (BadRequest)
+ *   -ENOENT      no such module or function       (NoSuchCallable)
+ *   -EPROTOTYPE  function exists, not this shape  (BadRequest)
+ *   -ELIBBAD     the module failed to load/init   (NoSuchCallable, message says why)
+ * with a malloc()ed *ret_error a person can act on. */
+int module_registry_resolve(ModuleRegistry *r, const char *callable, agentix_shape shape,
+                            const ResolvedCallable **ret, char **ret_error);
+
+/* Built-in module tables (runtime/modules/). */
+extern const agentix_module agentix_builtin_sandbox;
+extern const agentix_module agentix_builtin_fs;
