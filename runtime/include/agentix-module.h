@@ -41,6 +41,9 @@ extern "C" {
 
 #define AGENTIX_MODULE_ABI 1
 
+/* The worker exports these functions to modules it dlopen()s. */
+#define AGENTIX_EXPORT __attribute__((visibility("default")))
+
 typedef struct agentix_call agentix_call;
 
 typedef enum agentix_shape {
@@ -80,46 +83,46 @@ typedef struct agentix_module {
 /* ---- results ---------------------------------------------------------------------------- */
 
 /* Unary: pack exactly one value into this packer and return 0. Packing nothing sends nil. */
-msgpack_packer *agentix_call_result(agentix_call *call);
+AGENTIX_EXPORT msgpack_packer *agentix_call_result(agentix_call *call);
 
 /* Stream and bidi: pack exactly one value between begin and end; end sends it (it may block
  * while the server is busy: that is the backpressure). Returns 0, or -ECANCELED once the call
  * was cancelled (stop producing and return). Returning 0 from the function ends the stream. */
-msgpack_packer *agentix_call_item_begin(agentix_call *call);
-int agentix_call_item_end(agentix_call *call);
+AGENTIX_EXPORT msgpack_packer *agentix_call_item_begin(agentix_call *call);
+AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call);
 
 /* Pack `size` bytes read from `fd` as one msgpack bin value, reading straight into the
  * outgoing frame (no intermediate copy). Fails with -EIO if the file yields fewer bytes. */
-int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size);
+AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size);
 
 /* Fail the call with an error of the given type ("ValueError", "FileNotFoundError", …).
  * Returns a negative value to be returned from the function:
  *     return agentix_call_raise(call, "ValueError", "bad mode %d", mode); */
-int agentix_call_raise(agentix_call *call, const char *type, const char *fmt, ...)
+AGENTIX_EXPORT int agentix_call_raise(agentix_call *call, const char *type, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-int agentix_call_raisev(agentix_call *call, const char *type, const char *fmt, va_list ap);
+AGENTIX_EXPORT int agentix_call_raisev(agentix_call *call, const char *type, const char *fmt, va_list ap);
 
 /* ---- cancellation and the bidi inbox ------------------------------------------------------ */
 
 /* True once the caller cancelled, the deadline passed or the server is shutting down. */
-bool agentix_call_cancelled(agentix_call *call);
+AGENTIX_EXPORT bool agentix_call_cancelled(agentix_call *call);
 
 /* Next inbox item of a bidi call. Waits up to timeout_ms (-1 = forever, 0 = poll).
  * Returns 1 with *ret_item set (valid until the next agentix_call_inbox_next() or the end of
  * the function), 0 when the caller closed the inbox, -ETIMEDOUT, or -ECANCELED. */
-int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms);
+AGENTIX_EXPORT int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms);
 
 /* A file descriptor that polls readable (POLLIN) while agentix_call_inbox_next(…, 0) would
  * return something other than -ETIMEDOUT, or the call is cancelled. Lets a function wait on
  * its own fds (child pipes) and the inbox in one poll(). Do not read or close it. */
-int agentix_call_wait_fd(agentix_call *call);
+AGENTIX_EXPORT int agentix_call_wait_fd(agentix_call *call);
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 
-const char *agentix_call_id(agentix_call *call);
-agentix_shape agentix_call_shape(agentix_call *call);
+AGENTIX_EXPORT const char *agentix_call_id(agentix_call *call);
+AGENTIX_EXPORT agentix_shape agentix_call_shape(agentix_call *call);
 /* Milliseconds left until the call's deadline, or -1 if it has none. */
-int64_t agentix_call_remaining_ms(agentix_call *call);
+AGENTIX_EXPORT int64_t agentix_call_remaining_ms(agentix_call *call);
 
 /* ---- small helpers for reading arguments ---------------------------------------------------- */
 
@@ -129,17 +132,17 @@ static inline bool agentix_arg_is_nil(const msgpack_object *o) {
 
 /* Copy a str/bin argument into a malloc()ed NUL-terminated string; NULL for nil. Sets errno
  * to ENOMEM or EINVAL (embedded NUL) on failure. */
-char *agentix_arg_strdup(const msgpack_object *o);
+AGENTIX_EXPORT char *agentix_arg_strdup(const msgpack_object *o);
 
 /* Look up a key in a map object; NULL when absent or when o is not a map. */
-const msgpack_object *agentix_map_get(const msgpack_object *o, const char *key);
+AGENTIX_EXPORT const msgpack_object *agentix_map_get(const msgpack_object *o, const char *key);
 
 /* Pack a NUL-terminated string (nil for NULL). */
-int agentix_pack_cstr(msgpack_packer *pk, const char *s);
+AGENTIX_EXPORT int agentix_pack_cstr(msgpack_packer *pk, const char *s);
 /* Pack "key" then a string value / int / bool; for building result maps. */
-int agentix_pack_kv_str(msgpack_packer *pk, const char *key, const char *value);
-int agentix_pack_kv_int(msgpack_packer *pk, const char *key, int64_t value);
-int agentix_pack_kv_bool(msgpack_packer *pk, const char *key, bool value);
+AGENTIX_EXPORT int agentix_pack_kv_str(msgpack_packer *pk, const char *key, const char *value);
+AGENTIX_EXPORT int agentix_pack_kv_int(msgpack_packer *pk, const char *key, int64_t value);
+AGENTIX_EXPORT int agentix_pack_kv_bool(msgpack_packer *pk, const char *key, bool value);
 
 #ifdef __cplusplus
 }
