@@ -297,6 +297,7 @@ int sio_encode_binary_event1(Buffer *out, const char *nsp, const char *event) {
         if (!root && (!nsp_is_valid(nsp) || !needs_no_json_escaping(nsp)))
                 return -EINVAL;
 
-        return buffer_printf(out, "51-%s%s[\"%s\",{\"_placeholder\":true,\"num\":0}]",
+        /* '4' is the Engine.IO MESSAGE type, as the header's example shows. */
+        return buffer_printf(out, "451-%s%s[\"%s\",{\"_placeholder\":true,\"num\":0}]",
                              root ? "" : nsp, root ? "" : ",", event);
 }

@@ -58,5 +58,8 @@ json_t *sio_placeholder_new(unsigned num);
 
 /* Fast path for the RPC namespace: append the text packet of a BINARY_EVENT with one
  * attachment and one argument, e.g. 451-/rpc,["call:result",{"_placeholder":true,"num":0}]
+ * The leading '4' is the Engine.IO MESSAGE type: the result is a complete WebSocket text frame
+ * (for a polling payload, append it after the separator; everything after the '4' equals
+ * sio_packet_encode() of the same packet). The one attachment follows as a binary message.
  * Event and namespace must not need JSON escaping (checked: -EINVAL). */
 int sio_encode_binary_event1(Buffer *out, const char *nsp, const char *event);

@@ -5,6 +5,7 @@
 
 #include <cmocka.h>
 
+#include "eio-packet.h"
 #include "sio-packet.h"
 
 static int decode_cstr(const char *s, SioPacket *ret) {
@@ -324,30 +325,38 @@ static void test_placeholders(void **state) {
 
 static void test_binary_event1(void **state) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL, ref = BUFFER_NULL;
-        static const char want[] = "51-/rpc,[\"call:result\",{\"_placeholder\":true,\"num\":0}]";
-        static const char want_root[] = "51-[\"x\",{\"_placeholder\":true,\"num\":0}]";
+        static const char want[] = "451-/rpc,[\"call:result\",{\"_placeholder\":true,\"num\":0}]";
+        static const char want_root[] = "451-[\"x\",{\"_placeholder\":true,\"num\":0}]";
         SioPacket p = SIO_PACKET_NULL;
+        EioPacket e;
 
         assert_int_equal(sio_encode_binary_event1(&b, "/rpc", "call:result"), 0);
         assert_int_equal(b.len, sizeof(want) - 1);
         assert_memory_equal(buffer_data(&b), want, b.len);
 
-        /* Same bytes as the general encoder gives for the same packet. */
-        assert_int_equal(sio_packet_decode((const char *) buffer_data(&b), b.len, &p), 0);
+        /* A complete Engine.IO text frame: MESSAGE + the Socket.IO packet, which is byte for
+         * byte what the general encoder gives for the same packet. */
+        assert_int_equal(eio_ws_decode(buffer_data(&b), b.len, false, &e), 0);
+        assert_int_equal(e.type, EIO_MESSAGE);
+        assert_int_equal(sio_packet_decode((const char *) e.data, e.size, &p), 0);
         assert_int_equal(p.type, SIO_BINARY_EVENT);
         assert_int_equal(p.attachments, 1);
+        assert_int_equal(p.ack_id, -1);
         assert_string_equal(p.nsp, "/rpc");
         assert_int_equal(sio_packet_encode(&p, &ref), 0);
-        assert_int_equal(ref.len, b.len);
-        assert_memory_equal(buffer_data(&ref), buffer_data(&b), b.len);
+        assert_int_equal(ref.len, e.size);
+        assert_memory_equal(buffer_data(&ref), e.data, e.size);
         sio_packet_done(&p);
 
+        /* Appends; the root namespace is omitted, named or not. */
         buffer_clear(&b);
+        assert_int_equal(buffer_append_byte(&b, '#'), 0);
         assert_int_equal(sio_encode_binary_event1(&b, "/", "x"), 0);
-        assert_int_equal(b.len, sizeof(want_root) - 1);
-        assert_memory_equal(buffer_data(&b), want_root, b.len);
+        assert_int_equal(b.len, sizeof(want_root));
+        assert_memory_equal(buffer_data(&b) + 1, want_root, b.len - 1);
         buffer_clear(&b);
         assert_int_equal(sio_encode_binary_event1(&b, NULL, "x"), 0);
+        assert_int_equal(b.len, sizeof(want_root) - 1);
         assert_memory_equal(buffer_data(&b), want_root, b.len);
 
         /* Anything that would need escaping, or a namespace the decoder would split wrongly. */
