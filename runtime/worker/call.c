@@ -1,0 +1,415 @@
+/* SPDX-License-Identifier: MIT */
+/* The call context: the module API's agentix_call_* functions (agentix-module.h) and the
+ * worker's side of one call. Everything a function packs goes straight into the frame that
+ * carries it (c->out, with the frame header reserved in front), so a result is copied once:
+ * by the packer. */
+#include <stdarg.h>
+
+#include "call.h"
+#include "frame.h"
+#include "log.h"
+
+/* msgpack write callback for c->pk: append to c->out, refusing to grow past the frame limit. */
+static int call_pack_write(void *data, const char *buf, size_t len) {
+        agentix_call *c = data;
+        int r;
+
+        if (c->pack_error < 0)
+                return -1;
+        if (len > c->max_frame || c->out.len > c->max_frame - len) {
+                c->pack_error = -EMSGSIZE;
+                return -1;
+        }
+        r = buffer_append(&c->out, buf, len);
+        if (r < 0) {
+                c->pack_error = r;
+                return -1;
+        }
+        return 0;
+}
+
+int call_new(const void *payload, size_t size, FrameSink *sink, size_t max_frame, agentix_call **ret) {
+        const char *id;
+        size_t off = 0, id_len;
+        agentix_call *c;
+        int r;
+
+        c = malloc(sizeof(*c) + size);
+        if (!c)
+                return -ENOMEM;
+        memset(c, 0, sizeof(*c));
+        memcpy(c->payload, payload, size);
+        c->payload_size = size;
+        c->sink = sink;
+        c->max_frame = max_frame;
+        msgpack_packer_init(&c->pk, c, call_pack_write);
+        msgpack_zone_init(&c->zone, 2048);
+
+        r = inbox_init(&c->inbox, false, 0);
+        if (r < 0) {
+                msgpack_zone_destroy(&c->zone);
+                free(c);
+                return r;
+        }
+
+        if (msgpack_unpack((const char *) c->payload, size, &off, &c->zone, &c->request) != MSGPACK_UNPACK_SUCCESS ||
+            off != size || c->request.type != MSGPACK_OBJECT_MAP ||
+            mp_map_get_str(&c->request, "call_id", &id, &id_len) < 0 || id_len == 0 || id_len > RPC_CALL_ID_MAX) {
+                call_free(c);
+                return -EBADMSG;
+        }
+        memcpy(c->id, id, id_len);
+        c->id[id_len] = 0;
+        c->id_len = id_len;
+
+        *ret = c;
+        return 0;
+}
+
+agentix_call *call_free(agentix_call *c) {
+        if (!c)
+                return NULL;
+        inbox_done(&c->inbox);
+        buffer_done(&c->out);
+        free(c->raise_type);
+        free(c->raise_message);
+        msgpack_zone_destroy(&c->zone);
+        free(c);
+        return NULL;
+}
+
+static int bad_request(char **ret_error, const char *fmt, ...) _printf_(2, 3);
+static int bad_request(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(ret_error, fmt, ap) < 0)
+                *ret_error = NULL;
+        va_end(ap);
+        return -EINVAL;
+}
+
+int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_object **ret_args,
+                       const msgpack_object **ret_kwargs, char **ret_error) {
+        const msgpack_object *shape, *args, *kwargs, *deadline;
+        int r;
+
+        if (memchr(c->id, 0, c->id_len))
+                return bad_request(ret_error, "call_id must not contain NUL bytes");
+
+        shape = mp_map_get(&c->request, "shape");
+        if (mp_str_eq(shape, "unary"))
+                c->shape = AGENTIX_SHAPE_UNARY;
+        else if (mp_str_eq(shape, "stream"))
+                c->shape = AGENTIX_SHAPE_STREAM;
+        else if (mp_str_eq(shape, "bidi"))
+                c->shape = AGENTIX_SHAPE_BIDI;
+        else
+                return bad_request(ret_error, "\"shape\" must be \"unary\", \"stream\" or \"bidi\"");
+
+        r = mp_map_copy_str(&c->request, "callable", callable, n);
+        if (r == -ENAMETOOLONG)
+                return bad_request(ret_error, "\"callable\" is longer than %zu bytes", n - 1);
+        if (r < 0)
+                return bad_request(ret_error, "\"callable\" must be a string \"module::function\"");
+
+        args = mp_map_get(&c->request, "args");
+        if (args && args->type != MSGPACK_OBJECT_ARRAY && args->type != MSGPACK_OBJECT_NIL)
+                return bad_request(ret_error, "\"args\" must be an array");
+        kwargs = mp_map_get(&c->request, "kwargs");
+        if (kwargs && kwargs->type != MSGPACK_OBJECT_MAP && kwargs->type != MSGPACK_OBJECT_NIL)
+                return bad_request(ret_error, "\"kwargs\" must be a map");
+
+        deadline = mp_map_get(&c->request, "deadline_ms");
+        if (deadline && deadline->type != MSGPACK_OBJECT_NIL) {
+                double ms;
+
+                if (deadline->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                        ms = (double) deadline->via.u64;
+                else if (deadline->type == MSGPACK_OBJECT_FLOAT64 || deadline->type == MSGPACK_OBJECT_FLOAT32)
+                        ms = deadline->via.f64;
+                else
+                        ms = -1;
+                if (!(ms >= 0 && ms <= 1e12)) /* also rejects NaN */
+                        return bad_request(ret_error, "\"deadline_ms\" must be a number of milliseconds >= 0");
+                /* +1: a deadline of 0 ms has passed already, and 0 means "none" below. */
+                c->deadline_usec = now_usec() + (uint64_t) (ms * 1000.0) + 1;
+        }
+
+        c->inbox.closed = c->shape != AGENTIX_SHAPE_BIDI;
+        c->inbox.deadline_usec = c->deadline_usec;
+        *ret_args = args;
+        *ret_kwargs = kwargs;
+        return 0;
+}
+
+void call_stop(agentix_call *c, CallStop reason) {
+        int expected = CALL_STOP_NONE;
+
+        if (reason != CALL_STOP_DEADLINE && c->deadline_usec > 0 && now_usec() >= c->deadline_usec)
+                reason = CALL_STOP_DEADLINE;
+        (void) atomic_compare_exchange_strong(&c->stop, &expected, (int) reason);
+        inbox_cancel(&c->inbox);
+}
+
+CallStop call_stop_reason(agentix_call *c) {
+        CallStop s = (CallStop) atomic_load(&c->stop);
+
+        if (s == CALL_STOP_NONE && c->deadline_usec > 0 && now_usec() >= c->deadline_usec)
+                s = CALL_STOP_DEADLINE;
+        return s;
+}
+
+/* Start the {call_id, value: …} envelope in c->out; the value is packed next. */
+static int begin_value_envelope(agentix_call *c) {
+        int r;
+
+        r = frame_sink_prepare(&c->out);
+        if (r < 0) {
+                c->pack_error = r;
+                return r;
+        }
+        r = msgpack_pack_map(&c->pk, 2);
+        r = r ?: mp_pack_str(&c->pk, "call_id", STRLEN("call_id"));
+        r = r ?: mp_pack_str(&c->pk, c->id, c->id_len);
+        r = r ?: mp_pack_str(&c->pk, "value", STRLEN("value"));
+        return r < 0 ? c->pack_error ?: -ENOMEM : 0;
+}
+
+/* A function used the API against its shape: fail the call with an error that says so. */
+static msgpack_packer *misuse(agentix_call *c, const char *what) {
+        if (!c->raise_type)
+                (void) agentix_call_raise(c, "RuntimeError", "%s called by a %s function", what,
+                                          c->shape == AGENTIX_SHAPE_UNARY ? "unary" : "stream/bidi");
+        c->pack_error = -EINVAL; /* the packer refuses everything from now on */
+        return &c->pk;
+}
+
+/* ---- the module API ------------------------------------------------------------------------ */
+
+AGENTIX_EXPORT msgpack_packer *agentix_call_result(agentix_call *call) {
+        if (call->shape != AGENTIX_SHAPE_UNARY)
+                return misuse(call, "agentix_call_result()");
+        if (!call->result_started) {
+                call->result_started = true;
+                (void) begin_value_envelope(call);
+        }
+        return &call->pk;
+}
+
+AGENTIX_EXPORT msgpack_packer *agentix_call_item_begin(agentix_call *call) {
+        if (call->shape == AGENTIX_SHAPE_UNARY)
+                return misuse(call, "agentix_call_item_begin()");
+        call->item_open = true;
+        (void) begin_value_envelope(call);
+        return &call->pk;
+}
+
+AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call) {
+        int r;
+
+        if (call->shape == AGENTIX_SHAPE_UNARY || !call->item_open)
+                return -EINVAL;
+        call->item_open = false;
+
+        if (call_stop_reason(call) != CALL_STOP_NONE)
+                return -ECANCELED;
+        if (call->pack_error < 0)
+                return call->pack_error; /* stays set: the call ends with this error */
+
+        r = frame_sink_send(call->sink, &call->out, FRAME_ITEM);
+        if (r < 0) {
+                /* The server is gone: nobody will read more items. */
+                call_stop(call, CALL_STOP_SHUTDOWN);
+                return -ECANCELED;
+        }
+        /* Do not keep a big item's buffer around for the small ones after it. */
+        if (call->out.cap > 1024 * 1024)
+                buffer_done(&call->out);
+        return call_stop_reason(call) != CALL_STOP_NONE ? -ECANCELED : 0;
+}
+
+AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size) {
+        agentix_call *c = pk->callback == call_pack_write ? pk->data : NULL;
+        uint8_t chunk[64 * 1024], *dst;
+        size_t done = 0;
+
+        if (size > UINT32_MAX)
+                return -EMSGSIZE;
+        if (msgpack_pack_bin(pk, size) < 0)
+                return c && c->pack_error < 0 ? c->pack_error : -ENOMEM;
+
+        if (c) {
+                /* Our own packer: read straight into the frame. */
+                if (size > c->max_frame || c->out.len > c->max_frame - size)
+                        return (c->pack_error = -EMSGSIZE);
+                if (buffer_reserve(&c->out, size) < 0)
+                        return (c->pack_error = -ENOMEM);
+        }
+
+        while (done < size) {
+                size_t want = c ? size - done : MIN(size - done, sizeof(chunk));
+                ssize_t k;
+
+                dst = c ? buffer_data(&c->out) + c->out.len : chunk;
+                k = read(fd, dst, want);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        int r = k < 0 ? negative_errno() : -EIO;
+                        /* A half-written bin would corrupt the frame: poison it. */
+                        if (c)
+                                c->pack_error = r;
+                        return r;
+                }
+                if (c)
+                        c->out.len += (size_t) k;
+                else if (msgpack_pack_bin_body(pk, chunk, (size_t) k) < 0)
+                        return -ENOMEM;
+                done += (size_t) k;
+        }
+        return 0;
+}
+
+AGENTIX_EXPORT int agentix_call_raisev(agentix_call *call, const char *type, const char *fmt, va_list ap) {
+        char *t, *m = NULL;
+
+        t = strdup(type ?: "Error");
+        if (fmt && vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        free(call->raise_type);
+        free(call->raise_message);
+        call->raise_type = t;
+        call->raise_message = m;
+        /* Any negative value would do: a raised error wins over the return value. */
+        return -EREMOTEIO;
+}
+
+AGENTIX_EXPORT int agentix_call_raise(agentix_call *call, const char *type, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = agentix_call_raisev(call, type, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+AGENTIX_EXPORT bool agentix_call_cancelled(agentix_call *call) {
+        return call_stop_reason(call) != CALL_STOP_NONE;
+}
+
+AGENTIX_EXPORT int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms) {
+        return inbox_next(&call->inbox, ret_item, timeout_ms);
+}
+
+AGENTIX_EXPORT int agentix_call_wait_fd(agentix_call *call) {
+        return inbox_wait_fd(&call->inbox);
+}
+
+AGENTIX_EXPORT const char *agentix_call_id(agentix_call *call) {
+        return call->id;
+}
+
+AGENTIX_EXPORT agentix_shape agentix_call_shape(agentix_call *call) {
+        return call->shape;
+}
+
+AGENTIX_EXPORT int64_t agentix_call_remaining_ms(agentix_call *call) {
+        unsigned long long now;
+
+        if (call->deadline_usec == 0)
+                return -1;
+        now = now_usec();
+        return now >= call->deadline_usec ? 0 : (int64_t) ((call->deadline_usec - now) / 1000u);
+}
+
+/* ---- the end of a call --------------------------------------------------------------------- */
+
+int call_build_error(agentix_call *c, const char *type, const char *message, bool cancelled) {
+        int r;
+
+        r = frame_sink_prepare(&c->out);
+        if (r < 0)
+                return r;
+        return rpc_envelope_error(&c->out, c->id, c->id_len,
+                                  &(RpcError) { .type = type, .message = message, .cancelled = cancelled });
+}
+
+static int build_stop_error(agentix_call *c, CallStop stop) {
+        switch (stop) {
+        case CALL_STOP_DEADLINE:
+                return call_build_error(c, RPC_ERR_DEADLINE, "the call's deadline passed", true);
+        case CALL_STOP_SHUTDOWN:
+                return call_build_error(c, RPC_ERR_CANCELLED, "the worker is shutting down", true);
+        case CALL_STOP_OVERFLOW: {
+                char m[256];
+
+                snprintf(m, sizeof(m),
+                         "the inbox of this bidi call overflowed: more than %u items or %u MiB were waiting "
+                         "for the function to read them",
+                         INBOX_MAX_ITEMS, INBOX_MAX_BYTES / (1024u * 1024u));
+                return call_build_error(c, CALL_ERR_INBOX_OVERFLOW, m, false);
+        }
+        default:
+                return call_build_error(c, RPC_ERR_CANCELLED, "the call was cancelled", true);
+        }
+}
+
+static int build_terminal(agentix_call *c, int r, uint8_t *ret_kind) {
+        CallStop stop = call_stop_reason(c);
+
+        *ret_kind = FRAME_ERROR;
+        if (stop != CALL_STOP_NONE)
+                return build_stop_error(c, stop);
+        if (c->raise_type)
+                return call_build_error(c, c->raise_type, c->raise_message ?: "", false);
+        if (r < 0)
+                return call_build_error(c, "OSError", strerror(-r), false);
+        if (c->pack_error == -EMSGSIZE) {
+                char m[128];
+
+                snprintf(m, sizeof(m), "the %s is larger than the frame limit of %zu bytes",
+                         c->shape == AGENTIX_SHAPE_UNARY ? "result" : "item", c->max_frame);
+                return call_build_error(c, RPC_ERR_TOO_LARGE, m, false);
+        }
+        if (c->pack_error == -ENOMEM)
+                return call_build_error(c, "MemoryError", "out of memory while packing the result", false);
+        if (c->pack_error < 0)
+                return call_build_error(c, "OSError", strerror(-c->pack_error), false);
+
+        if (c->shape == AGENTIX_SHAPE_UNARY) {
+                if (!c->result_started) {
+                        (void) agentix_call_result(c);
+                        (void) msgpack_pack_nil(&c->pk);
+                }
+                if (c->pack_error < 0) /* packing nil failed */
+                        return build_terminal(c, c->pack_error, ret_kind);
+                *ret_kind = FRAME_RESULT;
+                return 0;
+        }
+
+        *ret_kind = FRAME_END;
+        r = frame_sink_prepare(&c->out);
+        if (r < 0)
+                return r;
+        return rpc_envelope_call_id(&c->out, c->id, c->id_len);
+}
+
+void call_run(agentix_call *c, uint8_t *ret_kind) {
+        int r = 0;
+
+        if (call_stop_reason(c) == CALL_STOP_NONE)
+                r = c->function->impl(c, c->argv, c->argc);
+
+        /* The function is done with its inbox item and wait fd. */
+        if (build_terminal(c, r, ret_kind) < 0) {
+                /* Not even an error envelope fits in memory: drop the buffer and try once more. */
+                buffer_done(&c->out);
+                if (call_build_error(c, "MemoryError", "out of memory", false) < 0) {
+                        log_error("Out of memory for the terminal frame of call %s, giving up.", c->id);
+                        abort();
+                }
+                *ret_kind = FRAME_ERROR;
+        }
+}

@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+
+#include "envelope.h"
+#include "inbox.h"
+
+int inbox_item_new(const void *payload, size_t size, InboxItem **ret) {
+        msgpack_object root;
+        const msgpack_object *item;
+        InboxItem *i;
+        size_t off = 0;
+
+        i = malloc(sizeof(*i) + size);
+        if (!i)
+                return -ENOMEM;
+        memcpy(i->bytes, payload, size);
+        i->size = size;
+        i->next = NULL;
+        msgpack_zone_init(&i->zone, 256);
+
+        if (msgpack_unpack((const char *) i->bytes, size, &off, &i->zone, &root) != MSGPACK_UNPACK_SUCCESS ||
+            off != size || mp_map_get_str(&root, "call_id", &i->call_id, &i->call_id_len) < 0 ||
+            !(item = mp_map_get(&root, "item"))) {
+                inbox_item_free(i);
+                return -EBADMSG;
+        }
+        i->item = *item;
+        *ret = i;
+        return 0;
+}
+
+InboxItem *inbox_item_free(InboxItem *i) {
+        if (!i)
+                return NULL;
+        msgpack_zone_destroy(&i->zone);
+        free(i);
+        return NULL;
+}
+
+int inbox_init(Inbox *ib, bool open, uint64_t deadline_usec) {
+        pthread_condattr_t attr;
+        int r;
+
+        *ib = (Inbox) {
+                .closed = !open,
+                .deadline_usec = deadline_usec,
+                .event_fd = -EBADF,
+                .timer_fd = -EBADF,
+                .wait_fd = -EBADF,
+        };
+        ib->tail = &ib->head;
+
+        r = -pthread_condattr_init(&attr);
+        if (r < 0)
+                return r;
+        r = -pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        if (r == 0)
+                r = -pthread_cond_init(&ib->cond, &attr);
+        pthread_condattr_destroy(&attr);
+        if (r < 0)
+                return r;
+        r = -pthread_mutex_init(&ib->lock, NULL);
+        if (r < 0)
+                pthread_cond_destroy(&ib->cond);
+        return r;
+}
+
+void inbox_done(Inbox *ib) {
+        while (ib->head) {
+                InboxItem *i = ib->head;
+                ib->head = i->next;
+                inbox_item_free(i);
+        }
+        ib->current = inbox_item_free(ib->current);
+        if (ib->wait_fd != ib->event_fd)
+                safe_close(ib->wait_fd);
+        safe_close(ib->event_fd);
+        safe_close(ib->timer_fd);
+        pthread_mutex_destroy(&ib->lock);
+        pthread_cond_destroy(&ib->cond);
+}
+
+static bool deadline_passed(const Inbox *ib) {
+        return ib->deadline_usec > 0 && now_usec() >= ib->deadline_usec;
+}
+
+/* With the lock held: make the event fd's counter match the readiness. The deadline is the
+ * timer fd's business, so it is not part of this. */
+static void update_readiness(Inbox *ib) {
+        bool ready = ib->head || ib->closed || ib->cancelled;
+        uint64_t v = 1;
+
+        if (ib->event_fd < 0 || ready == ib->signalled)
+                return;
+        if (ready)
+                (void) !write(ib->event_fd, &v, sizeof(v));
+        else
+                (void) !read(ib->event_fd, &v, sizeof(v));
+        ib->signalled = ready;
+}
+
+int inbox_push(Inbox *ib, InboxItem *item) {
+        int r = 0;
+
+        pthread_mutex_lock(&ib->lock);
+        if (ib->closed)
+                r = -EPIPE;
+        else if (ib->n_items > 0 &&
+                 (ib->n_items >= INBOX_MAX_ITEMS || ib->n_bytes + item->size > INBOX_MAX_BYTES))
+                r = -ENOBUFS;
+        else {
+                item->next = NULL;
+                *ib->tail = item;
+                ib->tail = &item->next;
+                ib->n_items++;
+                ib->n_bytes += item->size;
+                update_readiness(ib);
+                pthread_cond_signal(&ib->cond);
+        }
+        pthread_mutex_unlock(&ib->lock);
+        return r;
+}
+
+void inbox_close(Inbox *ib) {
+        pthread_mutex_lock(&ib->lock);
+        ib->closed = true;
+        update_readiness(ib);
+        pthread_cond_broadcast(&ib->cond);
+        pthread_mutex_unlock(&ib->lock);
+}
+
+void inbox_cancel(Inbox *ib) {
+        pthread_mutex_lock(&ib->lock);
+        ib->cancelled = true;
+        update_readiness(ib);
+        pthread_cond_broadcast(&ib->cond);
+        pthread_mutex_unlock(&ib->lock);
+}
+
+static struct timespec timespec_from_usec(uint64_t usec) {
+        return (struct timespec) { .tv_sec = (time_t) (usec / 1000000u), .tv_nsec = (long) (usec % 1000000u) * 1000 };
+}
+
+int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
+        uint64_t until = 0; /* 0: wait forever */
+        int r;
+
+        if (timeout_ms > 0)
+                until = now_usec() + (uint64_t) timeout_ms * 1000u;
+
+        pthread_mutex_lock(&ib->lock);
+        ib->current = inbox_item_free(ib->current);
+        for (;;) {
+                if (ib->cancelled || deadline_passed(ib)) {
+                        r = -ECANCELED;
+                        break;
+                }
+                if (ib->head) {
+                        InboxItem *i = ib->head;
+
+                        ib->head = i->next;
+                        if (!ib->head)
+                                ib->tail = &ib->head;
+                        ib->n_items--;
+                        ib->n_bytes -= i->size;
+                        ib->current = i;
+                        *ret_item = i->item;
+                        update_readiness(ib);
+                        r = 1;
+                        break;
+                }
+                if (ib->closed) {
+                        r = 0;
+                        break;
+                }
+                if (timeout_ms == 0 || (until > 0 && now_usec() >= until)) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+
+                uint64_t wake = until;
+                if (ib->deadline_usec > 0 && (wake == 0 || ib->deadline_usec < wake))
+                        wake = ib->deadline_usec;
+                if (wake == 0)
+                        pthread_cond_wait(&ib->cond, &ib->lock);
+                else {
+                        struct timespec ts = timespec_from_usec(wake);
+                        (void) pthread_cond_timedwait(&ib->cond, &ib->lock, &ts);
+                }
+        }
+        pthread_mutex_unlock(&ib->lock);
+        return r;
+}
+
+static int make_wait_fd(Inbox *ib) {
+        _cleanup_close_ int efd = -EBADF, tfd = -EBADF, ep = -EBADF;
+
+        efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (efd < 0)
+                return negative_errno();
+        if (ib->deadline_usec == 0) {
+                ib->event_fd = ib->wait_fd = TAKE_FD(efd);
+                return 0;
+        }
+
+        /* With a deadline the kernel must make the fd readable when it passes, without anyone
+         * writing to it: an epoll set of the event fd and a timer fd armed at the deadline. */
+        struct itimerspec its = { .it_value = timespec_from_usec(ib->deadline_usec) };
+        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (tfd < 0)
+                return negative_errno();
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+                its.it_value.tv_nsec = 1; /* all zero would disarm it */
+        if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
+                return negative_errno();
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        if (ep < 0)
+                return negative_errno();
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, efd, &(struct epoll_event) { .events = EPOLLIN }) < 0 ||
+            epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &(struct epoll_event) { .events = EPOLLIN }) < 0)
+                return negative_errno();
+
+        ib->event_fd = TAKE_FD(efd);
+        ib->timer_fd = TAKE_FD(tfd);
+        ib->wait_fd = TAKE_FD(ep);
+        return 0;
+}
+
+int inbox_wait_fd(Inbox *ib) {
+        int r = 0;
+
+        pthread_mutex_lock(&ib->lock);
+        if (ib->wait_fd < 0) {
+                r = make_wait_fd(ib);
+                if (r >= 0)
+                        update_readiness(ib);
+        }
+        if (r >= 0)
+                r = ib->wait_fd;
+        pthread_mutex_unlock(&ib->lock);
+        return r;
+}

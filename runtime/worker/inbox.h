@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The inbox of a bidi call: a bounded queue of items (IN frames) between the worker's reader
+ * thread and the call's thread, plus a "wait fd" that polls readable exactly while
+ * inbox_next(…, 0) would not return -ETIMEDOUT: an item is queued, the inbox is closed, or
+ * the call is cancelled or past its deadline. Level-triggered and race-free: every state
+ * change that affects readiness updates the fd under the same lock.
+ *
+ * Each item owns a copy of its IN frame, so it outlives the reader's buffer. */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+/* Bounds per call: a producer faster than the function overflows the inbox and the call fails
+ * (the worker never buffers without limit). One item is always admitted into an empty inbox,
+ * however big (frames themselves are bounded by the frame limit). */
+#define INBOX_MAX_ITEMS 64u
+#define INBOX_MAX_BYTES (64u * 1024u * 1024u)
+
+typedef struct InboxItem {
+        struct InboxItem *next;
+        msgpack_zone zone;
+        msgpack_object item;
+        const char *call_id; /* into bytes, not NUL-terminated */
+        size_t call_id_len;
+        size_t size;
+        uint8_t bytes[];     /* the IN payload; item and call_id point into it */
+} InboxItem;
+
+/* Copy and decode an IN payload {call_id, item}. -EBADMSG when it is not one. */
+int inbox_item_new(const void *payload, size_t size, InboxItem **ret);
+InboxItem *inbox_item_free(InboxItem *i);
+
+typedef struct Inbox {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;       /* CLOCK_MONOTONIC */
+        InboxItem *head, **tail;
+        InboxItem *current;        /* last item handed out; freed by the next inbox_next() */
+        size_t n_items, n_bytes;
+        bool closed;               /* END_IN seen (or the call has no inbox) */
+        bool cancelled;
+        uint64_t deadline_usec;    /* CLOCK_MONOTONIC µs, 0: none */
+        int event_fd;              /* lazily created: nonzero counter == ready */
+        int timer_fd;              /* fires at the deadline (only with a deadline) */
+        int wait_fd;               /* what inbox_wait_fd() hands out: event_fd, or an epoll of both */
+        bool signalled;            /* event_fd counter is nonzero */
+} Inbox;
+
+int inbox_init(Inbox *ib, bool open, uint64_t deadline_usec);
+void inbox_done(Inbox *ib);
+
+/* Producer side (the reader thread). -ENOBUFS: the inbox is full (the item is not taken);
+ * -EPIPE: already closed (item not taken). */
+int inbox_push(Inbox *ib, InboxItem *item);
+void inbox_close(Inbox *ib);
+void inbox_cancel(Inbox *ib);
+
+/* Consumer side (the call's thread). 1 + item, 0 closed and drained, -ETIMEDOUT, -ECANCELED
+ * (cancelled or past the deadline: cancellation wins over queued items). */
+int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms);
+int inbox_wait_fd(Inbox *ib);
