@@ -9,6 +9,10 @@
 #include "agentix-module.h"
 #include "signature.h"
 
+#define MODULE_REGISTRY_NAME_MAX 64         /* bytes of a module or function name */
+#define MODULE_REGISTRY_FUNCTIONS_MAX 1024  /* entries of one module's function table */
+#define MODULE_REGISTRY_MODULES_MAX 256     /* modules held at once (built-ins included) */
+
 typedef struct ModuleRegistry ModuleRegistry;
 
 typedef struct ResolvedCallable {
@@ -17,6 +21,8 @@ typedef struct ResolvedCallable {
         const Signature *signature;
 } ResolvedCallable;
 
+/* module_dir NULL: $AGENTIX_MODULE_DIR, else the compiled-in default
+ * (/nix/runtime/lib/agentix/modules). Nothing is loaded until the first resolve. */
 int module_registry_new(const char *module_dir, ModuleRegistry **ret);
 ModuleRegistry *module_registry_free(ModuleRegistry *r);
 
