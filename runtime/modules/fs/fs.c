@@ -1,13 +1,582 @@
 /* SPDX-License-Identifier: MIT */
-/* Built-in module "fs" (placeholder table; functions land here). */
+/* Built-in module "fs": the deepagents file contract in native C (no shell, no python3 in
+ * the task image). This file is the descriptor table and the msgpack adapters; the
+ * operations themselves are plain C in fs-*.c (fs-ops.h).
+ *
+ * Results are maps. A failure of the operation itself is reported in them — `error` (a
+ * code: file_not_found, permission_denied, …) and `message` (deepagents wording) — and
+ * never raised; only arguments of the wrong type are (by the worker, from the signatures). */
+#include <inttypes.h>
+#include <limits.h>
+
 #include "agentix-module.h"
+#include "fs-ops.h"
+#include "fs-path.h"
+#include "fs-utf8.h"
+#include "macro.h"
+
+/* The agentix_call_* API is defined by the program running the worker. Weak references
+ * keep programs that link the module registry without a worker (its unit tests: they
+ * resolve callables but never run them) linkable; in the worker they bind normally. */
+#pragma weak agentix_call_result
+#pragma weak agentix_call_cancelled
+#pragma weak agentix_call_remaining_ms
+
+/* download: file bytes per call, leaving room below the 256 MiB message limit for the
+ * envelope, paths and per-file maps. */
+#define FS_DOWNLOAD_BUDGET (255u * 1024u * 1024u)
+/* grep and glob end this long before a call deadline, to return what they found. */
+#define FS_DEADLINE_MARGIN_USEC (200u * 1000u)
+
+/* ---- packing ------------------------------------------------------------------------------- */
+
+static int pack_strn(msgpack_packer *pk, const void *p, size_t n) {
+        _cleanup_buffer_ Buffer clean = BUFFER_NULL;
+        int r;
+
+        /* A str must be UTF-8 or Python clients fail to decode the whole result; names on
+         * disk need not be, so the odd byte becomes U+FFFD. */
+        if (!fs_utf8_is_valid(p, n, true)) {
+                r = fs_utf8_append_sanitized(&clean, p, n);
+                if (r < 0)
+                        return r;
+                p = buffer_data(&clean);
+                n = clean.len;
+        }
+        if (msgpack_pack_str(pk, n) < 0 || msgpack_pack_str_body(pk, p, n) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int pack_str(msgpack_packer *pk, const char *s) {
+        if (!s)
+                return msgpack_pack_nil(pk) < 0 ? -ENOMEM : 0;
+        return pack_strn(pk, s, strlen(s));
+}
+
+static int pack_key(msgpack_packer *pk, const char *key) {
+        return pack_strn(pk, key, strlen(key));
+}
+
+static int pack_int_or_nil(msgpack_packer *pk, bool present, int64_t v) {
+        return (present ? msgpack_pack_int64(pk, v) : msgpack_pack_nil(pk)) < 0 ? -ENOMEM : 0;
+}
+
+static int pack_bool(msgpack_packer *pk, bool v) {
+        return (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) < 0 ? -ENOMEM : 0;
+}
+
+/* "error": code|nil, "message": text|nil — the last two entries of every result map. */
+static int pack_status(msgpack_packer *pk, const FsStatus *s) {
+        int r;
+
+        r = pack_key(pk, "error");
+        r = r ?: pack_str(pk, fs_error_to_string(s->error));
+        r = r ?: pack_key(pk, "message");
+        r = r ?: pack_str(pk, s->message);
+        return r;
+}
+
+static int pack_entry(msgpack_packer *pk, const FsEntry *e, bool with_is_dir) {
+        char ts[FS_TIMESTAMP_MAX];
+        int r;
+
+        fs_format_timestamp(&e->mtime, ts);
+        r = msgpack_pack_map(pk, with_is_dir ? 4 : 3) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "path");
+        r = r ?: pack_str(pk, e->path);
+        if (with_is_dir) {
+                r = r ?: pack_key(pk, "is_dir");
+                r = r ?: pack_bool(pk, e->is_dir);
+        }
+        r = r ?: pack_key(pk, "size");
+        r = r ?: (msgpack_pack_uint64(pk, e->size) < 0 ? -ENOMEM : 0);
+        r = r ?: pack_key(pk, "modified_at");
+        r = r ?: pack_str(pk, ts);
+        return r;
+}
+
+/* ---- arguments ----------------------------------------------------------------------------- */
+
+static bool arg_bytes(const msgpack_object *o, const char **ret_p, size_t *ret_n) {
+        if (o->type == MSGPACK_OBJECT_STR) {
+                *ret_p = o->via.str.ptr;
+                *ret_n = o->via.str.size;
+                return true;
+        }
+        if (o->type == MSGPACK_OBJECT_BIN) {
+                *ret_p = o->via.bin.ptr;
+                *ret_n = o->via.bin.size;
+                return true;
+        }
+        return false;
+}
+
+/* A path argument as a C string, or a status saying why it is not one. Returns 0 (then
+ * either *ret is set or the status is invalid_path) or -ENOMEM. */
+static int arg_path(const msgpack_object *o, char **ret, FsStatus *status) {
+        const char *p;
+        size_t n;
+        int r;
+
+        if (!arg_bytes(o, &p, &n))
+                return fs_status_set(status, FS_ERROR_INVALID_PATH, "Error: Path must be a string");
+        r = fs_path_check(p, n, status);
+        if (r <= 0)
+                return r;
+        *ret = strndup(p, n);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* A pattern argument as a C string (NUL bytes cannot match any name). */
+static int arg_pattern(const msgpack_object *o, char **ret, FsStatus *status) {
+        const char *p;
+        size_t n;
+
+        if (!arg_bytes(o, &p, &n))
+                return fs_status_set(status, FS_ERROR_INVALID_PATH, "Error: Pattern must be a string");
+        if (memchr(p, 0, n))
+                return fs_status_set(status, FS_ERROR_INVALID_PATH, "Error: Pattern contains a NUL byte");
+        *ret = strndup(p, n);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int64_t arg_int(const msgpack_object *o) {
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                return o->via.u64 > INT64_MAX ? INT64_MAX : (int64_t) o->via.u64;
+        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                return o->via.i64;
+        return 0;
+}
+
+static bool call_cancelled(void *userdata) {
+        return agentix_call_cancelled(userdata);
+}
+
+/* A walk's time budget: its own, or less when the call's deadline is nearer. */
+static uint64_t walk_budget(agentix_call *call, uint64_t budget_usec) {
+        int64_t ms = agentix_call_remaining_ms(call);
+
+        if (ms >= 0) {
+                uint64_t left = (uint64_t) ms * 1000u;
+                left = left > FS_DEADLINE_MARGIN_USEC ? left - FS_DEADLINE_MARGIN_USEC : 1;
+                budget_usec = MIN(budget_usec, left);
+        }
+        return budget_usec;
+}
+
+/* ---- read ---------------------------------------------------------------------------------- */
+
+static int fs_read_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_read_result_done) FsReadResult res = {};
+        _cleanup_free_ char *path = NULL;
+        msgpack_packer *pk;
+        int r;
+
+        r = arg_path(&argv[0], &path, &res.status);
+        if (r < 0)
+                return r;
+        if (path) {
+                r = fs_read(path, arg_int(&argv[1]), arg_int(&argv[2]), &res);
+                if (r < 0)
+                        return r;
+        }
+
+        bool ok = fs_status_ok(&res.status), page = ok && !res.binary && res.start_line > 0;
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 10) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "content");
+        if (ok && !res.binary)
+                r = r ?: pack_strn(pk, res.data, res.size);
+        else
+                r = r ?: pack_str(pk, NULL);
+        r = r ?: pack_key(pk, "encoding");
+        r = r ?: pack_str(pk, !ok ? NULL : res.binary ? "bytes" : "utf-8");
+        r = r ?: pack_key(pk, "data");
+        if (ok && res.binary)
+                r = r ?: (msgpack_pack_bin(pk, res.size) < 0 || msgpack_pack_bin_body(pk, res.data, res.size) < 0 ? -ENOMEM : 0);
+        else
+                r = r ?: pack_str(pk, NULL);
+        r = r ?: pack_key(pk, "total_lines");
+        r = r ?: pack_int_or_nil(pk, ok && !res.binary && res.total_lines >= 0, res.total_lines);
+        r = r ?: pack_key(pk, "start_line");
+        r = r ?: pack_int_or_nil(pk, page, res.start_line);
+        r = r ?: pack_key(pk, "end_line");
+        r = r ?: pack_int_or_nil(pk, page, res.end_line);
+        r = r ?: pack_key(pk, "next_offset");
+        r = r ?: pack_int_or_nil(pk, page && res.next_offset >= 0, res.next_offset);
+        r = r ?: pack_key(pk, "truncated");
+        r = r ?: pack_bool(pk, res.truncated);
+        r = r ?: pack_status(pk, &res.status);
+        return r;
+}
+
+/* ---- write, upload -------------------------------------------------------------------------- */
+
+static int fs_write_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *data = NULL, *echo = NULL;
+        size_t size = 0, echo_len = 0;
+        msgpack_packer *pk;
+        int r;
+
+        (void) arg_bytes(&argv[0], &echo, &echo_len);
+        (void) arg_bytes(&argv[1], &data, &size);
+        r = arg_path(&argv[0], &path, &status);
+        if (r < 0)
+                return r;
+        if (path) {
+                r = fs_write(path, data, size, argv[2].type == MSGPACK_OBJECT_BOOLEAN && argv[2].via.boolean, &status);
+                if (r < 0)
+                        return r;
+        }
+
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "path");
+        r = r ?: pack_strn(pk, echo, echo_len);
+        r = r ?: pack_key(pk, "bytes_written");
+        r = r ?: pack_int_or_nil(pk, fs_status_ok(&status), (int64_t) size);
+        r = r ?: pack_status(pk, &status);
+        return r;
+}
+
+static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        const msgpack_object_array *files = &argv[0].via.array;
+        msgpack_packer *pk = agentix_call_result(call);
+        int r;
+
+        if (msgpack_pack_array(pk, files->size) < 0)
+                return -ENOMEM;
+
+        for (uint32_t i = 0; i < files->size; i++) {
+                _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+                _cleanup_free_ char *path = NULL;
+                const msgpack_object *e = &files->ptr[i];
+                const char *echo = NULL, *data = NULL;
+                size_t echo_len = 0, size = 0;
+                bool well_formed = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size == 2 &&
+                                   e->via.array.ptr[0].type == MSGPACK_OBJECT_STR &&
+                                   arg_bytes(&e->via.array.ptr[1], &data, &size);
+
+                if (!well_formed) {
+                        r = fs_status_set(&status, FS_ERROR_INVALID_PATH, "invalid entry");
+                        if (e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size >= 1)
+                                (void) arg_bytes(&e->via.array.ptr[0], &echo, &echo_len);
+                } else {
+                        (void) arg_bytes(&e->via.array.ptr[0], &echo, &echo_len);
+                        r = arg_path(&e->via.array.ptr[0], &path, &status);
+                        if (r >= 0 && path)
+                                r = fs_write(path, data, size, /* overwrite= */ true, &status);
+                }
+                if (r < 0)
+                        return r;
+
+                r = msgpack_pack_map(pk, 3) < 0 ? -ENOMEM : 0;
+                r = r ?: pack_key(pk, "path");
+                r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
+                r = r ?: pack_status(pk, &status);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- download ------------------------------------------------------------------------------- */
+
+static int sink_to_packer(const void *data, size_t n, void *userdata) {
+        return msgpack_pack_bin_body(userdata, data, n) < 0 ? -ENOMEM : 0;
+}
+
+static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        const msgpack_object_array *paths = &argv[0].via.array;
+        msgpack_packer *pk = agentix_call_result(call);
+        uint64_t budget = FS_DOWNLOAD_BUDGET;
+        int r;
+
+        if (msgpack_pack_array(pk, paths->size) < 0)
+                return -ENOMEM;
+
+        for (uint32_t i = 0; i < paths->size; i++) {
+                _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+                _cleanup_free_ char *path = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                const char *echo = NULL;
+                size_t echo_len = 0;
+                uint64_t size = 0;
+
+                (void) arg_bytes(&paths->ptr[i], &echo, &echo_len);
+                r = arg_path(&paths->ptr[i], &path, &status);
+                if (r >= 0 && path)
+                        r = fs_download_open(path, &fd, &size, &status);
+                if (r < 0)
+                        return r;
+
+                /* What this entry costs besides its bytes: the echoed path and the map. */
+                uint64_t overhead = echo_len + 64;
+                budget = budget > overhead ? budget - overhead : 0;
+                if (fs_status_ok(&status) && size > budget) {
+                        fd = safe_close(fd);
+                        r = fs_status_set(&status, FS_ERROR_TOO_LARGE,
+                                          "Error: File '%s' (%" PRIu64 " bytes) does not fit in this response: "
+                                          "%" PRIu64 " of %u bytes left; download it separately",
+                                          path, size, budget, FS_DOWNLOAD_BUDGET);
+                        if (r < 0)
+                                return r;
+                }
+
+                r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+                r = r ?: pack_key(pk, "path");
+                r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
+                r = r ?: pack_key(pk, "content");
+                if (r < 0)
+                        return r;
+                if (fs_status_ok(&status)) {
+                        budget -= size;
+                        /* Exactly `size` bytes whatever happens to the file meanwhile, so the
+                         * bin header stays true; a file that shrank is reported, not sent. */
+                        if (msgpack_pack_bin(pk, (size_t) size) < 0)
+                                return -ENOMEM;
+                        r = fs_copy_exact(fd, size, sink_to_packer, pk);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0) {
+                                r = fs_status_set(&status, FS_ERROR_IO,
+                                                  "Error: File '%s' changed or could not be read while it was "
+                                                  "downloaded; content is not valid", path);
+                                if (r < 0)
+                                        return r;
+                        }
+                } else if (msgpack_pack_nil(pk) < 0)
+                        return -ENOMEM;
+
+                r = pack_status(pk, &status);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- edit ----------------------------------------------------------------------------------- */
+
+static int fs_edit_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_edit_result_done) FsEditResult res = {};
+        _cleanup_free_ char *path = NULL;
+        const char *old = NULL, *new = NULL, *echo = NULL;
+        size_t old_len = 0, new_len = 0, echo_len = 0;
+        msgpack_packer *pk;
+        int r;
+
+        (void) arg_bytes(&argv[0], &echo, &echo_len);
+        (void) arg_bytes(&argv[1], &old, &old_len);
+        (void) arg_bytes(&argv[2], &new, &new_len);
+        r = arg_path(&argv[0], &path, &res.status);
+        if (r < 0)
+                return r;
+        if (path) {
+                r = fs_edit(path, old, old_len, new, new_len,
+                            argv[3].type == MSGPACK_OBJECT_BOOLEAN && argv[3].via.boolean, &res);
+                if (r < 0)
+                        return r;
+        }
+
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "path");
+        r = r ?: pack_strn(pk, echo, echo_len);
+        r = r ?: pack_key(pk, "occurrences");
+        r = r ?: pack_int_or_nil(pk, fs_status_ok(&res.status), (int64_t) res.occurrences);
+        r = r ?: pack_status(pk, &res.status);
+        return r;
+}
+
+/* ---- ls ------------------------------------------------------------------------------------- */
+
+static int fs_ls_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_ls_result_done) FsLsResult res = {};
+        _cleanup_free_ char *path = NULL;
+        msgpack_packer *pk;
+        int r;
+
+        r = arg_path(&argv[0], &path, &res.status);
+        if (r < 0)
+                return r;
+        if (path) {
+                r = fs_ls(path, 0, &res);
+                if (r < 0)
+                        return r;
+        }
+
+        bool ok = fs_status_ok(&res.status);
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "entries");
+        if (ok) {
+                r = r ?: (msgpack_pack_array(pk, res.n_entries) < 0 ? -ENOMEM : 0);
+                for (size_t i = 0; i < res.n_entries && r >= 0; i++)
+                        r = pack_entry(pk, &res.entries[i], true);
+        } else
+                r = r ?: pack_str(pk, NULL);
+        r = r ?: pack_key(pk, "truncated");
+        r = r ?: pack_bool(pk, res.truncated);
+        r = r ?: pack_status(pk, &res.status);
+        return r;
+}
+
+/* ---- grep ----------------------------------------------------------------------------------- */
+
+static int fs_grep_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_grep_result_done) FsGrepResult res = {};
+        _cleanup_free_ char *path = NULL, *glob = NULL;
+        FsGrepOptions opts = {
+                .max_count = -1,
+                .timeout_usec = walk_budget(call, FS_GREP_TIMEOUT_USEC),
+                .cancelled = call_cancelled,
+                .userdata = call,
+        };
+        msgpack_packer *pk;
+        int r = 0;
+
+        (void) arg_bytes(&argv[0], &opts.pattern, &opts.pattern_len);
+        if (!agentix_arg_is_nil(&argv[1]))
+                r = arg_path(&argv[1], &path, &res.status);
+        if (r >= 0 && fs_status_ok(&res.status) && !agentix_arg_is_nil(&argv[2]))
+                r = arg_pattern(&argv[2], &glob, &res.status);
+        if (r < 0)
+                return r;
+        if (!agentix_arg_is_nil(&argv[3]))
+                opts.max_count = MAX(arg_int(&argv[3]), (int64_t) 0);
+        opts.path = path;
+        opts.glob = glob;
+
+        if (fs_status_ok(&res.status)) {
+                r = fs_grep(&opts, &res);
+                if (r < 0)
+                        return r;
+        }
+
+        bool ok = fs_status_ok(&res.status);
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "matches");
+        if (ok) {
+                r = r ?: (msgpack_pack_array(pk, res.n_matches) < 0 ? -ENOMEM : 0);
+                for (size_t i = 0; i < res.n_matches && r >= 0; i++) {
+                        const FsGrepMatch *m = &res.matches[i];
+                        r = msgpack_pack_map(pk, 3) < 0 ? -ENOMEM : 0;
+                        r = r ?: pack_key(pk, "path");
+                        r = r ?: pack_str(pk, fs_grep_match_path(&res, m));
+                        r = r ?: pack_key(pk, "line");
+                        r = r ?: (msgpack_pack_uint64(pk, m->line) < 0 ? -ENOMEM : 0);
+                        r = r ?: pack_key(pk, "text");
+                        r = r ?: pack_strn(pk, fs_grep_match_text(&res, m), m->text_len);
+                }
+        } else
+                r = r ?: pack_str(pk, NULL);
+        r = r ?: pack_key(pk, "truncated");
+        r = r ?: pack_bool(pk, res.truncated);
+        r = r ?: pack_status(pk, &res.status);
+        return r;
+}
+
+/* ---- glob ----------------------------------------------------------------------------------- */
+
+static int fs_glob_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_glob_result_done) FsGlobResult res = {};
+        _cleanup_free_ char *pattern = NULL, *root = NULL;
+        FsGlobOptions opts = {
+                .timeout_usec = walk_budget(call, FS_GLOB_TIMEOUT_USEC),
+                .cancelled = call_cancelled,
+                .userdata = call,
+        };
+        msgpack_packer *pk;
+        int r;
+
+        r = arg_pattern(&argv[0], &pattern, &res.status);
+        if (r >= 0 && fs_status_ok(&res.status))
+                r = arg_path(&argv[1], &root, &res.status);
+        if (r < 0)
+                return r;
+        if (fs_status_ok(&res.status)) {
+                r = fs_glob(pattern, root, &opts, &res);
+                if (r < 0)
+                        return r;
+        }
+
+        bool ok = fs_status_ok(&res.status);
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "matches");
+        if (ok) {
+                r = r ?: (msgpack_pack_array(pk, res.n_matches) < 0 ? -ENOMEM : 0);
+                for (size_t i = 0; i < res.n_matches && r >= 0; i++)
+                        r = pack_entry(pk, &res.matches[i], false);
+        } else
+                r = r ?: pack_str(pk, NULL);
+        r = r ?: pack_key(pk, "truncated");
+        r = r ?: pack_bool(pk, res.truncated);
+        r = r ?: pack_status(pk, &res.status);
+        return r;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
 
 static const agentix_function fs_functions[] = {
+        {
+                .name = "upload",
+                .signature = "(files: list) -> list",
+                .impl = fs_upload_impl,
+                .doc = "Write [[path, bytes], …] atomically, creating parents; one {path, error} per file, in order.",
+        },
+        {
+                .name = "download",
+                .signature = "(paths: list[str]) -> list",
+                .impl = fs_download_impl,
+                .doc = "Read files; one {path, content, error} per path, in order.",
+        },
+        {
+                .name = "read",
+                .signature = "(path: str, offset: int = 0, limit: int = 2000) -> map",
+                .impl = fs_read_impl,
+                .doc = "A page of numbered lines (offset: 0-based line, limit: line count), or a small binary file.",
+        },
+        {
+                .name = "write",
+                .signature = "(path: str, content: str | bytes, overwrite: bool = False) -> map",
+                .impl = fs_write_impl,
+                .doc = "Create (or with overwrite, replace) a file atomically.",
+        },
+        {
+                .name = "edit",
+                .signature = "(path: str, old: str, new: str, replace_all: bool = False) -> map",
+                .impl = fs_edit_impl,
+                .doc = "Replace a unique string (or every occurrence) in a text file.",
+        },
+        {
+                .name = "ls",
+                .signature = "(path: str) -> map",
+                .impl = fs_ls_impl,
+                .doc = "The entries of a directory with size and modification time.",
+        },
+        {
+                .name = "grep",
+                .signature = "(pattern: str, path: str? = None, glob: str? = None, max_count: int? = None) -> map",
+                .impl = fs_grep_impl,
+                .doc = "Lines containing a literal string, recursively.",
+        },
+        {
+                .name = "glob",
+                .signature = "(pattern: str, path: str = \"/\") -> map",
+                .impl = fs_glob_impl,
+                .doc = "Regular files matching a glob pattern below a directory.",
+        },
         {},
 };
 
 const agentix_module agentix_builtin_fs = {
         .abi = AGENTIX_MODULE_ABI,
         .name = "fs",
+        .doc = "Files: the deepagents file contract (upload, download, read, write, edit, ls, grep, glob).",
         .functions = fs_functions,
 };
