@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+
+#include "conformance.h"
+#include "eio-server.h"
+#include "frame.h"
+#include "http-server.h"
+#include "log.h"
+#include "rpc.h"
+#include "sio-server.h"
+#include "worker-link.h"
+#include "worker.h"
+
+#define MIB (1024u * 1024u)
+
+typedef struct Options {
+        const char *hosts[4];
+        size_t n_hosts;
+        const char *port;
+        const char *module_dir;
+        const char *seccomp_profile;
+        bool no_seccomp;
+        bool conformance;
+        size_t max_message;
+        size_t max_payload; /* 0: derived */
+        unsigned ping_interval_ms;
+        unsigned ping_timeout_ms;
+        unsigned connect_timeout_ms;
+        unsigned max_calls;
+        unsigned max_connections;
+        unsigned max_results;
+        /* --worker */
+        bool worker;
+        int frame_fd;
+        size_t max_frame;
+} Options;
+
+typedef struct Server {
+        sd_event *event;
+        Options *opts;
+        HttpServer *http;
+        EioServer *eio;          /* /socket.io/ */
+        EioServer *eio_echo;     /* /engine.io/ (conformance) */
+        SioServer *sio;
+        Rpc *rpc;
+        WorkerLink *worker;
+        sd_event_source *shutdown_timer;
+        uint64_t shutdown_deadline;
+        bool shutting_down;
+} Server;
+
+static void help(void) {
+        printf("Usage: agentix-server [OPTIONS]\n"
+               "\n"
+               "Serve remote calls inside a sandbox over Socket.IO (namespace /rpc).\n"
+               "\n"
+               "  -h --help                   Show this help\n"
+               "     --version                Show the version\n"
+               "     --host=HOST              Address to listen on; repeatable ($AGENTIX_BIND_HOST,\n"
+               "                              default 0.0.0.0; 127.0.0.1 and ::1 with --conformance)\n"
+               "     --port=PORT              Port to listen on ($AGENTIX_BIND_PORT, default 8000;\n"
+               "                              3000 with --conformance)\n"
+               "     --module-dir=DIR         Directory of C modules ($AGENTIX_MODULE_DIR, default\n"
+               "                              %s)\n"
+               "     --seccomp-profile=FILE   Worker seccomp profile in Docker's JSON format\n"
+               "                              (default: the built-in profile)\n"
+               "     --no-seccomp             Run the worker without a seccomp filter (debugging)\n"
+               "     --max-message=BYTES      Largest message accepted (default 268435456)\n"
+               "     --max-calls=N            Calls running at once (default 1024)\n"
+               "     --max-connections=N      Client connections at once (default 1024)\n"
+               "     --max-results=N          Unacknowledged results kept for resume (default 4096)\n"
+               "     --ping-interval=MS       Engine.IO ping interval (default 25000)\n"
+               "     --ping-timeout=MS        Engine.IO ping timeout (default 60000)\n"
+               "     --max-payload=BYTES      Engine.IO maxPayload (default: --max-message)\n"
+               "     --connect-timeout=MS     Time a client has to join a namespace (default 45000)\n"
+               "     --conformance            Act as the Engine.IO/Socket.IO reference test server\n"
+               "\n"
+               "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
+               "{\"token\": …}), AGENTIX_BIND_HOST, AGENTIX_BIND_PORT, AGENTIX_MODULE_DIR,\n"
+               "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err).\n"
+               "\n"
+               "See agentix-server(8).\n",
+               AGENTIX_MODULE_DIR_DEFAULT);
+}
+
+static int parse_size(const char *s, size_t min, size_t *ret) {
+        unsigned long long v;
+        char *end;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || end == s || *end != 0 || v < min || v > SIZE_MAX / 2)
+                return -EINVAL;
+        *ret = (size_t) v;
+        return 0;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned *ret) {
+        size_t v;
+
+        if (parse_size(s, min, &v) < 0 || v > UINT_MAX)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+enum {
+        ARG_VERSION = 0x100,
+        ARG_HOST,
+        ARG_PORT,
+        ARG_MODULE_DIR,
+        ARG_SECCOMP_PROFILE,
+        ARG_NO_SECCOMP,
+        ARG_MAX_MESSAGE,
+        ARG_MAX_CALLS,
+        ARG_MAX_CONNECTIONS,
+        ARG_MAX_RESULTS,
+        ARG_PING_INTERVAL,
+        ARG_PING_TIMEOUT,
+        ARG_MAX_PAYLOAD,
+        ARG_CONNECT_TIMEOUT,
+        ARG_CONFORMANCE,
+        ARG_WORKER,
+        ARG_FRAME_FD,
+        ARG_MAX_FRAME,
+};
+
+static int parse_argv(int argc, char *argv[], Options *o) {
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "host", required_argument, NULL, ARG_HOST },
+                { "port", required_argument, NULL, ARG_PORT },
+                { "module-dir", required_argument, NULL, ARG_MODULE_DIR },
+                { "seccomp-profile", required_argument, NULL, ARG_SECCOMP_PROFILE },
+                { "no-seccomp", no_argument, NULL, ARG_NO_SECCOMP },
+                { "max-message", required_argument, NULL, ARG_MAX_MESSAGE },
+                { "max-calls", required_argument, NULL, ARG_MAX_CALLS },
+                { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
+                { "max-results", required_argument, NULL, ARG_MAX_RESULTS },
+                { "ping-interval", required_argument, NULL, ARG_PING_INTERVAL },
+                { "ping-timeout", required_argument, NULL, ARG_PING_TIMEOUT },
+                { "max-payload", required_argument, NULL, ARG_MAX_PAYLOAD },
+                { "connect-timeout", required_argument, NULL, ARG_CONNECT_TIMEOUT },
+                { "conformance", no_argument, NULL, ARG_CONFORMANCE },
+                { "worker", no_argument, NULL, ARG_WORKER },
+                { "frame-fd", required_argument, NULL, ARG_FRAME_FD },
+                { "max-frame", required_argument, NULL, ARG_MAX_FRAME },
+                {}
+        };
+        bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("agentix-server %s\n", AGENTIX_VERSION);
+                        return 0;
+                case ARG_HOST:
+                        if (o->n_hosts >= ELEMENTSOF(o->hosts))
+                                return log_error_errno(E2BIG, "At most %zu --host options.", ELEMENTSOF(o->hosts));
+                        o->hosts[o->n_hosts++] = optarg;
+                        break;
+                case ARG_PORT:
+                        o->port = optarg;
+                        port_set = true;
+                        break;
+                case ARG_MODULE_DIR:
+                        o->module_dir = optarg;
+                        break;
+                case ARG_SECCOMP_PROFILE:
+                        o->seccomp_profile = optarg;
+                        break;
+                case ARG_NO_SECCOMP:
+                        o->no_seccomp = true;
+                        break;
+                case ARG_MAX_MESSAGE:
+                        if (parse_size(optarg, 1024, &o->max_message) < 0 || o->max_message > 2048u * MIB)
+                                return log_error_errno(EINVAL, "--max-message must be between 1024 and 2147483648: %s", optarg);
+                        break;
+                case ARG_MAX_CALLS:
+                        if (parse_uint(optarg, 1, &o->max_calls) < 0)
+                                return log_error_errno(EINVAL, "Invalid --max-calls: %s", optarg);
+                        break;
+                case ARG_MAX_CONNECTIONS:
+                        if (parse_uint(optarg, 1, &o->max_connections) < 0 || o->max_connections > 65536)
+                                return log_error_errno(EINVAL, "Invalid --max-connections: %s", optarg);
+                        break;
+                case ARG_MAX_RESULTS:
+                        if (parse_uint(optarg, 0, &o->max_results) < 0)
+                                return log_error_errno(EINVAL, "Invalid --max-results: %s", optarg);
+                        break;
+                case ARG_PING_INTERVAL:
+                        if (parse_uint(optarg, 10, &o->ping_interval_ms) < 0)
+                                return log_error_errno(EINVAL, "Invalid --ping-interval: %s", optarg);
+                        ping_set = true;
+                        break;
+                case ARG_PING_TIMEOUT:
+                        if (parse_uint(optarg, 10, &o->ping_timeout_ms) < 0)
+                                return log_error_errno(EINVAL, "Invalid --ping-timeout: %s", optarg);
+                        timeout_set = true;
+                        break;
+                case ARG_MAX_PAYLOAD:
+                        if (parse_size(optarg, 16, &o->max_payload) < 0)
+                                return log_error_errno(EINVAL, "Invalid --max-payload: %s", optarg);
+                        payload_set = true;
+                        break;
+                case ARG_CONNECT_TIMEOUT:
+                        if (parse_uint(optarg, 10, &o->connect_timeout_ms) < 0)
+                                return log_error_errno(EINVAL, "Invalid --connect-timeout: %s", optarg);
+                        connect_set = true;
+                        break;
+                case ARG_CONFORMANCE:
+                        o->conformance = true;
+                        break;
+                case ARG_WORKER:
+                        o->worker = true;
+                        break;
+                case ARG_FRAME_FD:
+                        if (parse_uint(optarg, 0, (unsigned *) &o->frame_fd) < 0)
+                                return log_error_errno(EINVAL, "Invalid --frame-fd: %s", optarg);
+                        break;
+                case ARG_MAX_FRAME:
+                        if (parse_size(optarg, 0, &o->max_frame) < 0)
+                                return log_error_errno(EINVAL, "Invalid --max-frame: %s", optarg);
+                        break;
+                case '?':
+                        return -EINVAL;
+                default:
+                        return log_error_errno(EINVAL, "Unhandled option");
+                }
+        }
+        if (optind < argc)
+                return log_error_errno(EINVAL, "Unexpected argument: %s (see --help)", argv[optind]);
+
+        if (o->conformance) {
+                /* The reference test suites expect these settings. */
+                if (!port_set)
+                        o->port = "3000";
+                if (!ping_set)
+                        o->ping_interval_ms = 300;
+                if (!timeout_set)
+                        o->ping_timeout_ms = 200;
+                if (!payload_set)
+                        o->max_payload = 1000000;
+                if (!connect_set)
+                        o->connect_timeout_ms = 1000;
+                if (o->n_hosts == 0) {
+                        o->hosts[o->n_hosts++] = "127.0.0.1";
+                        o->hosts[o->n_hosts++] = "::1";
+                }
+        }
+        return 1;
+}
+
+static void options_from_env(Options *o) {
+        const char *e;
+
+        e = getenv("AGENTIX_BIND_HOST");
+        if (!strempty(e))
+                o->hosts[o->n_hosts++] = e;
+        e = getenv("AGENTIX_BIND_PORT");
+        if (!strempty(e))
+                o->port = e;
+        e = getenv("AGENTIX_MODULE_DIR");
+        if (!strempty(e))
+                o->module_dir = e;
+}
+
+static int run_worker(const Options *o) {
+        WorkerOptions w = {
+                .module_dir = o->module_dir,
+                .seccomp_profile = o->seccomp_profile,
+                .no_seccomp = o->no_seccomp,
+                .max_frame = o->max_frame,
+                .max_calls = o->max_calls,
+        };
+
+        if (o->frame_fd < 3)
+                return log_error_errno(EINVAL, "--worker needs --frame-fd=N (N >= 3); it is started by agentix-server.");
+        log_set_prefix("agentix-worker");
+        return worker_main(o->frame_fd, &w);
+}
+
+/* ---- shutdown ----------------------------------------------------------------------------- */
+
+static int on_shutdown_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        Server *srv = userdata;
+        uint64_t now = usec;
+        bool idle = (!srv->eio || eio_server_n_sessions(srv->eio) == 0) &&
+                    (!srv->worker || !worker_link_running(srv->worker));
+
+        if (idle || now >= srv->shutdown_deadline)
+                return sd_event_exit(srv->event, 0);
+        (void) sd_event_source_set_time(s, now + 20 * 1000);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Server *srv = userdata;
+        uint64_t now;
+
+        if (srv->shutting_down) {
+                log_notice("Second signal, exiting now.");
+                return sd_event_exit(srv->event, 0);
+        }
+        srv->shutting_down = true;
+        log_info("Received %s, shutting down.", strsignal((int) si->ssi_signo));
+
+        http_server_shutdown(srv->http);
+        /* In-flight calls end with Cancelled; sessions flush what is queued, then close. */
+        if (srv->rpc)
+                rpc_cancel_all(srv->rpc, "the runtime server is shutting down");
+        if (srv->eio)
+                eio_server_close_all(srv->eio, "server shutdown");
+        if (srv->eio_echo)
+                eio_server_close_all(srv->eio_echo, "server shutdown");
+        if (srv->worker)
+                worker_link_stop(srv->worker, 2 * 1000 * 1000);
+
+        (void) sd_event_now(srv->event, CLOCK_MONOTONIC, &now);
+        srv->shutdown_deadline = now + 3 * 1000 * 1000;
+        return sd_event_add_time(srv->event, &srv->shutdown_timer, CLOCK_MONOTONIC, now + 10 * 1000, 1, on_shutdown_tick, srv);
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int self_executable(char *buf, size_t size) {
+        ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+
+        if (n < 0)
+                return negative_errno();
+        if ((size_t) n >= size - 1)
+                return -ENAMETOOLONG;
+        buf[n] = 0;
+        return 0;
+}
+
+static int setup(Server *srv, Options *o) {
+        static char exe[PATH_MAX];
+        static char module_arg[PATH_MAX + 32], seccomp_arg[PATH_MAX + 32], calls_arg[64];
+        static char *worker_args[8];
+        size_t n_args = 0;
+        int r;
+
+        size_t max_payload = o->max_payload ?: o->max_message;
+        EioConfig eio_config = {
+                .path = "/socket.io/",
+                .ping_interval_ms = o->ping_interval_ms,
+                .ping_timeout_ms = o->ping_timeout_ms,
+                .upgrade_timeout_ms = 10000,
+                .max_payload = max_payload,
+                .max_message = o->max_message,
+                /* Room for a full-size message plus what else is queued, then the client is stuck. */
+                .max_backlog = 2 * o->max_message + 64 * MIB,
+                .max_sessions = o->max_connections,
+        };
+        HttpServerConfig http_config = {
+                /* A polling POST carries base64 (4/3) of up to maxPayload bytes. */
+                .max_http_body = max_payload / 3 * 4 + 4096,
+                .max_connections = o->max_connections,
+        };
+        SioConfig sio_config = { .connect_timeout_ms = o->connect_timeout_ms };
+
+        r = http_server_new(srv->event, &http_config, &srv->http);
+        if (r < 0)
+                return r;
+        r = sio_server_new(srv->event, &sio_config, &srv->sio);
+        if (r < 0)
+                return r;
+        r = eio_server_new(srv->event, &eio_config, &sio_eio_callbacks, srv->sio, &srv->eio);
+        if (r < 0)
+                return r;
+        r = http_server_add_eio(srv->http, srv->eio);
+        if (r < 0)
+                return r;
+
+        if (o->conformance) {
+                eio_config.path = "/engine.io/";
+                r = eio_server_new(srv->event, &eio_config, &conformance_echo_callbacks, NULL, &srv->eio_echo);
+                if (r < 0)
+                        return r;
+                r = http_server_add_eio(srv->http, srv->eio_echo);
+                if (r < 0)
+                        return r;
+                r = conformance_add_namespaces(srv->sio);
+                if (r < 0)
+                        return r;
+        } else {
+                static const SioNamespace main_ns = { .name = "/" };
+                RpcConfig rpc_config = {
+                        .token = getenv("AGENTIX_TOKEN"),
+                        .max_message = o->max_message,
+                        .max_calls = o->max_calls,
+                        .max_results = o->max_results,
+                        .max_result_bytes = 1024u * MIB,
+                        .max_orphan_bytes = 64u * MIB,
+                        .forget_window = 65536,
+                };
+                WorkerLinkConfig worker_config = {
+                        .max_frame = o->max_message + 64 * 1024,
+                };
+
+                r = self_executable(exe, sizeof(exe));
+                if (r < 0)
+                        return log_error_errno(r, "Failed to find our own executable to start the worker: %m");
+                worker_config.executable = exe;
+                if (o->module_dir) {
+                        snprintf(module_arg, sizeof(module_arg), "--module-dir=%s", o->module_dir);
+                        worker_args[n_args++] = module_arg;
+                }
+                if (o->seccomp_profile) {
+                        snprintf(seccomp_arg, sizeof(seccomp_arg), "--seccomp-profile=%s", o->seccomp_profile);
+                        worker_args[n_args++] = seccomp_arg;
+                }
+                if (o->no_seccomp)
+                        worker_args[n_args++] = (char *) "--no-seccomp";
+                snprintf(calls_arg, sizeof(calls_arg), "--max-calls=%u", o->max_calls);
+                worker_args[n_args++] = calls_arg;
+                worker_args[n_args] = NULL;
+                worker_config.extra_args = worker_args;
+
+                r = rpc_new(srv->event, &rpc_config, &srv->rpc);
+                if (r < 0)
+                        return r;
+                r = worker_link_new(srv->event, &worker_config, &rpc_worker_callbacks, srv->rpc, &srv->worker);
+                if (r < 0)
+                        return r;
+                rpc_set_worker(srv->rpc, srv->worker);
+                r = sio_server_add_namespace(srv->sio, rpc_namespace(srv->rpc));
+                if (r < 0)
+                        return r;
+                /* Plain clients connect to "/" by default; let them in (same token), it has no events. */
+                r = sio_server_add_namespace(srv->sio, &main_ns);
+                if (r < 0)
+                        return r;
+                r = worker_link_start(srv->worker);
+                if (r < 0)
+                        return r;
+        }
+
+        for (size_t i = 0; i < o->n_hosts; i++) {
+                r = http_server_listen(srv->http, o->hosts[i], o->port);
+                if (r < 0) {
+                        /* Without IPv6 on the machine, ::1 fails; one working address is enough. */
+                        if (o->conformance && i > 0)
+                                continue;
+                        return r;
+                }
+        }
+        log_info("agentix-server %s listening on port %u%s.", AGENTIX_VERSION, http_server_port(srv->http),
+                 o->conformance ? " (conformance mode)" : "");
+        return 0;
+}
+
+static void server_done(Server *srv) {
+        /* lws first: closing its connections calls back into the Engine.IO layer. */
+        srv->http = http_server_free(srv->http);
+        srv->eio = eio_server_free(srv->eio);
+        srv->eio_echo = eio_server_free(srv->eio_echo);
+        srv->worker = worker_link_free(srv->worker);
+        srv->rpc = rpc_free(srv->rpc);
+        srv->sio = sio_server_free(srv->sio);
+        sd_event_source_disable_unref(srv->shutdown_timer);
+        srv->event = sd_event_unref(srv->event);
+}
+
+int main(int argc, char *argv[]) {
+        Options o = {
+                .port = "8000",
+                .max_message = 256u * MIB,
+                .ping_interval_ms = 25000,
+                .ping_timeout_ms = 60000,
+                .connect_timeout_ms = 45000,
+                .max_calls = 1024,
+                .max_connections = 1024,
+                .max_results = 4096,
+                .frame_fd = -1,
+        };
+        Server srv = { .opts = &o };
+        sigset_t mask;
+        int r;
+
+        log_parse_env();
+        log_set_prefix("agentix-server");
+        options_from_env(&o);
+        r = parse_argv(argc, argv, &o);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+
+        if (o.worker)
+                return run_worker(&o);
+
+        if (o.n_hosts == 0)
+                o.hosts[o.n_hosts++] = "0.0.0.0";
+
+        /* sd-event wants these blocked so it can take them as signalfd/child events. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_new(&srv.event);
+        if (r < 0) {
+                log_error_errno(r, "Failed to create the event loop: %m");
+                return 1;
+        }
+        (void) sd_event_add_signal(srv.event, NULL, SIGTERM, on_signal, &srv);
+        (void) sd_event_add_signal(srv.event, NULL, SIGINT, on_signal, &srv);
+
+        r = setup(&srv, &o);
+        if (r < 0) {
+                server_done(&srv);
+                return 1;
+        }
+
+        r = sd_event_loop(srv.event);
+        if (r < 0)
+                log_error_errno(r, "Event loop failed: %m");
+        server_done(&srv);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,923 @@
+/* SPDX-License-Identifier: MIT */
+#include <msgpack.h>
+
+#include "envelope.h"
+#include "frame.h"
+#include "log.h"
+#include "rpc.h"
+#include "sio-packet.h"
+#include "strmap.h"
+
+#define EV_CALL "call"
+#define EV_CALL_IN "call:in"
+#define EV_CALL_END_IN "call:end_in"
+#define EV_CANCEL "cancel"
+#define EV_RESUME "resume"
+#define EV_ACK "ack"
+#define EV_RESULT "call:result"
+#define EV_ITEM "call:item"
+#define EV_END "call:end"
+#define EV_ERROR "call:error"
+
+/* Respawn delays after the worker dies: immediate, then backing off if it keeps dying early. */
+#define RESPAWN_MAX_DELAY_USEC (5ULL * 1000000ULL)
+
+typedef struct RpcCall RpcCall;
+
+typedef struct Pending {
+        struct Pending *next;
+        Buffer data; /* {call_id, value} of one item */
+} Pending;
+
+/* Per-socket state: the calls whose events go to this socket. */
+typedef struct RpcSocket {
+        SioSocket *socket;
+        RpcCall *calls;
+} RpcSocket;
+
+struct RpcCall {
+        Rpc *rpc;
+        char id[RPC_CALL_ID_MAX + 1];
+        size_t id_len;
+        bool bidi;
+        bool done;      /* the terminal event is decided */
+        bool in_worker; /* the worker still owes its terminal frame */
+        bool cached;    /* on the results list, replayable */
+
+        RpcSocket *owner;
+        RpcCall *owner_prev, *owner_next;
+
+        Pending *pending_head, *pending_tail; /* items produced while no client was attached */
+        size_t pending_bytes;
+
+        const char *terminal_event;
+        Buffer terminal;
+
+        sd_event_source *deadline;
+        RpcCall *results_prev, *results_next; /* oldest first */
+};
+
+struct Rpc {
+        sd_event *event;
+        RpcConfig config;
+        char *token;
+        SioNamespace ns;
+        WorkerLink *worker;
+
+        StrMap *calls;
+        unsigned n_in_worker;
+        unsigned n_running;
+
+        RpcCall *results_head, *results_tail;
+        unsigned n_results;
+        size_t result_bytes;
+
+        /* Ring of call_ids already answered and forgotten. */
+        char (*forgotten)[RPC_CALL_ID_MAX + 1];
+        size_t forgotten_next;
+        StrMap *forgotten_set;
+
+        unsigned rapid_deaths;
+        sd_event_source *respawn_timer;
+};
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+static int copy_with_headroom(Buffer *out, const void *data, size_t size) {
+        int r = buffer_set_headroom(out, LWS_PRE);
+        if (r < 0)
+                return r;
+        return buffer_append(out, data, size);
+}
+
+static void emit_copy(SioSocket *s, const char *event, const void *data, size_t size) {
+        Buffer b = BUFFER_NULL;
+
+        if (copy_with_headroom(&b, data, size) < 0) {
+                buffer_done(&b);
+                return;
+        }
+        (void) sio_socket_emit_binary1(s, event, &b);
+}
+
+static void emit_error(SioSocket *s, const char *call_id, size_t call_id_len, const RpcError *e) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+
+        if (buffer_set_headroom(&b, LWS_PRE) < 0 || rpc_envelope_error(&b, call_id, call_id_len, e) < 0)
+                return;
+        (void) sio_socket_emit_binary1(s, EV_ERROR, &b);
+        b = BUFFER_NULL;
+}
+
+static void forget_id(Rpc *rpc, const char *id, size_t len) {
+        char *slot;
+
+        if (rpc->config.forget_window == 0 || strmap_get(rpc->forgotten_set, id, len))
+                return;
+        slot = rpc->forgotten[rpc->forgotten_next];
+        if (slot[0])
+                (void) strmap_remove(rpc->forgotten_set, slot, strlen(slot));
+        memcpy(slot, id, len);
+        slot[len] = 0;
+        if (strmap_put(rpc->forgotten_set, slot, len, slot) < 0)
+                slot[0] = 0;
+        rpc->forgotten_next = (rpc->forgotten_next + 1) % rpc->config.forget_window;
+}
+
+static bool is_forgotten(Rpc *rpc, const char *id, size_t len) {
+        return rpc->forgotten_set && strmap_get(rpc->forgotten_set, id, len);
+}
+
+/* ---- call lifetime -------------------------------------------------------------------------- */
+
+static void call_detach(RpcCall *c) {
+        RpcSocket *o = c->owner;
+
+        if (!o)
+                return;
+        if (c->owner_prev)
+                c->owner_prev->owner_next = c->owner_next;
+        else
+                o->calls = c->owner_next;
+        if (c->owner_next)
+                c->owner_next->owner_prev = c->owner_prev;
+        c->owner = NULL;
+        c->owner_prev = c->owner_next = NULL;
+}
+
+static void call_attach(RpcCall *c, RpcSocket *o) {
+        if (c->owner == o)
+                return;
+        call_detach(c);
+        c->owner = o;
+        c->owner_next = o->calls;
+        if (o->calls)
+                o->calls->owner_prev = c;
+        o->calls = c;
+}
+
+static void call_drop_pending(RpcCall *c) {
+        Pending *p;
+
+        while ((p = c->pending_head)) {
+                c->pending_head = p->next;
+                buffer_done(&p->data);
+                free(p);
+        }
+        c->pending_tail = NULL;
+        c->pending_bytes = 0;
+}
+
+static void results_unlink(Rpc *rpc, RpcCall *c) {
+        if (!c->cached)
+                return;
+        if (c->results_prev)
+                c->results_prev->results_next = c->results_next;
+        else
+                rpc->results_head = c->results_next;
+        if (c->results_next)
+                c->results_next->results_prev = c->results_prev;
+        else
+                rpc->results_tail = c->results_prev;
+        c->results_prev = c->results_next = NULL;
+        c->cached = false;
+        rpc->n_results--;
+        rpc->result_bytes -= c->terminal.len;
+}
+
+static void call_free(RpcCall *c) {
+        Rpc *rpc = c->rpc;
+
+        results_unlink(rpc, c);
+        call_detach(c);
+        call_drop_pending(c);
+        (void) strmap_remove(rpc->calls, c->id, c->id_len);
+        sd_event_source_disable_unref(c->deadline);
+        buffer_done(&c->terminal);
+        free(c);
+}
+
+/* The client has the result (acked) or it was evicted: forget it, free when the worker is done. */
+static void call_forget(RpcCall *c) {
+        Rpc *rpc = c->rpc;
+
+        forget_id(rpc, c->id, c->id_len);
+        results_unlink(rpc, c);
+        buffer_done(&c->terminal);
+        call_detach(c);
+        if (!c->in_worker)
+                call_free(c);
+        else
+                /* Keep it in the table, result-less, until the worker's terminal frame arrives. */
+                c->terminal_event = NULL;
+}
+
+static void results_enforce_bounds(Rpc *rpc) {
+        while (rpc->results_head &&
+               (rpc->n_results > rpc->config.max_results || rpc->result_bytes > rpc->config.max_result_bytes)) {
+                RpcCall *oldest = rpc->results_head;
+                log_debug("Evicting the unacknowledged result of call %s.", oldest->id);
+                call_forget(oldest);
+        }
+}
+
+/* Decide the call's terminal event; deliver it if a client is attached; keep it until acked. */
+static void call_finish(RpcCall *c, const char *event, const void *envelope, size_t size) {
+        Rpc *rpc = c->rpc;
+
+        if (c->done)
+                return;
+        c->done = true;
+        rpc->n_running--;
+        c->deadline = sd_event_source_disable_unref(c->deadline);
+
+        c->terminal_event = event;
+        if (buffer_append(&c->terminal, envelope, size) < 0) {
+                log_oom();
+                c->terminal_event = NULL;
+        }
+
+        if (c->owner) {
+                /* Items the client has not seen yet go first: order within a call is kept. */
+                Pending *p;
+                while ((p = c->pending_head)) {
+                        c->pending_head = p->next;
+                        (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, &p->data);
+                        free(p);
+                }
+                c->pending_tail = NULL;
+                c->pending_bytes = 0;
+                emit_copy(c->owner->socket, event, envelope, size);
+        }
+
+        if (!c->terminal_event) {
+                call_forget(c);
+                return;
+        }
+        c->cached = true;
+        c->results_prev = rpc->results_tail;
+        if (rpc->results_tail)
+                rpc->results_tail->results_next = c;
+        else
+                rpc->results_head = c;
+        rpc->results_tail = c;
+        rpc->n_results++;
+        rpc->result_bytes += c->terminal.len;
+        results_enforce_bounds(rpc);
+}
+
+static void call_finish_error(RpcCall *c, const RpcError *e) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+
+        if (rpc_envelope_error(&b, c->id, c->id_len, e) < 0) {
+                log_oom();
+                return;
+        }
+        call_finish(c, EV_ERROR, buffer_data(&b), b.len);
+}
+
+static void call_cancel_in_worker(RpcCall *c, const char *reason) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        msgpack_packer pk;
+
+        if (!c->in_worker || !c->rpc->worker)
+                return;
+        mp_packer_init_buffer(&pk, &b);
+        if (msgpack_pack_map(&pk, 2) < 0 || mp_pack_cstr(&pk, "call_id") < 0 ||
+            mp_pack_str(&pk, c->id, c->id_len) < 0 || mp_pack_cstr(&pk, "reason") < 0 ||
+            mp_pack_cstr(&pk, reason) < 0)
+                return;
+        (void) worker_link_send(c->rpc->worker, FRAME_CANCEL, buffer_data(&b), b.len);
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        RpcCall *c = userdata;
+
+        call_cancel_in_worker(c, "deadline");
+        call_finish_error(c, &(RpcError) { .type = RPC_ERR_DEADLINE,
+                                           .message = "the call's deadline passed before it finished",
+                                           .cancelled = true });
+        return 0;
+}
+
+/* ---- inbound events ------------------------------------------------------------------------- */
+
+typedef struct Envelope {
+        msgpack_unpacked unpacked;
+        const msgpack_object *map;
+        const uint8_t *raw;
+        size_t raw_size;
+} Envelope;
+
+static void envelope_done(Envelope *e) {
+        msgpack_unpacked_destroy(&e->unpacked);
+}
+
+/* Find call_id in the first bytes of a message too large to keep: the usual encoders put it
+ * first, so the head is enough. Best effort; "" when not found. */
+static void scan_call_id(const uint8_t *head, size_t size, char *out, size_t out_size, size_t *ret_len) {
+        msgpack_unpacked u;
+        size_t off = 0;
+        uint32_t n = 0;
+
+        *ret_len = 0;
+        out[0] = 0;
+        if (size == 0)
+                return;
+        if ((head[0] & 0xf0) == 0x80) {
+                n = head[0] & 0x0f;
+                off = 1;
+        } else if (head[0] == 0xde && size >= 3) {
+                n = (uint32_t) head[1] << 8 | head[2];
+                off = 3;
+        } else if (head[0] == 0xdf && size >= 5) {
+                n = (uint32_t) head[1] << 24 | (uint32_t) head[2] << 16 | (uint32_t) head[3] << 8 | head[4];
+                off = 5;
+        } else
+                return;
+
+        msgpack_unpacked_init(&u);
+        for (uint32_t i = 0; i < n; i++) {
+                bool is_call_id;
+                if (msgpack_unpack_next(&u, (const char *) head, size, &off) != MSGPACK_UNPACK_SUCCESS)
+                        break;
+                is_call_id = mp_str_eq(&u.data, "call_id");
+                if (msgpack_unpack_next(&u, (const char *) head, size, &off) != MSGPACK_UNPACK_SUCCESS)
+                        break;
+                if (is_call_id && u.data.type == MSGPACK_OBJECT_STR && u.data.via.str.size < out_size) {
+                        memcpy(out, u.data.via.str.ptr, u.data.via.str.size);
+                        out[u.data.via.str.size] = 0;
+                        *ret_len = u.data.via.str.size;
+                        break;
+                }
+        }
+        msgpack_unpacked_destroy(&u);
+}
+
+/* Check the event carries exactly one binary attachment holding one msgpack map. */
+static int parse_envelope(Rpc *rpc, SioSocket *s, json_t *args, const SioAttachment *att, size_t n_att, Envelope *ret) {
+        size_t off = 0;
+
+        msgpack_unpacked_init(&ret->unpacked);
+        if (json_array_size(args) != 2 || n_att != 1 || sio_placeholder_num(json_array_get(args, 1)) != 0) {
+                emit_error(s, "", 0,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                         .message = "an RPC event carries exactly one argument: a binary attachment "
+                                                    "holding one msgpack map" });
+                return -EBADMSG;
+        }
+        if (att[0].too_large) {
+                char id[RPC_CALL_ID_MAX + 1], msg[160];
+                size_t id_len;
+
+                scan_call_id(att[0].data, att[0].size, id, sizeof(id), &id_len);
+                snprintf(msg, sizeof(msg), "message of %zu bytes exceeds the limit of %zu bytes", att[0].total_size,
+                         rpc->config.max_message);
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_TOO_LARGE, .message = msg });
+                return -EMSGSIZE;
+        }
+        if (msgpack_unpack_next(&ret->unpacked, (const char *) att[0].data, att[0].size, &off) !=
+                    MSGPACK_UNPACK_SUCCESS ||
+            off != att[0].size || ret->unpacked.data.type != MSGPACK_OBJECT_MAP) {
+                emit_error(s, "", 0,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                         .message = "the attachment is not exactly one msgpack map" });
+                return -EBADMSG;
+        }
+        ret->map = &ret->unpacked.data;
+        ret->raw = att[0].data;
+        ret->raw_size = att[0].size;
+        return 0;
+}
+
+static int envelope_call_id(SioSocket *s, const Envelope *e, const char **ret, size_t *ret_len) {
+        int r = mp_map_get_str(e->map, "call_id", ret, ret_len);
+
+        if (r < 0 || *ret_len == 0 || *ret_len > RPC_CALL_ID_MAX || memchr(*ret, 0, *ret_len)) {
+                emit_error(s, "", 0,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                         .message = "call_id must be a non-empty string of at most 128 bytes" });
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Replay a finished call, or re-attach a running one, to this socket. */
+static void call_resume_on(RpcCall *c, RpcSocket *o) {
+        call_attach(c, o);
+        if (!c->done) {
+                Pending *p;
+                while ((p = c->pending_head)) {
+                        c->pending_head = p->next;
+                        (void) sio_socket_emit_binary1(o->socket, EV_ITEM, &p->data);
+                        free(p);
+                }
+                c->pending_tail = NULL;
+                c->pending_bytes = 0;
+                return;
+        }
+        if (c->terminal_event)
+                emit_copy(o->socket, c->terminal_event, buffer_data(&c->terminal), c->terminal.len);
+        else
+                emit_error(o->socket, c->id, c->id_len,
+                           &(RpcError) { .type = RPC_ERR_RESULT_UNAVAILABLE,
+                                         .message = "the result of this call is no longer available" });
+}
+
+static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
+        SioSocket *s = o->socket;
+        const char *id, *callable, *shape;
+        size_t id_len, callable_len, shape_len;
+        const msgpack_object *v;
+        int64_t deadline_ms = 0;
+        RpcCall *c;
+        int r;
+
+        if (envelope_call_id(s, e, &id, &id_len) < 0)
+                return;
+
+        /* At most once: a known call_id is resumed, never run again. */
+        c = strmap_get(rpc->calls, id, id_len);
+        if (c) {
+                call_resume_on(c, o);
+                return;
+        }
+        if (is_forgotten(rpc, id, id_len)) {
+                emit_error(s, id, id_len,
+                           &(RpcError) { .type = RPC_ERR_RESULT_UNAVAILABLE,
+                                         .message = "this call_id was already used; its result is gone" });
+                return;
+        }
+
+        if (mp_map_get_str(e->map, "callable", &callable, &callable_len) < 0 || callable_len == 0) {
+                emit_error(s, id, id_len,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                         .message = "callable must be a string \"module::function\"" });
+                return;
+        }
+        if (mp_map_get_str(e->map, "shape", &shape, &shape_len) < 0 ||
+            !((shape_len == 5 && memcmp(shape, "unary", 5) == 0) || (shape_len == 6 && memcmp(shape, "stream", 6) == 0) ||
+              (shape_len == 4 && memcmp(shape, "bidi", 4) == 0))) {
+                emit_error(s, id, id_len,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                         .message = "shape must be \"unary\", \"stream\" or \"bidi\"" });
+                return;
+        }
+        v = mp_map_get(e->map, "args");
+        if (v && v->type != MSGPACK_OBJECT_ARRAY && v->type != MSGPACK_OBJECT_NIL) {
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "args must be an array" });
+                return;
+        }
+        v = mp_map_get(e->map, "kwargs");
+        if (v && v->type != MSGPACK_OBJECT_MAP && v->type != MSGPACK_OBJECT_NIL) {
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "kwargs must be a map" });
+                return;
+        }
+        v = mp_map_get(e->map, "deadline_ms");
+        if (v && v->type != MSGPACK_OBJECT_NIL) {
+                if (mp_map_get_int(e->map, "deadline_ms", &deadline_ms) < 0 || deadline_ms <= 0) {
+                        emit_error(s, id, id_len,
+                                   &(RpcError) { .type = RPC_ERR_BAD_REQUEST,
+                                                 .message = "deadline_ms must be a positive integer" });
+                        return;
+                }
+        }
+
+        if (rpc->n_in_worker >= rpc->config.max_calls) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "too many calls in flight (limit %u); retry when some finish",
+                         rpc->config.max_calls);
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_TOO_MANY_CALLS, .message = msg });
+                return;
+        }
+
+        if (!worker_link_running(rpc->worker)) {
+                rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
+                r = worker_link_start(rpc->worker);
+                if (r < 0) {
+                        emit_error(s, id, id_len,
+                                   &(RpcError) { .type = RPC_ERR_WORKER_DIED, .message = "the worker could not be started" });
+                        return;
+                }
+        }
+
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                log_oom();
+                return;
+        }
+        c->rpc = rpc;
+        memcpy(c->id, id, id_len);
+        c->id_len = id_len;
+        c->bidi = shape_len == 4;
+        r = strmap_put(rpc->calls, c->id, c->id_len, c);
+        if (r < 0) {
+                free(c);
+                log_oom();
+                return;
+        }
+
+        r = worker_link_send(rpc->worker, FRAME_CALL, e->raw, e->raw_size);
+        if (r < 0) {
+                (void) strmap_remove(rpc->calls, c->id, c->id_len);
+                free(c);
+                emit_error(s, id, id_len,
+                           &(RpcError) { .type = r == -EMSGSIZE ? RPC_ERR_TOO_LARGE : RPC_ERR_WORKER_DIED,
+                                         .message = "the call could not be handed to the worker" });
+                return;
+        }
+        c->in_worker = true;
+        rpc->n_in_worker++;
+        rpc->n_running++;
+        call_attach(c, o);
+
+        if (deadline_ms > 0) {
+                uint64_t now;
+                if (sd_event_now(rpc->event, CLOCK_MONOTONIC, &now) >= 0)
+                        (void) sd_event_add_time(rpc->event, &c->deadline, CLOCK_MONOTONIC,
+                                                 now + (uint64_t) deadline_ms * 1000ULL, 1, on_deadline, c);
+        }
+}
+
+static void handle_inbox(Rpc *rpc, RpcSocket *o, const Envelope *e, uint8_t kind) {
+        const char *id;
+        size_t id_len;
+        RpcCall *c;
+
+        if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
+                return;
+        c = strmap_get(rpc->calls, id, id_len);
+        /* Items for a finished or unknown call are dropped: the call already has its answer. */
+        if (!c || c->done || !c->in_worker)
+                return;
+        if (!c->bidi) {
+                emit_error(o->socket, id, id_len,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "inbox items are for bidi calls only" });
+                return;
+        }
+        if (kind == FRAME_IN && !mp_map_get(e->map, "item")) {
+                emit_error(o->socket, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "call:in needs an item" });
+                return;
+        }
+        (void) worker_link_send(rpc->worker, kind, e->raw, e->raw_size);
+}
+
+static void handle_cancel(Rpc *rpc, RpcSocket *o, const Envelope *e) {
+        const char *id;
+        size_t id_len;
+        RpcCall *c;
+
+        if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
+                return;
+        c = strmap_get(rpc->calls, id, id_len);
+        if (!c || c->done)
+                return;
+        call_attach(c, o);
+        call_cancel_in_worker(c, "cancelled");
+        call_finish_error(c, &(RpcError) { .type = RPC_ERR_CANCELLED, .message = "remote call cancelled", .cancelled = true });
+}
+
+static void handle_ack(Rpc *rpc, RpcSocket *o, const Envelope *e) {
+        const char *id;
+        size_t id_len;
+        RpcCall *c;
+
+        if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
+                return;
+        c = strmap_get(rpc->calls, id, id_len);
+        if (c && c->done)
+                call_forget(c);
+}
+
+static void handle_resume(Rpc *rpc, RpcSocket *o, const Envelope *e) {
+        const msgpack_object *ids = mp_map_get(e->map, "call_ids");
+
+        if (!ids || ids->type != MSGPACK_OBJECT_ARRAY) {
+                emit_error(o->socket, "", 0,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "resume needs call_ids, an array of strings" });
+                return;
+        }
+        for (uint32_t i = 0; i < ids->via.array.size; i++) {
+                const msgpack_object *v = &ids->via.array.ptr[i];
+                RpcCall *c;
+
+                if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size > RPC_CALL_ID_MAX)
+                        continue;
+                c = strmap_get(rpc->calls, v->via.str.ptr, v->via.str.size);
+                if (c)
+                        call_resume_on(c, o);
+                else
+                        emit_error(o->socket, v->via.str.ptr, v->via.str.size,
+                                   &(RpcError) { .type = RPC_ERR_RESULT_UNAVAILABLE,
+                                                 .message = "no result is kept for this call_id" });
+        }
+}
+
+static void on_event(SioSocket *s, const char *event, json_t *args, const SioAttachment *att, size_t n_att,
+                     int64_t ack_id, void *userdata) {
+        Rpc *rpc = userdata;
+        RpcSocket *o = sio_socket_get_userdata(s);
+        Envelope e = {};
+
+        if (!o || !event)
+                return;
+        if (parse_envelope(rpc, s, args, att, n_att, &e) < 0) {
+                envelope_done(&e);
+                return;
+        }
+
+        if (streq(event, EV_CALL))
+                handle_call(rpc, o, &e);
+        else if (streq(event, EV_CALL_IN))
+                handle_inbox(rpc, o, &e, FRAME_IN);
+        else if (streq(event, EV_CALL_END_IN))
+                handle_inbox(rpc, o, &e, FRAME_END_IN);
+        else if (streq(event, EV_CANCEL))
+                handle_cancel(rpc, o, &e);
+        else if (streq(event, EV_RESUME))
+                handle_resume(rpc, o, &e);
+        else if (streq(event, EV_ACK))
+                handle_ack(rpc, o, &e);
+        else
+                emit_error(s, "", 0, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "unknown event" });
+
+        envelope_done(&e);
+
+        /* Clients using emitWithAck() wait for this; the answer itself comes as events. */
+        if (ack_id >= 0)
+                (void) sio_socket_ack(s, ack_id, json_array(), NULL, 0);
+}
+
+static int const_time_equal(const char *a, size_t a_len, const char *b, size_t b_len) {
+        unsigned char d = a_len != b_len;
+
+        for (size_t i = 0; i < a_len; i++)
+                d |= (unsigned char) a[i] ^ (unsigned char) b[i < b_len ? i : 0];
+        return d == 0;
+}
+
+static const char *on_authorize(SioServer *server, const json_t *auth, void *userdata) {
+        Rpc *rpc = userdata;
+        const char *t;
+
+        if (!rpc->token)
+                return NULL;
+        t = json_string_value(json_object_get(auth, "token"));
+        if (!t || !const_time_equal(t, strlen(t), rpc->token, strlen(rpc->token)))
+                return "unauthorized";
+        return NULL;
+}
+
+static void on_connected(SioSocket *s, const json_t *auth, void *userdata) {
+        RpcSocket *o = calloc(1, sizeof(*o));
+
+        if (!o) {
+                sio_socket_close_connection(s, "out of memory");
+                return;
+        }
+        o->socket = s;
+        sio_socket_set_userdata(s, o);
+}
+
+static void on_disconnect(SioSocket *s, const char *reason, void *userdata) {
+        RpcSocket *o = sio_socket_get_userdata(s);
+
+        if (!o)
+                return;
+        /* Calls outlive the connection: they keep running and keep their results for resume. */
+        while (o->calls)
+                call_detach(o->calls);
+        sio_socket_set_userdata(s, NULL);
+        free(o);
+}
+
+/* ---- worker frames -------------------------------------------------------------------------- */
+
+static RpcCall *frame_call(Rpc *rpc, const uint8_t *payload, size_t size, msgpack_unpacked *u) {
+        const char *id;
+        size_t id_len, off = 0;
+
+        if (msgpack_unpack_next(u, (const char *) payload, size, &off) != MSGPACK_UNPACK_SUCCESS)
+                return NULL;
+        if (mp_map_get_str(&u->data, "call_id", &id, &id_len) < 0)
+                return NULL;
+        return strmap_get(rpc->calls, id, id_len);
+}
+
+static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, void *userdata) {
+        Rpc *rpc = userdata;
+        msgpack_unpacked u;
+        RpcCall *c;
+
+        msgpack_unpacked_init(&u);
+        c = frame_call(rpc, payload, size, &u);
+        msgpack_unpacked_destroy(&u);
+        if (!c) {
+                log_debug("Dropping a worker frame '%c' for an unknown call.", kind);
+                return;
+        }
+
+        if (kind == FRAME_ITEM) {
+                Pending *p;
+
+                if (c->done)
+                        return;
+                if (c->owner) {
+                        emit_copy(c->owner->socket, EV_ITEM, payload, size);
+                        return;
+                }
+                if (c->pending_bytes + size > rpc->config.max_orphan_bytes) {
+                        call_cancel_in_worker(c, "cancelled");
+                        call_finish_error(c, &(RpcError) { .type = RPC_ERR_CANCELLED,
+                                                           .message = "no client attached and the call's unread output "
+                                                                      "exceeded the buffer limit",
+                                                           .cancelled = true });
+                        return;
+                }
+                p = calloc(1, sizeof(*p));
+                if (!p || copy_with_headroom(&p->data, payload, size) < 0) {
+                        if (p)
+                                buffer_done(&p->data);
+                        free(p);
+                        return;
+                }
+                if (c->pending_tail)
+                        c->pending_tail->next = p;
+                else
+                        c->pending_head = p;
+                c->pending_tail = p;
+                c->pending_bytes += size;
+                return;
+        }
+
+        if (!frame_kind_is_terminal(kind))
+                return;
+
+        if (c->in_worker) {
+                c->in_worker = false;
+                rpc->n_in_worker--;
+        }
+        if (!c->done) {
+                const char *event = kind == FRAME_RESULT ? EV_RESULT : kind == FRAME_END ? EV_END : EV_ERROR;
+                call_finish(c, event, payload, size);
+        } else if (!c->cached && !c->terminal_event)
+                /* Already answered and forgotten; the worker just caught up. */
+                call_free(c);
+}
+
+static int on_respawn(sd_event_source *s, uint64_t usec, void *userdata) {
+        Rpc *rpc = userdata;
+
+        rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
+        (void) worker_link_start(rpc->worker);
+        return 0;
+}
+
+static void on_worker_ready(WorkerLink *w, void *userdata) {
+        Rpc *rpc = userdata;
+
+        rpc->rapid_deaths = 0;
+        log_debug("Worker %d is ready.", (int) worker_link_pid(w));
+}
+
+static void on_worker_died(WorkerLink *w, int returncode, void *userdata) {
+        Rpc *rpc = userdata;
+        char msg[128];
+        RpcCall *c;
+        size_t state = 0;
+        uint64_t now, delay;
+        bool died_early = rpc->rapid_deaths > 0 || returncode != 0;
+
+        if (returncode < 0)
+                snprintf(msg, sizeof(msg), "the worker process was killed by signal %d%s", -returncode,
+                         returncode == -9 ? " (out of memory?)" : "");
+        else
+                snprintf(msg, sizeof(msg), "the worker process exited with status %d", returncode);
+
+        /* Fail everything it still owed; collect first, the walk must not see removals. */
+        RpcCall **owed = NULL;
+        size_t n_owed = 0;
+        owed = calloc(strmap_size(rpc->calls) + 1, sizeof(RpcCall *));
+        while ((c = strmap_iterate(rpc->calls, &state)))
+                if (c->in_worker && owed)
+                        owed[n_owed++] = c;
+        for (size_t i = 0; i < n_owed; i++) {
+                c = owed[i];
+                c->in_worker = false;
+                rpc->n_in_worker--;
+                if (!c->done)
+                        call_finish_error(c, &(RpcError) { .type = RPC_ERR_WORKER_DIED, .message = msg,
+                                                           .has_returncode = true, .returncode = returncode });
+                else if (!c->cached && !c->terminal_event)
+                        call_free(c);
+        }
+        free(owed);
+
+        /* Respawn right away; back off if it keeps dying before doing any work. */
+        if (died_early)
+                rpc->rapid_deaths++;
+        delay = rpc->rapid_deaths <= 1 ? 0 : MIN(RESPAWN_MAX_DELAY_USEC, 100000ULL << MIN(rpc->rapid_deaths, 6u));
+        if (sd_event_now(rpc->event, CLOCK_MONOTONIC, &now) < 0)
+                return;
+        rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
+        (void) sd_event_add_time(rpc->event, &rpc->respawn_timer, CLOCK_MONOTONIC, now + delay, 1, on_respawn, rpc);
+}
+
+const WorkerLinkCallbacks rpc_worker_callbacks = {
+        .ready = on_worker_ready,
+        .frame = on_worker_frame,
+        .died = on_worker_died,
+};
+
+/* ---- setup ---------------------------------------------------------------------------------- */
+
+void rpc_set_worker(Rpc *rpc, WorkerLink *worker) {
+        rpc->worker = worker;
+}
+
+void rpc_cancel_all(Rpc *rpc, const char *message) {
+        RpcCall **running;
+        size_t n = 0, state = 0;
+        RpcCall *c;
+
+        running = calloc(strmap_size(rpc->calls) + 1, sizeof(RpcCall *));
+        if (!running)
+                return;
+        while ((c = strmap_iterate(rpc->calls, &state)))
+                if (!c->done)
+                        running[n++] = c;
+        for (size_t i = 0; i < n; i++) {
+                call_cancel_in_worker(running[i], "shutdown");
+                call_finish_error(running[i],
+                                  &(RpcError) { .type = RPC_ERR_CANCELLED, .message = message, .cancelled = true });
+        }
+        free(running);
+}
+
+unsigned rpc_n_running(const Rpc *rpc) {
+        return rpc->n_running;
+}
+
+const SioNamespace *rpc_namespace(Rpc *rpc) {
+        return &rpc->ns;
+}
+
+int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret) {
+        Rpc *rpc = calloc(1, sizeof(*rpc));
+
+        if (!rpc)
+                return -ENOMEM;
+        rpc->event = sd_event_ref(event);
+        rpc->config = *config;
+        if (!strempty(config->token)) {
+                rpc->token = strdup(config->token);
+                if (!rpc->token)
+                        goto oom;
+        }
+        rpc->config.token = rpc->token;
+        rpc->calls = strmap_new();
+        rpc->forgotten_set = strmap_new();
+        if (!rpc->calls || !rpc->forgotten_set)
+                goto oom;
+        if (config->forget_window > 0) {
+                rpc->forgotten = calloc(config->forget_window, sizeof(*rpc->forgotten));
+                if (!rpc->forgotten)
+                        goto oom;
+        }
+        rpc->ns = (SioNamespace) {
+                .name = "/rpc",
+                .authorize = on_authorize,
+                .connected = on_connected,
+                .event = on_event,
+                .disconnect = on_disconnect,
+                .userdata = rpc,
+        };
+        *ret = rpc;
+        return 0;
+oom:
+        rpc_free(rpc);
+        return -ENOMEM;
+}
+
+Rpc *rpc_free(Rpc *rpc) {
+        RpcCall *c;
+        size_t state = 0;
+
+        if (!rpc)
+                return NULL;
+        if (rpc->calls) {
+                while ((c = strmap_iterate(rpc->calls, &state))) {
+                        c->in_worker = false;
+                        call_free(c);
+                        state = 0;
+                }
+        }
+        sd_event_source_disable_unref(rpc->respawn_timer);
+        strmap_free(rpc->calls);
+        strmap_free(rpc->forgotten_set);
+        free(rpc->forgotten);
+        free(rpc->token);
+        sd_event_unref(rpc->event);
+        free(rpc);
+        return NULL;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The /rpc namespace: token auth, the call table, results kept until acked (bounded), resume
+ * after reconnects, deadlines, cancellation, and the relay to the worker. Exactly one terminal
+ * event per call_id, and a call_id never runs twice. */
+
+#include <systemd/sd-event.h>
+
+#include "sio-server.h"
+#include "worker-link.h"
+
+typedef struct Rpc Rpc;
+
+typedef struct RpcConfig {
+        const char *token;          /* NULL or "": no authentication */
+        size_t max_message;         /* largest call/item message accepted */
+        unsigned max_calls;         /* calls in the worker at once */
+        unsigned max_results;       /* finished, unacknowledged results kept */
+        size_t max_result_bytes;    /* … and their total size */
+        size_t max_orphan_bytes;    /* stream output buffered per call while no client is attached */
+        unsigned forget_window;     /* acked/evicted call_ids remembered to refuse re-runs */
+} RpcConfig;
+
+int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret);
+Rpc *rpc_free(Rpc *rpc);
+
+/* The namespace to register with the Socket.IO server ("/rpc"). */
+const SioNamespace *rpc_namespace(Rpc *rpc);
+
+/* Callbacks for the WorkerLink (userdata = the Rpc), and the link itself. */
+extern const WorkerLinkCallbacks rpc_worker_callbacks;
+void rpc_set_worker(Rpc *rpc, WorkerLink *worker);
+
+/* Fail every running call with Cancelled (server shutting down). */
+void rpc_cancel_all(Rpc *rpc, const char *message);
+unsigned rpc_n_running(const Rpc *rpc);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The server's end of the worker: spawning `agentix-server --worker` on a socketpair, framed
+ * I/O without ever blocking the event loop, and noticing its death (exit status or signal). */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+typedef struct WorkerLink WorkerLink;
+
+typedef struct WorkerLinkCallbacks {
+        void (*ready)(WorkerLink *w, void *userdata);
+        /* One frame from the worker; payload valid during the call. */
+        void (*frame)(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, void *userdata);
+        /* The worker is gone. returncode: exit status, or -signal (like Python's returncode). */
+        void (*died)(WorkerLink *w, int returncode, void *userdata);
+} WorkerLinkCallbacks;
+
+typedef struct WorkerLinkConfig {
+        const char *executable;   /* the server binary, exec'd with --worker */
+        char **extra_args;        /* NULL-terminated, appended to the worker's argv */
+        size_t max_frame;
+} WorkerLinkConfig;
+
+int worker_link_new(sd_event *event, const WorkerLinkConfig *config, const WorkerLinkCallbacks *callbacks,
+                    void *userdata, WorkerLink **ret);
+WorkerLink *worker_link_free(WorkerLink *w);
+
+/* Spawn a worker (no-op if one is running). */
+int worker_link_start(WorkerLink *w);
+bool worker_link_running(const WorkerLink *w);
+bool worker_link_ready(const WorkerLink *w);
+pid_t worker_link_pid(const WorkerLink *w);
+
+/* Queue one frame; it goes out as the socket takes it. */
+int worker_link_send(WorkerLink *w, uint8_t kind, const void *payload, size_t size);
+
+/* Ask the worker to exit (SHUTDOWN frame), SIGKILL it if it is still there after `timeout_usec`. */
+void worker_link_stop(WorkerLink *w, uint64_t timeout_usec);

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: MIT
+"""Small shared helpers for the interop tests (run with /usr/bin/python3).
+
+Each test file registers functions with @test and calls main(); every test gets a fresh
+server when it asks for one. Output: one "ok"/"FAIL" line per test, then "N passed, N failed".
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+
+_tests = []
+
+
+def test(fn):
+    _tests.append(fn)
+    return fn
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_binary():
+    path = os.environ.get("AGENTIX_SERVER")
+    if not path:
+        sys.exit("set AGENTIX_SERVER to the agentix-server binary")
+    return path
+
+
+class Server:
+    """An agentix-server process on a free port, stopped (and checked) at exit."""
+
+    def __init__(self, *args, env=None, port=None, host="127.0.0.1"):
+        self.port = port or free_port()
+        self.host = host
+        e = dict(os.environ)
+        e.update(env or {})
+        cmd = [server_binary(), "--port", str(self.port)]
+        if "--conformance" not in args and not any(a.startswith("--host") for a in args):
+            cmd += ["--host", host]
+        cmd += list(args)
+        self.log_path = f"/tmp/agentix-server-{self.port}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, env=e, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 10
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.read_log()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("server did not come up: " + self.read_log())
+            time.sleep(0.02)
+
+    def read_log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("server did not exit on SIGTERM")
+        self.log.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        rc = self.stop()
+        if exc[0] is None and rc not in (0,):
+            raise AssertionError(f"server exited with {rc}: {self.read_log()[-2000:]}")
+
+
+def wait_until(cond, timeout=5.0, interval=0.01, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def main():
+    only = sys.argv[1:]
+    passed = failed = 0
+    for fn in _tests:
+        if only and fn.__name__ not in only:
+            continue
+        t0 = time.time()
+        try:
+            fn()
+        except Exception:
+            failed += 1
+            print(f"FAIL {fn.__name__} ({time.time() - t0:.2f}s)")
+            traceback.print_exc()
+        else:
+            passed += 1
+            print(f"ok   {fn.__name__} ({time.time() - t0:.2f}s)")
+        sys.stdout.flush()
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
