@@ -62,10 +62,13 @@ static int example_greet(agentix_call *call, const msgpack_object *argv, size_t 
                 return errno == ENOMEM ? -ENOMEM
                                        : agentix_call_raise(call, "ValueError", "name must not contain NUL bytes");
 
-        r = asprintf(&greeting, "Hello, %s!", name);
-        free(name);
-        if (r < 0)
+        greeting = malloc(strlen(name) + sizeof("Hello, !"));
+        if (!greeting) {
+                free(name);
                 return -ENOMEM; /* a plain negative errno is reported as an OSError */
+        }
+        sprintf(greeting, "Hello, %s!", name);
+        free(name);
 
         r = agentix_pack_cstr(agentix_call_result(call), greeting);
         free(greeting);
