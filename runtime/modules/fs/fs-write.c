@@ -88,11 +88,19 @@ static int write_in_place(int dir_fd, const char *base, FsContentWriter writer, 
         return 0;
 }
 
+/* For a write, a path through a regular file is a parent that is not a directory. */
+static int write_error(FsStatus *status, int r, const char *path) {
+        if (r == -ENOTDIR)
+                return fs_status_set(status, FS_ERROR_NOT_A_DIRECTORY,
+                                     "Error: Cannot create '%s': a parent is not a directory", path);
+        return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+}
+
 static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter writer, void *userdata,
                              FsStatus *status) {
         _cleanup_free_ char *target = NULL, *dir = NULL, *base = NULL;
+        _cleanup_close_ int dir_fd = -EBADF; /* declared first: closed after tmp is removed */
         _cleanup_(temp_file_done) TempFile tmp = { .fd = -EBADF };
-        _cleanup_close_ int dir_fd = -EBADF;
         bool exists = false;
         struct stat st;
         int r;
@@ -105,7 +113,7 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+                return write_error(status, r, path);
 
         r = fs_path_split(target, &dir, &base);
         if (r < 0)
@@ -118,19 +126,12 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
                 r = fs_mkdir_parents(dir);
                 if (r == -ENOMEM)
                         return r;
-                if (r == -ENOTDIR)
-                        return fs_status_set(status, FS_ERROR_NOT_A_DIRECTORY,
-                                             "Error: Cannot create '%s': a parent is not a directory", path);
                 if (r < 0)
-                        return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+                        return write_error(status, r, path);
                 dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         }
-        if (dir_fd < 0) {
-                if (errno == ENOTDIR)
-                        return fs_status_set(status, FS_ERROR_NOT_A_DIRECTORY,
-                                             "Error: Cannot create '%s': a parent is not a directory", path);
-                return fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
-        }
+        if (dir_fd < 0)
+                return write_error(status, -errno, path);
 
         if (fstatat(dir_fd, base, &st, AT_SYMLINK_NOFOLLOW) >= 0) {
                 if (S_ISDIR(st.st_mode))
@@ -141,13 +142,13 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
                         return fs_status_set(status, FS_ERROR_ALREADY_EXISTS, "Error: File '%s' already exists", path);
                 exists = true;
         } else if (errno != ENOENT)
-                return fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
+                return write_error(status, -errno, path);
 
         r = temp_file_create(dir_fd, base, exists ? (st.st_mode & 07777) : 0666, &tmp);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+                return write_error(status, r, path);
 
         if (exists) {
                 /* Owner first: chown() clears set-id bits, the chmod puts back the exact mode
@@ -156,20 +157,20 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
                 if (st.st_uid != geteuid() || st.st_gid != getegid())
                         (void) fchown(tmp.fd, st.st_uid, st.st_gid);
                 if (fchmod(tmp.fd, st.st_mode & 07777) < 0)
-                        return fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
+                        return write_error(status, -errno, path);
         }
 
         r = writer(tmp.fd, userdata);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+                return write_error(status, r, path);
         if (fsync(tmp.fd) < 0)
-                return fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
+                return write_error(status, -errno, path);
         r = close(tmp.fd);
         tmp.fd = -EBADF;
         if (r < 0 && errno != EINTR)
-                return fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
+                return write_error(status, -errno, path);
 
         if (overwrite)
                 r = renameat(dir_fd, tmp.name, dir_fd, base) < 0 ? negative_errno() : 0;
@@ -188,7 +189,7 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
                 tmp.name = NULL;
         }
         if (r < 0)
-                return fs_status_from_errno(status, r, path, FS_SUBJECT_FILE);
+                return write_error(status, r, path);
 
         /* Make the rename itself durable. */
         (void) fsync(dir_fd);

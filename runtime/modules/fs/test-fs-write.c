@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+/* fs_write(), fs_write_atomic(): create-only vs overwrite, atomic replacement, modes. */
+#include "fs-path.h"
+#include "test-fs-util.h"
+
+static FsStatus wr(const char *path, const void *data, size_t n, bool overwrite) {
+        FsStatus s = {};
+        assert_int_equal(fs_write(path, data, n, overwrite, &s), 0);
+        return s;
+}
+
+static void assert_no_temp_files(const char *rel_dir) {
+        assert_int_equal(count_prefixed(P(rel_dir), ".#"), 0);
+}
+
+static void test_create_with_parents(void **state) {
+        FsStatus s = wr(P("a/b/c/new.txt"), "hello\n", 6, false);
+        assert_status(&s, FS_OK);
+        assert_null(s.message);
+
+        size_t n;
+        char *c = slurp(P("a/b/c/new.txt"), &n);
+        assert_int_equal(n, 6);
+        assert_string_equal(c, "hello\n");
+        free(c);
+
+        /* a new file gets 0666 minus the umask */
+        struct stat st;
+        mode_t um = umask(0);
+        umask(um);
+        assert_int_equal(stat(P("a/b/c/new.txt"), &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0666 & ~um);
+        assert_no_temp_files("a/b/c");
+
+        /* empty content, special characters, "//" in the path */
+        s = wr(P("a//sp ace 'q\"$x.txt"), "", 0, false);
+        assert_status(&s, FS_OK);
+        assert_int_equal(stat(P("a/sp ace 'q\"$x.txt"), &st), 0);
+        assert_int_equal(st.st_size, 0);
+}
+
+static void test_already_exists(void **state) {
+        puts_file("f.txt", "original");
+
+        FsStatus s = wr(P("f.txt"), "new", 3, false);
+        assert_status(&s, FS_ERROR_ALREADY_EXISTS);
+        char *expected;
+        assert_true(asprintf(&expected, "Error: File '%s' already exists", P("f.txt")) > 0);
+        assert_string_equal(s.message, expected);
+        free(expected);
+        fs_status_done(&s);
+
+        char *c = slurp(P("f.txt"), NULL);
+        assert_string_equal(c, "original");
+        free(c);
+        assert_no_temp_files("");
+
+        s = wr(P("f.txt"), "replaced", 8, true);
+        assert_status(&s, FS_OK);
+        c = slurp(P("f.txt"), NULL);
+        assert_string_equal(c, "replaced");
+        free(c);
+        assert_no_temp_files("");
+}
+
+static void test_overwrite_keeps_mode_and_owner(void **state) {
+        struct stat before, after;
+
+        puts_file("script.sh", "#!/bin/sh\n");
+        assert_int_equal(chmod(P("script.sh"), 0750), 0);
+        if (getuid() == 0)
+                assert_int_equal(chown(P("script.sh"), 65534, 65534), 0);
+        assert_int_equal(stat(P("script.sh"), &before), 0);
+
+        FsStatus s = wr(P("script.sh"), "#!/bin/sh\necho hi\n", 18, true);
+        assert_status(&s, FS_OK);
+        assert_int_equal(stat(P("script.sh"), &after), 0);
+        assert_int_equal(after.st_mode & 07777, 0750);
+        assert_int_equal(after.st_uid, before.st_uid);
+        assert_int_equal(after.st_gid, before.st_gid);
+        assert_int_not_equal(after.st_ino, before.st_ino); /* replaced, not rewritten in place */
+
+        /* set-id bits survive the chown too */
+        assert_int_equal(chmod(P("script.sh"), 02755), 0);
+        s = wr(P("script.sh"), "x", 1, true);
+        assert_status(&s, FS_OK);
+        assert_int_equal(stat(P("script.sh"), &after), 0);
+        assert_int_equal(after.st_mode & 07777, 02755);
+}
+
+static int failing_writer(int fd, void *userdata) {
+        /* half a file, then a failure (as a full disk would) */
+        assert_int_equal(loop_write(fd, "partial", 7), 0);
+        return -ENOSPC;
+}
+
+static void test_failure_leaves_file_untouched(void **state) {
+        struct stat before, after;
+        FsStatus s = {};
+
+        puts_file("keep.txt", "precious");
+        assert_int_equal(stat(P("keep.txt"), &before), 0);
+
+        assert_int_equal(fs_write_atomic(P("keep.txt"), true, failing_writer, NULL, &s), 0);
+        assert_status(&s, FS_ERROR_IO);
+        assert_non_null(strstr(s.message, "No space left on device"));
+        fs_status_done(&s);
+
+        char *c = slurp(P("keep.txt"), NULL);
+        assert_string_equal(c, "precious");
+        free(c);
+        assert_int_equal(stat(P("keep.txt"), &after), 0);
+        assert_int_equal(after.st_ino, before.st_ino);
+        assert_no_temp_files("");
+
+        /* a new file that fails is not created at all */
+        assert_int_equal(fs_write_atomic(P("never.txt"), false, failing_writer, NULL, &s), 0);
+        assert_status(&s, FS_ERROR_IO);
+        fs_status_done(&s);
+        assert_int_equal(access(P("never.txt"), F_OK), -1);
+        assert_no_temp_files("");
+}
+
+static void test_symlink_target_replaced(void **state) {
+        puts_file("real.txt", "old");
+        assert_int_equal(symlink("real.txt", P("link.txt")), 0);
+
+        FsStatus s = wr(P("link.txt"), "new", 3, true);
+        assert_status(&s, FS_OK);
+
+        struct stat st;
+        assert_int_equal(lstat(P("link.txt"), &st), 0);
+        assert_true(S_ISLNK(st.st_mode));
+        char *c = slurp(P("real.txt"), NULL);
+        assert_string_equal(c, "new");
+        free(c);
+
+        /* create-only through a link to an existing file: already exists */
+        s = wr(P("link.txt"), "x", 1, false);
+        assert_status(&s, FS_ERROR_ALREADY_EXISTS);
+        fs_status_done(&s);
+
+        /* a dangling link creates its target */
+        assert_int_equal(symlink("sub/target.txt", P("dangling")), 0);
+        s = wr(P("dangling"), "made", 4, false);
+        assert_status(&s, FS_OK);
+        c = slurp(P("sub/target.txt"), NULL);
+        assert_string_equal(c, "made");
+        free(c);
+}
+
+static void test_errors(void **state) {
+        FsStatus s;
+
+        mkdir_p("dir");
+        s = wr(P("dir"), "x", 1, true);
+        assert_status(&s, FS_ERROR_IS_DIRECTORY);
+        fs_status_done(&s);
+
+        s = wr(P("dir/"), "x", 1, true);
+        assert_status(&s, FS_ERROR_IS_DIRECTORY);
+        fs_status_done(&s);
+
+        s = wr("/", "x", 1, true);
+        assert_status(&s, FS_ERROR_IS_DIRECTORY);
+        fs_status_done(&s);
+
+        puts_file("file", "f");
+        s = wr(P("file/child.txt"), "x", 1, true);
+        assert_status(&s, FS_ERROR_NOT_A_DIRECTORY);
+        fs_status_done(&s);
+        s = wr(P("file/deeper/child.txt"), "x", 1, true);
+        assert_status(&s, FS_ERROR_NOT_A_DIRECTORY);
+        fs_status_done(&s);
+
+        s = wr("relative.txt", "x", 1, true);
+        assert_status(&s, FS_ERROR_INVALID_PATH);
+        assert_string_equal(s.message, "Error: Path must be absolute: 'relative.txt'");
+        fs_status_done(&s);
+
+        s = wr("", "x", 1, true);
+        assert_status(&s, FS_ERROR_INVALID_PATH);
+        fs_status_done(&s);
+
+        assert_int_equal(mkfifo(P("fifo"), 0644), 0);
+        s = wr(P("fifo"), "x", 1, true);
+        assert_status(&s, FS_ERROR_NOT_A_FILE);
+        fs_status_done(&s);
+
+        /* the path checker also refuses NUL bytes and overlong paths */
+        assert_int_equal(fs_path_check("/a\0b", 4, &s), 0);
+        assert_status(&s, FS_ERROR_INVALID_PATH);
+        assert_string_equal(s.message, "Error: Path contains a NUL byte");
+        fs_status_done(&s);
+        char *longpath = malloc(PATH_MAX + 10);
+        memset(longpath, 'a', PATH_MAX + 9);
+        longpath[0] = '/';
+        longpath[PATH_MAX + 9] = 0;
+        s = wr(longpath, "x", 1, true);
+        assert_status(&s, FS_ERROR_INVALID_PATH);
+        fs_status_done(&s);
+        free(longpath);
+        assert_no_temp_files("");
+}
+
+static void test_binary_round_trip(void **state) {
+        uint8_t all[512];
+        for (unsigned i = 0; i < sizeof(all); i++)
+                all[i] = (uint8_t) (i * 7 + 3);
+        all[0] = 0;
+        all[511] = 0;
+
+        FsStatus s = wr(P("bin/all.bin"), all, sizeof(all), false);
+        assert_status(&s, FS_OK);
+        size_t n;
+        char *c = slurp(P("bin/all.bin"), &n);
+        assert_int_equal(n, sizeof(all));
+        assert_memory_equal(c, all, sizeof(all));
+        free(c);
+}
+
+static void unwritable(void *arg) {
+        FsStatus s = {};
+
+        child_check(fs_write(P("locked/new.txt"), "x", 1, false, &s) == 0);
+        child_check(s.error == FS_ERROR_PERMISSION_DENIED);
+        fs_status_done(&s);
+        child_check(fs_write(P("locked/existing.txt"), "x", 1, true, &s) == 0);
+        child_check(s.error == FS_ERROR_PERMISSION_DENIED);
+        fs_status_done(&s);
+        child_check(fs_write(P("locked/sub/new.txt"), "x", 1, false, &s) == 0);
+        child_check(s.error == FS_ERROR_PERMISSION_DENIED);
+        fs_status_done(&s);
+}
+
+static void test_permission_denied(void **state) {
+        mkdir_p("locked");
+        puts_file("locked/existing.txt", "keep");
+        assert_int_equal(chmod(P("locked"), 0755), 0);
+        as_nobody(unwritable, NULL);
+
+        char *c = slurp(P("locked/existing.txt"), NULL);
+        assert_string_equal(c, "keep");
+        free(c);
+        assert_no_temp_files("locked");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_create_with_parents, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_already_exists, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_overwrite_keeps_mode_and_owner, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_failure_leaves_file_untouched, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_symlink_target_replaced, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_errors, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_binary_round_trip, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_permission_denied, test_dir_setup, test_dir_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
