@@ -364,8 +364,7 @@ static int build_terminal(agentix_call *c, int r, uint8_t *ret_kind) {
                 return build_stop_error(c, stop);
         if (c->raise_type)
                 return call_build_error(c, c->raise_type, c->raise_message ?: "", false);
-        if (r < 0)
-                return call_build_error(c, "OSError", strerror(-r), false);
+        /* A packing failure explains a failed function better than the errno it passed on. */
         if (c->pack_error == -EMSGSIZE) {
                 char m[128];
 
@@ -375,6 +374,8 @@ static int build_terminal(agentix_call *c, int r, uint8_t *ret_kind) {
         }
         if (c->pack_error == -ENOMEM)
                 return call_build_error(c, "MemoryError", "out of memory while packing the result", false);
+        if (r < 0)
+                return call_build_error(c, "OSError", strerror(-r), false);
         if (c->pack_error < 0)
                 return call_build_error(c, "OSError", strerror(-c->pack_error), false);
 

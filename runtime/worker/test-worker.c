@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* End-to-end tests of the worker: a real worker process (forked by the harness) running
- * tests/modules/testmod.so, spoken to in frames. */
+ * tests/modules/testmod.so, spoken to in frames. Most tests run the worker without seccomp so
+ * that LeakSanitizer can check it at exit (stop() asserts a clean exit); the confinement tests
+ * run it with the built-in profile. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include "envelope.h"
@@ -17,26 +21,56 @@
 
 #define TIMEOUT_MS 10000
 
-static WorkerHarness *start(const WorkerOptions *o) {
+/* Workers of the running test, freed by teardown() even when an assertion fails (cmocka
+ * longjmp()s past the test's own cleanup, and the next worker would inherit the leak). */
+static WorkerHarness *live[8];
+
+static void release(WorkerHarness *h) {
+        for (size_t i = 0; i < ELEMENTSOF(live); i++)
+                if (live[i] == h)
+                        live[i] = NULL;
+        worker_harness_free(h);
+}
+
+static int teardown(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(live); i++)
+                live[i] = worker_harness_free(live[i]);
+        return 0;
+}
+
+static WorkerHarness *start_full(const WorkerOptions *o, void (*setup)(void *), void *userdata) {
         WorkerOptions opts = o ? *o : (WorkerOptions) { .no_seccomp = true };
         WorkerHarness *h = NULL;
+        size_t i;
 
         if (!opts.module_dir)
                 opts.module_dir = TESTMOD_DIR;
-        assert_int_equal(worker_harness_start(&opts, &h), 0);
+        for (i = 0; i < ELEMENTSOF(live) && live[i]; i++)
+                ;
+        assert_true(i < ELEMENTSOF(live));
+        assert_int_equal(worker_harness_start_full(&opts, setup, userdata, &h), 0);
+        live[i] = h;
         assert_int_equal(worker_harness_wait_ready(h, TIMEOUT_MS), 0);
         return h;
 }
 
-/* Shut the worker down and check it exits cleanly (under LeakSanitizer when the test runs
- * without seccomp: a leak makes the exit status non-zero). */
+static WorkerHarness *start(const WorkerOptions *o) {
+        return start_full(o, NULL, NULL);
+}
+
+/* Shut the worker down and check it exits cleanly (without seccomp LeakSanitizer runs at
+ * exit, and a leak makes the exit status non-zero). */
 static void stop(WorkerHarness *h) {
         int status;
 
         assert_int_equal(worker_harness_shutdown(h, TIMEOUT_MS, &status), 0);
-        assert_true(WIFEXITED(status));
-        assert_int_equal(WEXITSTATUS(status), 0);
-        worker_harness_free(h);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                fail_msg("worker exit status 0x%x", status);
+        release(h);
+}
+
+static void read_terminal(WorkerHarness *h, const char *id, WorkerFrame *f) {
+        assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, f), 0);
 }
 
 /* Call, expect RESULT, compare its value's JSON. */
@@ -45,7 +79,19 @@ static void expect_unary(WorkerHarness *h, const char *id, const char *callable,
         WorkerFrame f = {};
 
         assert_int_equal(worker_harness_call(h, id, callable, "unary", args, kwargs, -1), 0);
-        assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, &f), 0);
+        read_terminal(h, id, &f);
+        if (f.kind != FRAME_RESULT)
+                fail_msg("%s: expected RESULT, got '%c' %s: %s", id, f.kind, strna(f.error_type), strna(f.error_message));
+        if (expected_json)
+                assert_string_equal(f.value_json, expected_json);
+        worker_frame_done(&f);
+}
+
+/* The RESULT of a call already made. */
+static void expect_unary_result_of(WorkerHarness *h, const char *id, const char *expected_json) {
+        WorkerFrame f = {};
+
+        read_terminal(h, id, &f);
         if (f.kind != FRAME_RESULT)
                 fail_msg("%s: expected RESULT, got '%c' %s: %s", id, f.kind, strna(f.error_type), strna(f.error_message));
         assert_string_equal(f.value_json, expected_json);
@@ -56,27 +102,644 @@ static void expect_error(WorkerHarness *h, const char *id, const char *type, con
                          bool cancelled) {
         WorkerFrame f = {};
 
-        assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, &f), 0);
+        read_terminal(h, id, &f);
         if (f.kind != FRAME_ERROR)
                 fail_msg("%s: expected ERROR %s, got '%c' %s", id, type, f.kind, strna(f.value_json));
-        assert_string_equal(f.error_type, type);
+        if (!streq(f.error_type, type))
+                fail_msg("%s: expected %s, got %s: %s", id, type, f.error_type, strna(f.error_message));
         if (message_part && !strstr(f.error_message, message_part))
                 fail_msg("%s: message \"%s\" lacks \"%s\"", id, f.error_message, message_part);
         assert_int_equal(f.cancelled, cancelled);
+        /* The error map has exactly the documented fields. */
+        assert_non_null(mp_map_get(f.error, "traceback"));
+        assert_int_equal(f.root.via.map.size, 2);
         worker_frame_done(&f);
 }
 
-static void test_ready_and_echo(void **state) {
+static void call_error(WorkerHarness *h, const char *id, const char *callable, const char *shape,
+                       const char *args, const char *kwargs, const char *type, const char *message_part) {
+        assert_int_equal(worker_harness_call(h, id, callable, shape, args, kwargs, -1), 0);
+        expect_error(h, id, type, message_part, false);
+}
+
+/* No frame arrives within `ms`. */
+static void expect_silence(WorkerHarness *h, int ms) {
+        WorkerFrame f = {};
+        int r = worker_harness_read(h, ms, &f);
+
+        if (r != -ETIMEDOUT)
+                fail_msg("unexpected frame '%c' for %s", f.kind, strna(f.call_id));
+}
+
+/* ---- values --------------------------------------------------------------------------------- */
+
+static void test_echo_json(void **state) {
         WorkerHarness *h = start(NULL);
 
         expect_unary(h, "e1", "testmod::echo", "[42]", NULL, "42");
         expect_unary(h, "e2", "testmod::echo", NULL, "{\"value\": \"hi\"}", "\"hi\"");
+        expect_unary(h, "e3", "testmod::echo", "[{\"a\": [1, 2.5, null, true, false, \"\"]}]", NULL,
+                     "{\"a\":[1,2.5,null,true,false,\"\"]}");
+        expect_unary(h, "e4", "testmod::echo", "[{\"$bin\": \"raw\"}]", NULL, "{\"$bin\":\"raw\"}");
         stop(h);
+}
+
+/* Every msgpack type, packed raw, must come back identical — and the RESULT payload must be
+ * exactly {call_id, value}, which the server forwards verbatim. */
+static void test_echo_every_type(void **state) {
+        WorkerHarness *h = start(NULL);
+        _cleanup_buffer_ Buffer args = {};
+        msgpack_packer pk;
+        msgpack_zone zone;
+        msgpack_object sent;
+        WorkerFrame f = {};
+        size_t off = 0;
+        static const char bin_small[] = { 0, 1, 2, (char) 0xff };
+        char *big;
+
+        mp_packer_init_buffer(&pk, &args);
+        msgpack_pack_array(&pk, 1);   /* args */
+        msgpack_pack_array(&pk, 20);  /* the value */
+        msgpack_pack_nil(&pk);
+        msgpack_pack_true(&pk);
+        msgpack_pack_false(&pk);
+        msgpack_pack_uint64(&pk, 0);
+        msgpack_pack_uint64(&pk, UINT64_MAX);
+        msgpack_pack_int64(&pk, -1);
+        msgpack_pack_int64(&pk, INT64_MIN);
+        msgpack_pack_float(&pk, 1.5f);
+        msgpack_pack_double(&pk, -0.1);
+        mp_pack_cstr(&pk, "");
+        mp_pack_cstr(&pk, "grüße, 世界");
+        msgpack_pack_bin(&pk, sizeof(bin_small));
+        msgpack_pack_bin_body(&pk, bin_small, sizeof(bin_small));
+        msgpack_pack_bin(&pk, 0);
+        msgpack_pack_array(&pk, 0);
+        msgpack_pack_map(&pk, 0);
+        msgpack_pack_map(&pk, 2);     /* non-string keys */
+        msgpack_pack_int(&pk, 1);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_map(&pk, 1);
+        mp_pack_cstr(&pk, "deep");
+        msgpack_pack_nil(&pk);
+        msgpack_pack_nil(&pk);
+        mp_pack_cstr(&pk, "x");
+        msgpack_pack_ext(&pk, 4, 7);
+        msgpack_pack_ext_body(&pk, "abcd", 4);
+        /* 1 MiB bin */
+        big = malloc(1024 * 1024);
+        assert_non_null(big);
+        for (size_t i = 0; i < 1024 * 1024; i++)
+                big[i] = (char) (i * 7);
+        msgpack_pack_bin(&pk, 1024 * 1024);
+        msgpack_pack_bin_body(&pk, big, 1024 * 1024);
+        free(big);
+        /* str of 70000 bytes (str32) */
+        msgpack_pack_str(&pk, 70000);
+        assert_int_equal(buffer_reserve(&args, 70000), 0);
+        memset(buffer_data(&args) + args.len, 'a', 70000);
+        args.len += 70000;
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, 0);
+
+        msgpack_zone_init(&zone, 1024);
+        assert_int_equal(msgpack_unpack((const char *) buffer_data(&args), args.len, &off, &zone, &sent),
+                         MSGPACK_UNPACK_SUCCESS);
+
+        assert_int_equal(worker_harness_call_mp(h, "every", "testmod::echo", "unary", buffer_data(&args), args.len,
+                                                NULL, 0, -1), 0);
+        read_terminal(h, "every", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_true(msgpack_object_equal(*f.value, sent.via.array.ptr[0]));
+        assert_int_equal(f.root.via.map.size, 2);
+        assert_true(mp_str_eq(&f.root.via.map.ptr[0].key, "call_id"));
+        assert_true(mp_str_eq(&f.root.via.map.ptr[0].val, "every"));
+        assert_true(mp_str_eq(&f.root.via.map.ptr[1].key, "value"));
+        worker_frame_done(&f);
+        msgpack_zone_destroy(&zone);
+        stop(h);
+}
+
+static void test_bin_from_fd(void **state) {
+        WorkerHarness *h = start(NULL);
+        char path[] = "/tmp/test-worker-bin-XXXXXX", args[256];
+        WorkerFrame f = {};
+        size_t size = 3 * 1024 * 1024 + 17;
+        uint8_t *data = malloc(size);
+        int fd;
+
+        assert_non_null(data);
+        for (size_t i = 0; i < size; i++)
+                data[i] = (uint8_t) (i * 13 + 5);
+        fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(loop_write(fd, data, size), 0);
+        close(fd);
+
+        snprintf(args, sizeof(args), "[\"%s\", %zu]", path, size);
+        assert_int_equal(worker_harness_call(h, "bin", "testmod::bin_from_file", "unary", args, NULL, -1), 0);
+        read_terminal(h, "bin", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(f.value->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(f.value->via.bin.size, size);
+        assert_memory_equal(f.value->via.bin.ptr, data, size);
+        worker_frame_done(&f);
+
+        /* The file is shorter than asked: EIO, not a truncated frame. */
+        snprintf(args, sizeof(args), "[\"%s\", %zu]", path, size + 1);
+        call_error(h, "short", "testmod::bin_from_file", "unary", args, NULL, "OSError", "Input/output error");
+        expect_unary(h, "after", "testmod::echo", "[1]", NULL, "1");
+
+        unlink(path);
+        free(data);
+        stop(h);
+}
+
+static void test_result_too_large(void **state) {
+        WorkerHarness *h = start(&(WorkerOptions) { .no_seccomp = true, .max_frame = 64 * 1024 });
+        char path[] = "/tmp/test-worker-big-XXXXXX", args[256];
+        static char block[100 * 1024];
+        int fd;
+
+        fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(loop_write(fd, block, sizeof(block)), 0);
+        close(fd);
+
+        snprintf(args, sizeof(args), "[\"%s\", %zu]", path, sizeof(block));
+        call_error(h, "big", "testmod::bin_from_file", "unary", args, NULL, RPC_ERR_TOO_LARGE, "frame limit");
+        unlink(path);
+        expect_unary(h, "small", "testmod::echo", "[\"fine\"]", NULL, "\"fine\"");
+        stop(h);
+}
+
+/* ---- shapes --------------------------------------------------------------------------------- */
+
+static void test_stream(void **state) {
+        WorkerHarness *h = start(NULL);
+        _cleanup_free_ char *items = NULL, *none = NULL;
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_call(h, "s1", "testmod::count", "stream", "[5]", NULL, -1), 0);
+        assert_int_equal(worker_harness_collect(h, "s1", TIMEOUT_MS, &items, &f), 0);
+        assert_string_equal(items, "[0,1,2,3,4]");
+        assert_int_equal(f.kind, FRAME_END);
+        assert_int_equal(f.root.via.map.size, 1); /* END is exactly {call_id} */
+        worker_frame_done(&f);
+
+        assert_int_equal(worker_harness_call(h, "s0", "testmod::count", "stream", "[0]", NULL, -1), 0);
+        assert_int_equal(worker_harness_collect(h, "s0", TIMEOUT_MS, &none, &f), 0);
+        assert_string_equal(none, "[]");
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+
+        call_error(h, "neg", "testmod::count", "stream", "[-1]", NULL, "ValueError", "n must be >= 0, got -1");
+        stop(h);
+}
+
+static void test_bidi(void **state) {
+        WorkerHarness *h = start(NULL);
+        _cleanup_free_ char *items = NULL;
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_call(h, "b1", "testmod::upper", "bidi", NULL, NULL, -1), 0);
+        assert_int_equal(worker_harness_send_in(h, "b1", "\"abc\""), 0);
+        assert_int_equal(worker_harness_send_in(h, "b1", "\"Hello, World\""), 0);
+        /* The items come back while the inbox is still open. */
+        assert_int_equal(worker_harness_read_for(h, "b1", TIMEOUT_MS, &f), 0);
+        assert_int_equal(f.kind, FRAME_ITEM);
+        assert_string_equal(f.value_json, "\"ABC\"");
+        worker_frame_done(&f);
+        assert_int_equal(worker_harness_send_in(h, "b1", "\"x\""), 0);
+        assert_int_equal(worker_harness_end_in(h, "b1"), 0);
+        /* After END_IN, further items are dropped. */
+        assert_int_equal(worker_harness_send_in(h, "b1", "\"late\""), 0);
+        assert_int_equal(worker_harness_collect(h, "b1", TIMEOUT_MS, &items, &f), 0);
+        assert_string_equal(items, "[\"HELLO, WORLD\",\"X\"]");
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+
+        /* A non-str item makes the function raise. */
+        assert_int_equal(worker_harness_call(h, "b2", "testmod::upper", "bidi", NULL, NULL, -1), 0);
+        assert_int_equal(worker_harness_send_in(h, "b2", "1"), 0);
+        expect_error(h, "b2", "TypeError", "must be str", false);
+
+        /* IN/END_IN for calls that do not exist (or are over) are ignored. */
+        assert_int_equal(worker_harness_send_in(h, "nope", "\"x\""), 0);
+        assert_int_equal(worker_harness_end_in(h, "nope"), 0);
+        assert_int_equal(worker_harness_cancel(h, "nope", NULL), 0);
+        expect_silence(h, 100);
+        stop(h);
+}
+
+static void test_inbox_overflow(void **state) {
+        WorkerHarness *h = start(NULL);
+
+        assert_int_equal(worker_harness_call(h, "ov", "testmod::inbox_hold", "bidi", NULL, NULL, -1), 0);
+        for (int i = 0; i < 200; i++)
+                assert_int_equal(worker_harness_send_in(h, "ov", "\"item\""), 0);
+        expect_error(h, "ov", "InboxOverflow", "more than 64 items", false);
+        expect_unary(h, "after", "testmod::echo", "[1]", NULL, "1");
+        stop(h);
+}
+
+/* ---- cancellation and deadlines ------------------------------------------------------------- */
+
+static void test_cancel(void **state) {
+        WorkerHarness *h = start(NULL);
+        unsigned long long t0;
+
+        assert_int_equal(worker_harness_call(h, "slow", "testmod::sleep", "unary", "[60000]", NULL, -1), 0);
+        (void) usleep(50 * 1000);
+        t0 = now_usec();
+        assert_int_equal(worker_harness_cancel(h, "slow", NULL), 0);
+        expect_error(h, "slow", RPC_ERR_CANCELLED, "cancelled", true);
+        assert_true(now_usec() - t0 < 2000 * 1000);
+        /* Exactly one terminal frame: a second CANCEL produces nothing. */
+        assert_int_equal(worker_harness_cancel(h, "slow", NULL), 0);
+        expect_silence(h, 100);
+
+        /* A stream cancelled mid-way ends with ERROR too. */
+        assert_int_equal(worker_harness_call(h, "s", "testmod::count", "stream", "[100000000]", NULL, -1), 0);
+        WorkerFrame f = {};
+        assert_int_equal(worker_harness_read_for(h, "s", TIMEOUT_MS, &f), 0);
+        assert_int_equal(f.kind, FRAME_ITEM);
+        worker_frame_done(&f);
+        assert_int_equal(worker_harness_cancel(h, "s", "cancelled"), 0);
+        for (;;) {
+                assert_int_equal(worker_harness_read_for(h, "s", TIMEOUT_MS, &f), 0);
+                if (f.kind != FRAME_ITEM)
+                        break;
+                worker_frame_done(&f);
+        }
+        assert_int_equal(f.kind, FRAME_ERROR);
+        assert_string_equal(f.error_type, RPC_ERR_CANCELLED);
+        assert_true(f.cancelled);
+        worker_frame_done(&f);
+
+        /* A CANCEL with reason "deadline" (the server enforcing it) → DeadlineExceeded. */
+        assert_int_equal(worker_harness_call(h, "d", "testmod::sleep", "unary", "[60000]", NULL, -1), 0);
+        (void) usleep(20 * 1000);
+        assert_int_equal(worker_harness_cancel(h, "d", "deadline"), 0);
+        expect_error(h, "d", RPC_ERR_DEADLINE, NULL, true);
+        stop(h);
+}
+
+/* deadline_ms: relative to the worker's receipt of the CALL. When it passes, the function
+ * sees agentix_call_cancelled() (and its wait fd turns readable); the call ends with
+ * ERROR DeadlineExceeded, cancelled: true — whatever the function returned. */
+static void test_deadline(void **state) {
+        WorkerHarness *h = start(NULL);
+        unsigned long long t0 = now_usec(), dt;
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_call(h, "d1", "testmod::sleep", "unary", "[60000]", NULL, 200), 0);
+        expect_error(h, "d1", RPC_ERR_DEADLINE, "deadline", true);
+        dt = now_usec() - t0;
+        assert_true(dt >= 190 * 1000);
+        assert_true(dt < 3000 * 1000);
+
+        /* deadline_ms 0 has passed on arrival: the function does not run. */
+        assert_int_equal(worker_harness_call(h, "d0", "testmod::echo", "unary", "[1]", NULL, 0), 0);
+        expect_error(h, "d0", RPC_ERR_DEADLINE, NULL, true);
+
+        /* A deadline far enough away does not disturb the call, and the function sees it. */
+        assert_int_equal(worker_harness_call(h, "d2", "testmod::info", "unary", NULL, NULL, 10000), 0);
+        read_terminal(h, "d2", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        const msgpack_object *rem = mp_map_get(f.value, "remaining_ms");
+        assert_non_null(rem);
+        assert_true(rem->via.u64 > 5000 && rem->via.u64 <= 10000);
+        worker_frame_done(&f);
+        expect_unary(h, "d3", "testmod::info", NULL, NULL, "{\"id\":\"d3\",\"shape\":0,\"remaining_ms\":-1}");
+
+        /* A deadline that is not a number of milliseconds is a BadRequest. */
+        {
+                _cleanup_buffer_ Buffer b = {};
+                msgpack_packer pk;
+
+                mp_packer_init_buffer(&pk, &b);
+                msgpack_pack_map(&pk, 6);
+                mp_pack_cstr(&pk, "call_id");
+                mp_pack_cstr(&pk, "dbad");
+                mp_pack_cstr(&pk, "callable");
+                mp_pack_cstr(&pk, "testmod::echo");
+                mp_pack_cstr(&pk, "shape");
+                mp_pack_cstr(&pk, "unary");
+                mp_pack_cstr(&pk, "args");
+                msgpack_pack_array(&pk, 1);
+                msgpack_pack_int(&pk, 1);
+                mp_pack_cstr(&pk, "kwargs");
+                msgpack_pack_map(&pk, 0);
+                mp_pack_cstr(&pk, "deadline_ms");
+                msgpack_pack_int(&pk, -5);
+                assert_int_equal(worker_harness_send_raw(h, FRAME_CALL, buffer_data(&b), b.len), 0);
+                expect_error(h, "dbad", RPC_ERR_BAD_REQUEST, "deadline_ms", false);
+        }
+        stop(h);
+}
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static void test_errors(void **state) {
+        WorkerHarness *h = start(NULL);
+
+        call_error(h, "n1", "testmod::nope", "unary", NULL, NULL, RPC_ERR_NO_SUCH_CALLABLE, "nope");
+        call_error(h, "n2", "nosuchmodule::f", "unary", NULL, NULL, RPC_ERR_NO_SUCH_CALLABLE, "nosuchmodule");
+        call_error(h, "b1", "echo", "unary", "[1]", NULL, RPC_ERR_BAD_REQUEST, NULL);
+        call_error(h, "b2", "testmod::echo", "sideways", "[1]", NULL, RPC_ERR_BAD_REQUEST, "shape");
+        call_error(h, "b3", "testmod::echo", "stream", "[1]", NULL, RPC_ERR_BAD_REQUEST, NULL);
+        call_error(h, "a1", "testmod::count", "stream", "[\"x\"]", NULL, RPC_ERR_ARGUMENT, "'n'");
+        call_error(h, "a2", "testmod::count", "stream", NULL, NULL, RPC_ERR_ARGUMENT, "'n'");
+        call_error(h, "a3", "testmod::echo", "unary", "[1]", "{\"bogus\": 2}", RPC_ERR_ARGUMENT, "bogus");
+        call_error(h, "r1", "testmod::raise_error", "unary", "[\"KeyError\", \"no such key: k\"]", NULL, "KeyError",
+                   "no such key: k");
+        call_error(h, "o1", "testmod::fail", "unary", "[2]", NULL, "OSError", "No such file or directory");
+        /* A CALL whose args are not an array. */
+        call_error(h, "m1", "testmod::echo", "unary", "{\"a\": 1}", NULL, RPC_ERR_BAD_REQUEST, "args");
+
+        /* Garbage without a call_id is dropped; the worker keeps going. */
+        static const uint8_t junk[] = { 0x93, 1, 2, 3 };
+        assert_int_equal(worker_harness_send_raw(h, FRAME_CALL, junk, sizeof(junk)), 0);
+        assert_int_equal(worker_harness_send_raw(h, FRAME_IN, junk, sizeof(junk)), 0);
+        assert_int_equal(worker_harness_send_raw(h, FRAME_CANCEL, junk, 1), 0);
+        expect_unary(h, "alive", "testmod::echo", "[\"still here\"]", NULL, "\"still here\"");
+        stop(h);
+}
+
+static void test_duplicate_and_too_many(void **state) {
+        WorkerHarness *h = start(&(WorkerOptions) { .no_seccomp = true, .max_calls = 2 });
+
+        assert_int_equal(worker_harness_call(h, "s1", "testmod::sleep", "unary", "[60000]", NULL, -1), 0);
+        assert_int_equal(worker_harness_call(h, "s1", "testmod::echo", "unary", "[1]", NULL, -1), 0);
+        expect_error(h, "s1", RPC_ERR_BAD_REQUEST, "already running", false);
+
+        assert_int_equal(worker_harness_call(h, "s2", "testmod::sleep", "unary", "[60000]", NULL, -1), 0);
+        assert_int_equal(worker_harness_call(h, "s3", "testmod::echo", "unary", "[1]", NULL, -1), 0);
+        expect_error(h, "s3", RPC_ERR_TOO_MANY_CALLS, "at most 2", false);
+
+        /* The slot frees with the terminal frame. */
+        assert_int_equal(worker_harness_cancel(h, "s1", NULL), 0);
+        expect_error(h, "s1", RPC_ERR_CANCELLED, NULL, true);
+        expect_unary(h, "s4", "testmod::echo", "[4]", NULL, "4");
+        /* And the id can be used again once its call is over. */
+        expect_unary(h, "s1", "testmod::echo", "[5]", NULL, "5");
+
+        /* SHUTDOWN cancels the call still running; it still gets its terminal frame. */
+        assert_int_equal(worker_harness_shutdown_frame(h), 0);
+        expect_error(h, "s2", RPC_ERR_CANCELLED, "shutting down", true);
+        stop(h);
+}
+
+/* ---- concurrency ---------------------------------------------------------------------------- */
+
+static void test_concurrency(void **state) {
+        WorkerHarness *h = start(NULL);
+        unsigned long long t0;
+        WorkerFrame f = {};
+        char id[32];
+
+        assert_int_equal(worker_harness_call(h, "long", "testmod::sleep", "unary", "[3000]", NULL, -1), 0);
+        (void) usleep(20 * 1000);
+
+        t0 = now_usec();
+        for (int i = 0; i < 100; i++) {
+                snprintf(id, sizeof(id), "q%d", i);
+                assert_int_equal(worker_harness_call(h, id, "testmod::echo", "unary", "[\"quick\"]", NULL, -1), 0);
+        }
+        for (int i = 0; i < 100; i++) {
+                snprintf(id, sizeof(id), "q%d", i);
+                read_terminal(h, id, &f);
+                assert_int_equal(f.kind, FRAME_RESULT);
+                worker_frame_done(&f);
+        }
+        /* Far less than the sleep: the echos did not wait for it. */
+        assert_true(now_usec() - t0 < 1500 * 1000);
+        assert_int_equal(worker_harness_read(h, 0, &f), -ETIMEDOUT); /* the sleep is still running */
+
+        expect_unary_result_of(h, "long", "3000");
+        stop(h);
+}
+
+/* ---- the process ---------------------------------------------------------------------------- */
+
+static void test_crash(void **state) {
+        static const int signals[] = { SIGKILL, SIGTERM, SIGSEGV };
+
+        for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
+                WorkerHarness *h = start(&(WorkerOptions) {});
+                char args[32];
+                int status;
+
+                snprintf(args, sizeof(args), "[%d]", signals[i]);
+                assert_int_equal(worker_harness_call(h, "boom", "testmod::crash", "unary", args, NULL, -1), 0);
+                assert_int_equal(worker_harness_wait_exit(h, TIMEOUT_MS, &status), 0);
+                assert_true(WIFSIGNALED(status));
+                assert_int_equal(WTERMSIG(status), signals[i]);
+                /* No terminal frame: the server reports WorkerDied. The socket just ends. */
+                WorkerFrame f = {};
+                assert_int_equal(worker_harness_read(h, TIMEOUT_MS, &f), -EPIPE);
+                release(h);
+        }
+        /* The default signal is 9. */
+        WorkerHarness *h = start(&(WorkerOptions) {});
+        int status;
+        assert_int_equal(worker_harness_call(h, "boom", "testmod::crash", "unary", NULL, NULL, -1), 0);
+        assert_int_equal(worker_harness_wait_exit(h, TIMEOUT_MS, &status), 0);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        release(h);
+}
+
+static void test_eof_exits(void **state) {
+        WorkerHarness *h = start(NULL);
+        int status;
+
+        /* The server going away (EOF) ends the worker, running calls included. */
+        assert_int_equal(worker_harness_call(h, "slow", "testmod::sleep", "unary", "[60000]", NULL, -1), 0);
+        (void) usleep(20 * 1000);
+        assert_int_equal(shutdown(worker_harness_fd(h), SHUT_WR), 0);
+        assert_int_equal(worker_harness_wait_exit(h, TIMEOUT_MS, &status), 0);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        expect_error(h, "slow", RPC_ERR_CANCELLED, "shutting down", true);
+        release(h);
+}
+
+/* ---- confinement ---------------------------------------------------------------------------- */
+
+static int64_t map_int(const msgpack_object *map, const char *key) {
+        int64_t v;
+
+        if (mp_map_get_int(map, key, &v) < 0)
+                fail_msg("no int \"%s\" in the result", key);
+        return v;
+}
+
+static const char *const denied[] = {
+        "mount", "umount2", "bpf", "kexec_load", "unshare", "setns", "keyctl", "ptrace", "reboot",
+        "init_module", "perf_event_open", "swapon", "clone_newns",
+};
+static const char *const allowed[] = { "getpid", "open", "read", "fork" };
+
+static void run_syscalls(WorkerHarness *h, WorkerFrame *f) {
+        assert_int_equal(worker_harness_call(h, "sys", "testmod::syscalls", "unary", NULL, NULL, -1), 0);
+        read_terminal(h, "sys", f);
+        if (f->kind != FRAME_RESULT)
+                fail_msg("syscalls(): '%c' %s", f->kind, strna(f->error_message));
+}
+
+static void test_seccomp_denials(void **state) {
+        WorkerHarness *h = start(&(WorkerOptions) {}); /* the built-in profile */
+        WorkerFrame f = {};
+
+        run_syscalls(h, &f);
+        for (size_t i = 0; i < ELEMENTSOF(denied); i++)
+                if (map_int(f.value, denied[i]) != EPERM)
+                        fail_msg("%s: errno %" PRIi64 ", expected EPERM", denied[i], map_int(f.value, denied[i]));
+        for (size_t i = 0; i < ELEMENTSOF(allowed); i++)
+                if (map_int(f.value, allowed[i]) != 0)
+                        fail_msg("%s: errno %" PRIi64 ", expected success", allowed[i], map_int(f.value, allowed[i]));
+        worker_frame_done(&f);
+
+        /* Children inherit the filter: a forked child is denied too, and an exec()ed program
+         * runs in seccomp filter mode (2) with no_new_privs. */
+        assert_int_equal(worker_harness_call(h, "spawn", "testmod::spawn_probe", "unary", NULL, NULL, -1), 0);
+        read_terminal(h, "spawn", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(map_int(f.value, "fork_unshare_errno"), EPERM);
+        assert_int_equal(map_int(f.value, "exec_seccomp"), 2);
+        assert_int_equal(map_int(f.value, "exec_no_new_privs"), 1);
+        worker_frame_done(&f);
+        /* With the filter on, leak checking is off in the worker (it needs ptrace): exit is clean. */
+        stop(h);
+}
+
+/* The probes can tell: without the filter the same syscalls get other answers. */
+static void test_seccomp_baseline(void **state) {
+        WorkerHarness *h = start(NULL);
+        WorkerFrame f = {};
+
+        run_syscalls(h, &f);
+        if (geteuid() == 0) {
+                assert_int_equal(map_int(f.value, "mount"), ENOENT);
+                assert_int_equal(map_int(f.value, "umount2"), ENOENT);
+                assert_int_equal(map_int(f.value, "setns"), EBADF);
+        }
+        assert_int_not_equal(map_int(f.value, "keyctl"), EPERM);
+        assert_int_not_equal(map_int(f.value, "ptrace"), EPERM);
+        for (size_t i = 0; i < ELEMENTSOF(denied); i++)
+                if (map_int(f.value, denied[i]) == EPERM)
+                        fprintf(stderr, "note: %s gets EPERM even without the filter here, so the denial test "
+                                "cannot tell for it\n", denied[i]);
+        worker_frame_done(&f);
+
+        assert_int_equal(worker_harness_call(h, "spawn", "testmod::spawn_probe", "unary", NULL, NULL, -1), 0);
+        read_terminal(h, "spawn", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(map_int(f.value, "exec_seccomp"), 0);
+        if (map_int(f.value, "fork_unshare_errno") == EPERM)
+                fprintf(stderr, "note: unshare() gets EPERM even without the filter here\n");
+        assert_int_equal(map_int(f.value, "exec_no_new_privs"), 1); /* no_new_privs is set regardless */
+        worker_frame_done(&f);
+        stop(h);
+}
+
+static void test_seccomp_profile_option(void **state) {
+        char path[] = "/tmp/test-worker-profile-XXXXXX";
+        static const char profile[] =
+                "{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": ["
+                " {\"names\": [\"setns\"], \"action\": \"SCMP_ACT_ERRNO\", \"errnoRet\": 33}]}";
+        WorkerFrame f = {};
+        WorkerHarness *h;
+        int fd, status;
+
+        fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(loop_write(fd, profile, strlen(profile)), 0);
+        close(fd);
+
+        h = start(&(WorkerOptions) { .seccomp_profile = path });
+        run_syscalls(h, &f);
+        assert_int_equal(map_int(f.value, "setns"), 33);   /* the file's rule */
+        assert_int_not_equal(map_int(f.value, "bpf"), EPERM); /* the built-in one is not loaded */
+        worker_frame_done(&f);
+        release(h);
+
+        /* A profile that does not parse: the worker refuses to start (no READY, exit 1). */
+        fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        assert_int_equal(loop_write(fd, "{\"defaultAction\": \"NOPE\"}", 26), 0);
+        close(fd);
+        assert_int_equal(worker_harness_start(&(WorkerOptions) { .seccomp_profile = path, .module_dir = TESTMOD_DIR }, &h), 0);
+        assert_int_equal(worker_harness_read(h, TIMEOUT_MS, &f), -EPIPE);
+        assert_int_equal(worker_harness_wait_exit(h, TIMEOUT_MS, &status), 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+        release(h);
+        unlink(path);
+}
+
+static void leak_fds(void *userdata) {
+        int pair[2];
+
+        /* Inherited, not close-on-exec: the worker must close these. */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+        assert_true(dup2(pair[0], 40) == 40);
+}
+
+static void test_fds(void **state) {
+        WorkerHarness *h = start_full(&(WorkerOptions) {}, leak_fds, NULL);
+        const msgpack_object *sockets, *o;
+        _cleanup_free_ char *child = NULL;
+        WorkerFrame f = {};
+        int64_t frame_fd;
+
+        assert_int_equal(worker_harness_call(h, "fds", "testmod::fds", "unary", NULL, NULL, -1), 0);
+        read_terminal(h, "fds", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+
+        o = mp_map_get(f.value, "stdin");
+        assert_true(mp_str_eq(o, "/dev/null"));
+        o = mp_map_get(f.value, "stdout");
+        assert_true(mp_str_eq(o, "/dev/null"));
+
+        /* The only socket left is the frame socket, moved to fd >= 10. */
+        sockets = mp_map_get(f.value, "sockets");
+        assert_non_null(sockets);
+        assert_int_equal(sockets->type, MSGPACK_OBJECT_ARRAY);
+        assert_int_equal(sockets->via.array.size, 1);
+        frame_fd = sockets->via.array.ptr[0].via.i64;
+        assert_true(frame_fd >= 10);
+
+        /* An exec()ed child sees only 0, 1, 2 (and ls's own directory fd, 3). */
+        o = mp_map_get(f.value, "child_fds");
+        assert_non_null(o);
+        assert_int_equal(o->type, MSGPACK_OBJECT_STR);
+        child = strndup(o->via.str.ptr, o->via.str.size);
+        assert_string_equal(child, "0\n1\n2\n3\n");
+        worker_frame_done(&f);
+        release(h);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_ready_and_echo),
+                cmocka_unit_test_teardown(test_echo_json, teardown),
+                cmocka_unit_test_teardown(test_echo_every_type, teardown),
+                cmocka_unit_test_teardown(test_bin_from_fd, teardown),
+                cmocka_unit_test_teardown(test_result_too_large, teardown),
+                cmocka_unit_test_teardown(test_stream, teardown),
+                cmocka_unit_test_teardown(test_bidi, teardown),
+                cmocka_unit_test_teardown(test_inbox_overflow, teardown),
+                cmocka_unit_test_teardown(test_cancel, teardown),
+                cmocka_unit_test_teardown(test_deadline, teardown),
+                cmocka_unit_test_teardown(test_errors, teardown),
+                cmocka_unit_test_teardown(test_duplicate_and_too_many, teardown),
+                cmocka_unit_test_teardown(test_concurrency, teardown),
+                cmocka_unit_test_teardown(test_crash, teardown),
+                cmocka_unit_test_teardown(test_eof_exits, teardown),
+                cmocka_unit_test_teardown(test_seccomp_denials, teardown),
+                cmocka_unit_test_teardown(test_seccomp_baseline, teardown),
+                cmocka_unit_test_teardown(test_seccomp_profile_option, teardown),
+                cmocka_unit_test_teardown(test_fds, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

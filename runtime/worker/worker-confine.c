@@ -121,8 +121,8 @@ int worker_confine(int frame_fd, const WorkerOptions *opts) {
         else {
                 r = seccomp_profile_install(opts->seccomp_profile, &error);
                 if (r < 0)
-                        return log_error_errno(r, "Failed to install the seccomp profile %s: %s",
-                                               opts->seccomp_profile ?: "(built-in)", strna(error));
+                        return log_error_errno(r, "Failed to install the %s seccomp profile: %s",
+                                               opts->seccomp_profile ? "given" : "built-in", strna(error));
                 seccomp_active = true;
         }
 
