@@ -157,7 +157,8 @@ static int glob_impl(const char *pattern, const char *root, const FsGlobOptions 
                 goto finish;
 
         res->truncated = g.walk.incomplete;
-        qsort(res->matches, res->n_matches, sizeof(FsEntry), entry_compare);
+        if (res->n_matches > 0)
+                qsort(res->matches, res->n_matches, sizeof(FsEntry), entry_compare);
 
 finish:
         free(g.real_root);

@@ -103,7 +103,8 @@ static int ls_impl(const char *path, size_t max_entries, FsLsResult *res) {
                 res->n_entries++;
         }
 
-        qsort(res->entries, res->n_entries, sizeof(FsEntry), entry_compare);
+        if (res->n_entries > 0)
+                qsort(res->entries, res->n_entries, sizeof(FsEntry), entry_compare);
         for (size_t i = 0; i < res->n_entries; i++) {
                 char *full = fs_path_join(path, res->entries[i].path);
                 if (!full) {

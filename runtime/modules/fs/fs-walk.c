@@ -105,7 +105,8 @@ static int read_entries(FsWalk *w, int dir_fd, DirEntry **ret, size_t *ret_n) {
                 dir_entries_free(entries, n);
                 return r;
         }
-        qsort(entries, n, sizeof(DirEntry), dir_entry_compare);
+        if (n > 0)
+                qsort(entries, n, sizeof(DirEntry), dir_entry_compare);
         *ret = entries;
         *ret_n = n;
         return 0;
