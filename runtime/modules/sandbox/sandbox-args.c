@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "exec-env.h"
+#include "macro.h"
+#include "pty.h"
+#include "sandbox-args.h"
+
+const char *sandbox_errno_type(int error) {
+        switch (abs(error)) {
+        case ENOENT:
+                return "FileNotFoundError";
+        case EACCES:
+        case EPERM:
+                return "PermissionError";
+        case ENOTDIR:
+                return "NotADirectoryError";
+        case ENOMEM:
+                return "MemoryError";
+        default:
+                return "OSError";
+        }
+}
+
+static const char *type_name(const msgpack_object *o) {
+        switch (o->type) {
+        case MSGPACK_OBJECT_NIL:
+                return "None";
+        case MSGPACK_OBJECT_BOOLEAN:
+                return "bool";
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+                return "int";
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:
+                return "float";
+        case MSGPACK_OBJECT_STR:
+                return "str";
+        case MSGPACK_OBJECT_BIN:
+                return "bytes";
+        case MSGPACK_OBJECT_ARRAY:
+                return "list";
+        case MSGPACK_OBJECT_MAP:
+                return "map";
+        default:
+                return "ext";
+        }
+}
+
+/* int64 value of an int object; false if it is not one or does not fit. */
+static bool get_int(const msgpack_object *o, int64_t *ret) {
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+                if (o->via.u64 > INT64_MAX)
+                        return false;
+                *ret = (int64_t) o->via.u64;
+                return true;
+        }
+        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+                *ret = o->via.i64;
+                return true;
+        }
+        return false;
+}
+
+/* A str argument as a C string; the signature checked the type, but not for NUL bytes. */
+static int get_cstr(agentix_call *call, const msgpack_object *o, const char *name, char **ret) {
+        char *s;
+
+        if (agentix_arg_is_nil(o)) {
+                *ret = NULL;
+                return 0;
+        }
+        s = agentix_arg_strdup(o);
+        if (!s) {
+                if (errno == ENOMEM)
+                        return -ENOMEM;
+                return agentix_call_raise(call, "ValueError", "exec() argument '%s' must not contain NUL bytes", name);
+        }
+        *ret = s;
+        return 0;
+}
+
+static int parse_timeout(agentix_call *call, const msgpack_object *o, uint64_t *ret_usec) {
+        double sec;
+        int64_t i;
+
+        if (agentix_arg_is_nil(o)) {
+                *ret_usec = (uint64_t) SANDBOX_DEFAULT_TIMEOUT_SEC * 1000000u;
+                return 0;
+        }
+        if (get_int(o, &i))
+                sec = (double) i;
+        else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+                sec = o->via.f64;
+        else
+                return agentix_call_raise(call, "TypeError", "exec() argument 'timeout' must be a number, got %s", type_name(o));
+
+        if (isnan(sec) || sec < 0)
+                return agentix_call_raise(call, "ValueError",
+                                          "exec() argument 'timeout' must be >= 0 seconds (0: no timeout), got %g", sec);
+        if (sec > 1e9) /* ~31 years; also catches inf */
+                return agentix_call_raise(call, "ValueError",
+                                          "exec() argument 'timeout' is too large (%g s); use 0 for no timeout", sec);
+        /* A positive timeout below 1 µs still means "time out", not "no timeout". */
+        *ret_usec = sec == 0 ? 0 : MAX((uint64_t) (sec * 1e6), (uint64_t) 1);
+        return 0;
+}
+
+static int check_cwd(agentix_call *call, const char *cwd) {
+        struct stat st;
+
+        if (cwd[0] != '/')
+                return agentix_call_raise(call, "ValueError", "exec() argument 'cwd' must be an absolute path, got '%s'", cwd);
+        if (stat(cwd, &st) < 0) {
+                int e = errno;
+
+                return agentix_call_raise(call, sandbox_errno_type(e), "exec() cwd '%s': %s", cwd, strerror(e));
+        }
+        if (!S_ISDIR(st.st_mode))
+                return agentix_call_raise(call, "NotADirectoryError", "exec() cwd '%s' is not a directory", cwd);
+        return 0;
+}
+
+static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
+        extern char **environ;
+        _cleanup_free_ EnvOverride *ov = NULL;
+        uint32_t n;
+        int r;
+
+        if (agentix_arg_is_nil(o)) {
+                *ret = NULL;
+                return 0;
+        }
+        n = o->via.map.size;
+        if (n > SANDBOX_ENV_MAX)
+                return agentix_call_raise(call, "ValueError", "exec() argument 'env' has %" PRIu32 " entries, at most %u are allowed",
+                                          n, SANDBOX_ENV_MAX);
+        ov = calloc(MAX(n, 1u), sizeof(EnvOverride));
+        if (!ov)
+                return -ENOMEM;
+
+        for (uint32_t i = 0; i < n; i++) {
+                const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
+
+                if (k->type != MSGPACK_OBJECT_STR)
+                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': keys must be str, got %s", type_name(k));
+                if (!env_key_is_valid(k->via.str.ptr, k->via.str.size))
+                        return agentix_call_raise(call, "ValueError",
+                                                  "exec() argument 'env': invalid variable name '%.*s' (empty, or contains '=' or NUL)",
+                                                  (int) k->via.str.size, k->via.str.ptr);
+                ov[i].key = k->via.str.ptr;
+                ov[i].key_len = k->via.str.size;
+                if (v->type == MSGPACK_OBJECT_NIL)
+                        continue; /* unset */
+                if (v->type != MSGPACK_OBJECT_STR)
+                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': value of '%.*s' must be str or None, got %s",
+                                                  (int) k->via.str.size, k->via.str.ptr, type_name(v));
+                if (!env_value_is_valid(v->via.str.ptr, v->via.str.size))
+                        return agentix_call_raise(call, "ValueError", "exec() argument 'env': value of '%.*s' contains a NUL byte",
+                                                  (int) k->via.str.size, k->via.str.ptr);
+                ov[i].value = v->via.str.size > 0 ? v->via.str.ptr : "";
+                ov[i].value_len = v->via.str.size;
+        }
+
+        r = env_merge(environ, ov, n, ret);
+        return r;
+}
+
+static int parse_size(agentix_call *call, const msgpack_object *o, const char *name, unsigned *ret) {
+        int64_t v;
+
+        if (!get_int(o, &v) || v < 1 || v > (int64_t) PTY_SIZE_MAX)
+                return agentix_call_raise(call, "ValueError", "exec() argument '%s' must be between 1 and %u", name, PTY_SIZE_MAX);
+        *ret = (unsigned) v;
+        return 0;
+}
+
+int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size_t argc, SandboxExecArgs *ret) {
+        agentix_shape shape = agentix_call_shape(call);
+        SandboxExecArgs a = { .opts = EXEC_OPTIONS_DEFAULT };
+        const msgpack_object *in;
+        int64_t max_output;
+        int r;
+
+        if (argc != _SANDBOX_ARG_MAX)
+                return agentix_call_raise(call, "RuntimeError", "exec() got %zu bound arguments, expected %d", argc, _SANDBOX_ARG_MAX);
+
+        r = get_cstr(call, &argv[SANDBOX_ARG_COMMAND], "command", &a.command);
+        if (r < 0)
+                goto fail;
+        if (!a.command) {
+                r = agentix_call_raise(call, "TypeError", "exec() argument 'command' must be str");
+                goto fail;
+        }
+        a.opts.command = a.command;
+
+        r = parse_timeout(call, &argv[SANDBOX_ARG_TIMEOUT], &a.opts.timeout_usec);
+        if (r < 0)
+                goto fail;
+
+        r = get_cstr(call, &argv[SANDBOX_ARG_CWD], "cwd", &a.cwd);
+        if (r < 0)
+                goto fail;
+        if (a.cwd) {
+                r = check_cwd(call, a.cwd);
+                if (r < 0)
+                        goto fail;
+                a.opts.cwd = a.cwd;
+        }
+
+        r = parse_env(call, &argv[SANDBOX_ARG_ENV], &a.env);
+        if (r < 0)
+                goto fail;
+        a.opts.env = a.env;
+
+        in = &argv[SANDBOX_ARG_STDIN];
+        if (in->type == MSGPACK_OBJECT_STR || in->type == MSGPACK_OBJECT_BIN) {
+                a.opts.stdin_mode = EXEC_STDIN_DATA;
+                a.opts.stdin_data = in->type == MSGPACK_OBJECT_STR ? in->via.str.ptr : in->via.bin.ptr;
+                a.opts.stdin_size = in->type == MSGPACK_OBJECT_STR ? in->via.str.size : in->via.bin.size;
+        }
+        if (shape == AGENTIX_SHAPE_BIDI)
+                a.opts.stdin_mode = EXEC_STDIN_INTERACTIVE;
+
+        if (!get_int(&argv[SANDBOX_ARG_MAX_OUTPUT], &max_output) || max_output < 0) {
+                r = agentix_call_raise(call, "ValueError", "exec() argument 'max_output' must be an int >= 0");
+                goto fail;
+        }
+        if (shape == AGENTIX_SHAPE_UNARY && (uint64_t) max_output > SANDBOX_UNARY_MAX_OUTPUT) {
+                r = agentix_call_raise(call, "ValueError",
+                                       "exec() argument 'max_output' must be at most %u for a unary call (the result is one "
+                                       "message); use the stream shape for more", SANDBOX_UNARY_MAX_OUTPUT);
+                goto fail;
+        }
+        a.opts.max_output = (uint64_t) max_output;
+
+        if (argv[SANDBOX_ARG_PTY].type != MSGPACK_OBJECT_BOOLEAN) {
+                r = agentix_call_raise(call, "TypeError", "exec() argument 'pty' must be bool");
+                goto fail;
+        }
+        a.opts.pty = argv[SANDBOX_ARG_PTY].via.boolean;
+        r = parse_size(call, &argv[SANDBOX_ARG_ROWS], "rows", &a.opts.rows);
+        if (r < 0)
+                goto fail;
+        r = parse_size(call, &argv[SANDBOX_ARG_COLS], "cols", &a.opts.cols);
+        if (r < 0)
+                goto fail;
+
+        r = get_cstr(call, &argv[SANDBOX_ARG_SHELL], "shell", &a.shell);
+        if (r < 0)
+                goto fail;
+        if (a.shell && !*a.shell) {
+                r = agentix_call_raise(call, "ValueError", "exec() argument 'shell' must not be empty");
+                goto fail;
+        }
+        a.opts.shell = a.shell;
+
+        /* One pipe for stdout and stderr keeps their exact order in the combined output. */
+        a.opts.merge_stderr = shape == AGENTIX_SHAPE_UNARY;
+        /* Streams gather small reads for a moment: fewer, larger items, still prompt. */
+        a.opts.coalesce_usec = shape == AGENTIX_SHAPE_UNARY ? 0 : 2000;
+
+        *ret = a;
+        return 0;
+
+fail:
+        sandbox_exec_args_done(&a);
+        return r;
+}
+
+void sandbox_exec_args_done(SandboxExecArgs *a) {
+        free(a->command);
+        free(a->cwd);
+        free(a->shell);
+        strv_free(a->env);
+        *a = (SandboxExecArgs) {};
+}
+
+int sandbox_raise_start_error(agentix_call *call, const SandboxExecArgs *a, ExecStage stage, int error) {
+        const char *shell = a->opts.shell ?: exec_default_shell();
+
+        switch (stage) {
+        case EXEC_STAGE_PTY:
+                return agentix_call_raise(call, sandbox_errno_type(error), "Failed to allocate a pseudo-terminal: %s",
+                                          strerror(-error));
+        case EXEC_STAGE_SPAWN:
+                if (error == -ENOENT && !a->opts.shell && access(shell, X_OK) < 0)
+                        return agentix_call_raise(call, "FileNotFoundError", "No shell to run the command: neither %s nor %s exists",
+                                                  EXEC_DEFAULT_SHELL, EXEC_FALLBACK_SHELL);
+                if (error == -ENOENT && (!strchr(shell, '/') || access(shell, F_OK) < 0))
+                        return agentix_call_raise(call, "FileNotFoundError", "Shell '%s' not found", shell);
+                return agentix_call_raise(call, sandbox_errno_type(error), "Failed to start '%s -c …'%s%s: %s", shell,
+                                          a->opts.cwd ? " in " : "", a->opts.cwd ?: "", strerror(-error));
+        default:
+                if (error == -ENOMEM)
+                        return error;
+                return agentix_call_raise(call, sandbox_errno_type(error), "Failed to set up the command: %s", strerror(-error));
+        }
+}

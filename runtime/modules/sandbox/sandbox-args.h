@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The arguments of sandbox::exec, from the msgpack objects the worker bound to the signature,
+ * checked and turned into ExecOptions. Bad values raise a typed error on the call (ValueError,
+ * TypeError, FileNotFoundError, NotADirectoryError, PermissionError) naming the argument. */
+
+#include "agentix-module.h"
+#include "exec.h"
+
+#define SANDBOX_EXEC_SIGNATURE                                                          \
+        "(command: str, timeout: float? = None, cwd: str? = None, env: map? = None, "   \
+        "stdin: str|bytes? = None, max_output: int = 10485760, pty: bool = False, "     \
+        "rows: int = 24, cols: int = 80, shell: str? = None) -> map"
+
+enum {
+        SANDBOX_ARG_COMMAND,
+        SANDBOX_ARG_TIMEOUT,
+        SANDBOX_ARG_CWD,
+        SANDBOX_ARG_ENV,
+        SANDBOX_ARG_STDIN,
+        SANDBOX_ARG_MAX_OUTPUT,
+        SANDBOX_ARG_PTY,
+        SANDBOX_ARG_ROWS,
+        SANDBOX_ARG_COLS,
+        SANDBOX_ARG_SHELL,
+        _SANDBOX_ARG_MAX,
+};
+
+#define SANDBOX_DEFAULT_TIMEOUT_SEC 1800
+/* A unary result is one message (256 MiB at most); replacement characters can triple invalid
+ * bytes, so keep the cap well below. Streams have no such limit. */
+#define SANDBOX_UNARY_MAX_OUTPUT (64u * 1024u * 1024u)
+#define SANDBOX_ENV_MAX 4096u
+
+typedef struct SandboxExecArgs {
+        ExecOptions opts;  /* points into the fields below and into the call's arguments */
+        char *command;
+        char *cwd;
+        char *shell;
+        char **env;        /* NULL: the worker's environment */
+} SandboxExecArgs;
+
+/* Returns 0, or a negative value from agentix_call_raise() to return from the function. */
+int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size_t argc, SandboxExecArgs *ret);
+void sandbox_exec_args_done(SandboxExecArgs *a);
+
+/* Raise the error for a failed exec_start(). */
+int sandbox_raise_start_error(agentix_call *call, const SandboxExecArgs *a, ExecStage stage, int error);
+
+/* Python's name for an errno: FileNotFoundError, PermissionError, … (OSError otherwise). */
+const char *sandbox_errno_type(int error);
