@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* example.so in a real worker (forked by the worker harness, spoken to in frames): each
  * function of the example through resolve, binding, the real call API and the terminal frame,
- * once without and once with the default seccomp profile. Argument: the path of example.so. */
+ * once without and once with the default seccomp profile; and the built-in modules' tables
+ * passing the loader's checks. Argument: the path of example.so. */
 
 #include <errno.h>
 #include <libgen.h>
@@ -152,6 +153,12 @@ static void run_example(const char *module_dir, bool seccomp) {
         fails(h, "example::add", "stream", NULL, "BadRequest", "example::add cannot be called as stream (it is unary)");
         fails(h, "example::nope", "unary", NULL, "NoSuchCallable", "module 'example' has no function 'nope'");
         fails(h, "../example::add", "unary", NULL, "BadRequest", "malformed callable");
+
+        /* The worker's real built-in tables load too (every signature parses): a missing
+         * function is reported as missing, not as "module 'fs' failed to load". */
+        fails(h, "fs::no_such_function", "unary", NULL, "NoSuchCallable", "module 'fs' has no function 'no_such_function'");
+        fails(h, "sandbox::no_such_function", "unary", NULL, "NoSuchCallable",
+              "module 'sandbox' has no function 'no_such_function'");
 
         check(worker_harness_shutdown(h, TIMEOUT_MS, &status) == 0);
         check(WIFEXITED(status) && WEXITSTATUS(status) == 0);

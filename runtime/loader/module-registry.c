@@ -343,16 +343,13 @@ static int registry_add(ModuleRegistry *reg, const char *name, size_t len, const
         return 0;
 }
 
-int module_registry_new(const char *module_dir, ModuleRegistry **ret) {
-        static const agentix_module *const builtins[] = {
-                &agentix_builtin_sandbox,
-                &agentix_builtin_fs,
-        };
+int module_registry_new_with(const char *module_dir, const agentix_module *const *builtins, size_t n_builtins,
+                             ModuleRegistry **ret) {
         ModuleRegistry *reg;
         Module *m;
         int r;
 
-        if (!ret)
+        if (!ret || (n_builtins > 0 && !builtins) || n_builtins > MODULE_REGISTRY_MODULES_MAX / 2)
                 return -EINVAL;
         if (!module_dir) {
                 module_dir = secure_getenv("AGENTIX_MODULE_DIR");
@@ -371,9 +368,17 @@ int module_registry_new(const char *module_dir, ModuleRegistry **ret) {
                 return -ENOMEM;
         }
 
-        /* Built-ins are present from the start, so a C module of the same name is never opened. */
-        for (size_t i = 0; i < ELEMENTSOF(builtins); i++) {
-                r = registry_add(reg, builtins[i]->name, strlen(builtins[i]->name), builtins[i], &m);
+        /* Built-ins are present from the start, so a C module of the same name is never opened.
+         * They are validated on first use, like C modules. */
+        for (size_t i = 0; i < n_builtins; i++) {
+                const char *name = builtins[i] ? builtins[i]->name : NULL;
+                size_t len = name ? module_name_length(name) : 0;
+
+                if (len == 0 || name[len] != 0 || len > MODULE_REGISTRY_NAME_MAX) {
+                        module_registry_free(reg);
+                        return -EINVAL;
+                }
+                r = registry_add(reg, name, len, builtins[i], &m);
                 if (r < 0) {
                         module_registry_free(reg);
                         return r;
@@ -417,6 +422,24 @@ static int registry_get_module(ModuleRegistry *reg, const char *name, size_t len
         return registry_add(reg, name, len, NULL, ret);
 }
 
+/* module "::" function, each a plain name of at most MODULE_REGISTRY_NAME_MAX bytes: nothing
+ * that could make a path. */
+static bool split_callable(const char *callable, size_t *ret_module_len, const char **ret_function) {
+        size_t module_len = module_name_length(callable), function_len;
+        const char *function;
+
+        if (module_len == 0 || module_len > MODULE_REGISTRY_NAME_MAX || !strneq(callable + module_len, "::", 2))
+                return false;
+        function = callable + module_len + 2;
+        function_len = function_name_length(function);
+        if (function_len == 0 || function_len > MODULE_REGISTRY_NAME_MAX || function[function_len] != 0)
+                return false;
+
+        *ret_module_len = module_len;
+        *ret_function = function;
+        return true;
+}
+
 /* First callable of module m named `function`, or NULL. */
 static const ResolvedCallable *module_find(const Module *m, const char *function) {
         size_t lo = 0, hi = m->n_callables;
@@ -438,19 +461,14 @@ int module_registry_resolve(ModuleRegistry *reg, const char *callable, agentix_s
                             const ResolvedCallable **ret, char **ret_error) {
         const ResolvedCallable *c, *end;
         const char *function;
-        size_t module_len, function_len;
+        size_t module_len;
         Module *m;
         int r;
 
         if (!reg || !callable || !ret)
                 return -EINVAL;
 
-        /* module "::" function, each a plain name: nothing that could make a path. */
-        module_len = module_name_length(callable);
-        function = callable + module_len + 2;
-        if (module_len == 0 || module_len > MODULE_REGISTRY_NAME_MAX || !strneq(callable + module_len, "::", 2) ||
-            (function_len = function_name_length(function)) == 0 || function_len > MODULE_REGISTRY_NAME_MAX ||
-            function[function_len] != 0) {
+        if (!split_callable(callable, &module_len, &function)) {
                 /* Echo the callable only when it is harmless to print (errors travel as msgpack str). */
                 bool printable = true;
                 for (const char *p = callable; *p && printable; p++)
@@ -473,9 +491,20 @@ int module_registry_resolve(ModuleRegistry *reg, const char *callable, agentix_s
                 set_error(ret_error, "No module named '%.*s'", (int) module_len, callable);
                 return -ENOENT;
         }
-        if (r < 0) {
-                set_error(ret_error, "Cannot look up module '%.*s': %s", (int) module_len, callable, strerror(-r));
+        if (r == -ENOMEM) {
+                set_error(ret_error, "Out of memory looking up module '%.*s'", (int) module_len, callable);
                 return r;
+        }
+        if (r == -E2BIG) {
+                set_error(ret_error, "module '%.*s' cannot be loaded: %d modules are loaded already",
+                          (int) module_len, callable, MODULE_REGISTRY_MODULES_MAX);
+                return -ELIBBAD;
+        }
+        if (r < 0) {
+                /* Not remembered either: the directory may become readable. */
+                set_error(ret_error, "module '%.*s' cannot be loaded: %s/%.*s.so: %s", (int) module_len, callable,
+                          reg->module_dir, (int) module_len, callable, strerror(-r));
+                return -ELIBBAD;
         }
 
         if (m->state == MODULE_UNLOADED) {

@@ -21,9 +21,14 @@ typedef struct ResolvedCallable {
         const Signature *signature;
 } ResolvedCallable;
 
-/* module_dir NULL: $AGENTIX_MODULE_DIR, else the compiled-in default
- * (/nix/runtime/lib/agentix/modules). Nothing is loaded until the first resolve. */
+/* A registry of the built-in modules (sandbox, fs) and the C modules in module_dir; NULL means
+ * $AGENTIX_MODULE_DIR, else the compiled-in default (/nix/runtime/lib/agentix/modules).
+ * Nothing is loaded until the first resolve. (module-builtins.c; links the built-in modules.) */
 int module_registry_new(const char *module_dir, ModuleRegistry **ret);
+/* The same with another set of built-in tables (tests, or programs without the worker's call
+ * API, which the real built-ins need). -EINVAL for a built-in without a valid name. */
+int module_registry_new_with(const char *module_dir, const agentix_module *const *builtins, size_t n_builtins,
+                             ModuleRegistry **ret);
 ModuleRegistry *module_registry_free(ModuleRegistry *r);
 
 /* Resolve "module::function" for a call of the given shape. A module may list the same

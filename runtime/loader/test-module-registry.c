@@ -235,24 +235,57 @@ static void test_malformed_callables(ModuleRegistry *reg) {
         check(module_registry_resolve(reg, "nothere::f", AGENTIX_SHAPE_UNARY, &c, NULL) == -ENOENT);
 }
 
-static void test_builtins(ModuleRegistry *reg) {
-        const agentix_module *builtins[] = { &agentix_builtin_sandbox, &agentix_builtin_fs };
+/* Built-in tables of this test (the worker's real ones need its call API, which unit tests do
+ * not link; test-example-module checks those in a real worker). */
+static int builtin_stat(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        return 7;
+}
 
-        /* A C module named like a built-in is never loaded: fs.so has "shadow", fs has not. */
+static const agentix_function builtin_fs_functions[] = {
+        { "stat", AGENTIX_SHAPE_UNARY, "(path: str) -> map", builtin_stat, NULL },
+        {},
+};
+
+static const agentix_function builtin_broken_functions[] = {
+        { "f", AGENTIX_SHAPE_UNARY, "(x: nope)", builtin_stat, NULL },
+        {},
+};
+
+static const agentix_module builtin_fs = {
+        .abi = AGENTIX_MODULE_ABI,
+        .name = "fs",
+        .functions = builtin_fs_functions,
+};
+
+static const agentix_module builtin_broken = {
+        .abi = AGENTIX_MODULE_ABI,
+        .name = "broken",
+        .functions = builtin_broken_functions,
+};
+
+static const agentix_module *const test_builtins_table[] = { &builtin_fs, &builtin_broken };
+
+static void test_builtins(ModuleRegistry *reg) {
+        const ResolvedCallable *c;
+
+        c = resolve_ok(reg, "fs::stat", AGENTIX_SHAPE_UNARY);
+        check(c->module == &builtin_fs);
+        check(c->function->impl(NULL, NULL, 0) == 7);
+
+        /* A C module named like a built-in is never loaded: fs.so has "shadow", the built-in has not. */
         install_module("fs");
         resolve_fails(reg, "fs::shadow", AGENTIX_SHAPE_UNARY, -ENOENT, "module 'fs' has no function 'shadow'");
-        resolve_fails(reg, "sandbox::shadow", AGENTIX_SHAPE_UNARY, -ENOENT, "module 'sandbox' has no function 'shadow'");
 
-        /* Every function of the built-in tables resolves, signature parsed. */
-        for (size_t i = 0; i < ELEMENTSOF(builtins); i++)
-                for (const agentix_function *f = builtins[i]->functions; f && f->name; f++) {
-                        _cleanup_free_ char *callable = NULL;
-                        const ResolvedCallable *c;
+        /* Built-ins are checked like C modules, on first use. */
+        resolve_fails(reg, "broken::f", AGENTIX_SHAPE_UNARY, -ELIBBAD,
+                      "module 'broken' failed to load: function 'f': bad signature \"(x: nope)\": column 5");
 
-                        check(asprintf(&callable, "%s::%s", builtins[i]->name, f->name) > 0);
-                        c = resolve_ok(reg, callable, f->shape);
-                        check(c->module == builtins[i]);
-                }
+        /* Built-in names must be names. */
+        const agentix_module bad_name = { .abi = AGENTIX_MODULE_ABI, .name = "../fs", .functions = builtin_fs_functions };
+        const agentix_module *const bad[] = { &bad_name };
+        ModuleRegistry *r2 = NULL;
+        check(module_registry_new_with(module_dir, bad, 1, &r2) == -EINVAL);
+        check(!r2);
 }
 
 static void test_pointers_stay_valid(ModuleRegistry *reg) {
@@ -270,21 +303,56 @@ static void test_pointers_stay_valid(ModuleRegistry *reg) {
         check(call_ints(add, (int64_t[]) { 40, 2 }, 2) == 42);
 }
 
+/* Only files that exist get an entry, and entries are capped, failed modules included. */
+static void test_module_cap(void) {
+        char dir[] = "/tmp/test-module-cap-XXXXXX", path[128], callable[32];
+        ModuleRegistry *reg = NULL;
+        unsigned n = MODULE_REGISTRY_MODULES_MAX + 3;
+
+        check(mkdtemp(dir));
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(path, sizeof(path), "%s/j%03u.so", dir, i);
+                FILE *f = fopen(path, "we");
+                check(f);
+                fclose(f);
+        }
+
+        check(module_registry_new_with(dir, test_builtins_table, ELEMENTSOF(test_builtins_table), &reg) == 0);
+        for (unsigned i = 0; i < n; i++) {
+                /* The two built-ins hold two of the places. */
+                bool fits = i < MODULE_REGISTRY_MODULES_MAX - 2;
+
+                snprintf(callable, sizeof(callable), "j%03u::f", i);
+                resolve_fails(reg, callable, AGENTIX_SHAPE_UNARY, -ELIBBAD,
+                              fits ? "failed to load" : "256 modules are loaded already");
+        }
+        /* Those that got in are remembered as failed; the built-ins still work. */
+        resolve_fails(reg, "j000::f", AGENTIX_SHAPE_UNARY, -ELIBBAD, "failed to load");
+        resolve_fails(reg, "fs::nope", AGENTIX_SHAPE_UNARY, -ENOENT, "module 'fs' has no function 'nope'");
+        module_registry_free(reg);
+
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(path, sizeof(path), "%s/j%03u.so", dir, i);
+                check(unlink(path) == 0);
+        }
+        check(rmdir(dir) == 0);
+}
+
 static void test_module_dir_from_environment(void) {
         ModuleRegistry *reg = NULL;
 
         check(setenv("AGENTIX_MODULE_DIR", module_dir, 1) == 0);
-        check(module_registry_new(NULL, &reg) == 0);
+        check(module_registry_new_with(NULL, NULL, 0, &reg) == 0);
         resolve_ok(reg, "good::add", AGENTIX_SHAPE_UNARY);
         module_registry_free(reg);
 
         /* Without it: the compiled-in default, which has no "good" here. */
         check(unsetenv("AGENTIX_MODULE_DIR") == 0);
-        check(module_registry_new(NULL, &reg) == 0);
+        check(module_registry_new_with(NULL, NULL, 0, &reg) == 0);
         resolve_fails(reg, "good::add", AGENTIX_SHAPE_UNARY, -ENOENT, "No module named 'good'");
         module_registry_free(reg);
 
-        check(module_registry_new("", &reg) == -EINVAL);
+        check(module_registry_new_with("", NULL, 0, &reg) == -EINVAL);
         check(module_registry_free(NULL) == NULL);
 }
 
@@ -327,7 +395,7 @@ int main(int argc, char *argv[]) {
         n_module_paths = argc - 1;
         check(mkdtemp(module_dir));
 
-        check(module_registry_new(module_dir, &reg) == 0);
+        check(module_registry_new_with(module_dir, test_builtins_table, ELEMENTSOF(test_builtins_table), &reg) == 0);
         test_good_module(reg);
         test_broken_modules(reg);
         test_malformed_callables(reg);
@@ -337,6 +405,7 @@ int main(int argc, char *argv[]) {
         module_registry_free(reg);
 
         test_module_dir_from_environment();
+        test_module_cap();
 
         uninstall_module("good");
         uninstall_module("fs");
