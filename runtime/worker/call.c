@@ -347,8 +347,8 @@ static int build_stop_error(agentix_call *c, CallStop stop) {
 
                 snprintf(m, sizeof(m),
                          "the inbox of this bidi call overflowed: more than %u items or %u MiB were waiting "
-                         "for the function to read them",
-                         INBOX_MAX_ITEMS, INBOX_MAX_BYTES / (1024u * 1024u));
+                         "for the function to read them (or all inboxes of the worker held %u MiB)",
+                         INBOX_MAX_ITEMS, INBOX_MAX_BYTES / (1024u * 1024u), INBOX_TOTAL_MAX_BYTES / (1024u * 1024u));
                 return call_build_error(c, CALL_ERR_INBOX_OVERFLOW, m, false);
         }
         default:

@@ -2,10 +2,17 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "envelope.h"
 #include "inbox.h"
+
+static _Atomic size_t total_bytes = 0;
+
+size_t inbox_total_bytes(void) {
+        return atomic_load(&total_bytes);
+}
 
 int inbox_item_new(const void *payload, size_t size, InboxItem **ret) {
         msgpack_object root;
@@ -72,6 +79,7 @@ void inbox_done(Inbox *ib) {
         while (ib->head) {
                 InboxItem *i = ib->head;
                 ib->head = i->next;
+                atomic_fetch_sub(&total_bytes, i->size);
                 inbox_item_free(i);
         }
         ib->current = inbox_item_free(ib->current);
@@ -111,7 +119,10 @@ int inbox_push(Inbox *ib, InboxItem *item) {
         else if (ib->n_items > 0 &&
                  (ib->n_items >= INBOX_MAX_ITEMS || ib->n_bytes + item->size > INBOX_MAX_BYTES))
                 r = -ENOBUFS;
-        else {
+        else if (atomic_fetch_add(&total_bytes, item->size) + item->size > INBOX_TOTAL_MAX_BYTES) {
+                atomic_fetch_sub(&total_bytes, item->size);
+                r = -ENOBUFS;
+        } else {
                 item->next = NULL;
                 *ib->tail = item;
                 ib->tail = &item->next;
@@ -166,6 +177,7 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                                 ib->tail = &ib->head;
                         ib->n_items--;
                         ib->n_bytes -= i->size;
+                        atomic_fetch_sub(&total_bytes, i->size);
                         ib->current = i;
                         *ret_item = i->item;
                         update_readiness(ib);

@@ -20,6 +20,8 @@
  * however big (frames themselves are bounded by the frame limit). */
 #define INBOX_MAX_ITEMS 64u
 #define INBOX_MAX_BYTES (64u * 1024u * 1024u)
+/* And across all inboxes of the process, so that many calls cannot add up to unbounded memory. */
+#define INBOX_TOTAL_MAX_BYTES (512u * 1024u * 1024u)
 
 typedef struct InboxItem {
         struct InboxItem *next;
@@ -53,7 +55,11 @@ typedef struct Inbox {
 int inbox_init(Inbox *ib, bool open, uint64_t deadline_usec);
 void inbox_done(Inbox *ib);
 
-/* Producer side (the reader thread). -ENOBUFS: the inbox is full (the item is not taken);
+/* Bytes queued in all inboxes right now. */
+size_t inbox_total_bytes(void);
+
+/* Producer side (the reader thread). -ENOBUFS: the inbox (or the process-wide budget) is full
+ * (the item is not taken);
  * -EPIPE: already closed (item not taken). */
 int inbox_push(Inbox *ib, InboxItem *item);
 void inbox_close(Inbox *ib);

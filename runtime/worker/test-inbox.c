@@ -174,6 +174,31 @@ static void test_bounds(void **state) {
         assert_int_equal(inbox_push(&ib, extra), -ENOBUFS);
         inbox_item_free(extra);
         inbox_done(&ib);
+        assert_int_equal(inbox_total_bytes(), 0);
+
+        /* The process-wide budget: many inboxes, each within its own bounds, cannot add up to
+         * more than INBOX_TOTAL_MAX_BYTES. */
+        enum { N = INBOX_TOTAL_MAX_BYTES / (INBOX_MAX_BYTES / 2) + 2 };
+        Inbox many[N];
+        unsigned accepted = 0;
+        for (unsigned i = 0; i < N; i++) {
+                InboxItem *item = make_item(i, INBOX_MAX_BYTES / 2);
+
+                assert_int_equal(inbox_init(&many[i], true, 0), 0);
+                if (inbox_push(&many[i], item) == 0)
+                        accepted++;
+                else
+                        inbox_item_free(item);
+        }
+        assert_true(accepted < N);
+        assert_true(inbox_total_bytes() <= INBOX_TOTAL_MAX_BYTES);
+        /* Reading frees budget. */
+        assert_int_equal(inbox_next(&many[0], &o, 0), 1);
+        extra = make_item(1, 1024);
+        assert_int_equal(inbox_push(&many[N - 1], extra), 0);
+        for (unsigned i = 0; i < N; i++)
+                inbox_done(&many[i]);
+        assert_int_equal(inbox_total_bytes(), 0);
 }
 
 typedef struct Producer {

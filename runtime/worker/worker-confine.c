@@ -23,6 +23,14 @@ static int move_frame_fd(int frame_fd) {
         if (fd < 0)
                 return log_error_errno(errno, "Failed to move the frame socket to fd >= %d: %m", WORKER_FRAME_FD_MIN);
         safe_close(frame_fd);
+
+        /* The worker reads and writes with blocking calls (blocking writes are the backpressure). */
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || ((flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)) {
+                int r = log_error_errno(errno, "Failed to make the frame socket blocking: %m");
+                safe_close(fd);
+                return r;
+        }
         return fd;
 }
 

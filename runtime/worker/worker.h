@@ -4,7 +4,35 @@
 /* The worker: a process forked (and exec'd as `agentix-server --worker …`) by the server. It
  * reads CALL/IN/END_IN/CANCEL/SHUTDOWN frames (frame.h) from its frame socket, runs each call
  * on a thread of its own, and writes RESULT/ITEM/END/ERROR frames back. Exactly one terminal
- * frame per CALL, always — even after a CANCEL — so the server knows when a call's slot frees. */
+ * frame per CALL, always — even after a CANCEL — so the server knows when a call's slot frees.
+ *
+ * Before it answers READY {pid} the worker confines itself (worker-confine.h): frame socket
+ * moved to fd >= 10 (close-on-exec, blocking), fds 0/1 on /dev/null, every other inherited fd
+ * closed, rlimits, PR_SET_PDEATHSIG=SIGKILL, no_new_privs, the seccomp filter.
+ *
+ * Errors the worker itself produces (ERROR frames, {type, message, traceback: nil, cancelled}):
+ *   BadRequest        malformed CALL, unknown shape, callable not "module::function", a shape the
+ *                     function does not have, a call_id that is already running here
+ *   NoSuchCallable    no such module or function, or the module failed to load (message says why)
+ *   ArgumentError     the arguments do not bind to the function's signature
+ *   TooManyCalls      max_calls calls are running already
+ *   Cancelled         CANCEL {reason: "cancelled" or none}; SHUTDOWN / EOF ("shutting down");
+ *                     cancelled: true
+ *   DeadlineExceeded  deadline_ms (relative to the worker's receipt of the CALL) passed, or
+ *                     CANCEL {reason: "deadline"}; cancelled: true. The function sees
+ *                     agentix_call_cancelled() and its wait fd turns readable at the deadline;
+ *                     whatever it returns then, the call ends with DeadlineExceeded. A deadline
+ *                     already passed on arrival fails the call without running the function.
+ *   InboxOverflow     the caller sent more IN items than a bidi function reads (64 items /
+ *                     64 MiB per call, 512 MiB for the whole worker); cancelled: false
+ *   MessageTooLarge   a result or item larger than max_frame
+ *   OSError           the function returned a negative errno (message: strerror)
+ *   <any>             what the function raised with agentix_call_raise()
+ * A CANCEL after the terminal frame, and IN/END_IN for unknown or finished calls, are ignored.
+ *
+ * Programs that run the worker must be linked with export_dynamic (modules resolve the
+ * agentix_call_* API from the executable) and must call worker_main() before starting any
+ * thread of their own (the seccomp filter covers only threads created after it is loaded). */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,5 +45,8 @@ typedef struct WorkerOptions {
         unsigned max_calls;          /* concurrent calls; 0: 1024 */
 } WorkerOptions;
 
-/* Run the worker on `frame_fd` until SHUTDOWN or EOF. Returns the process exit status. */
+/* Run the worker on `frame_fd` until SHUTDOWN or EOF; then every running call is cancelled and
+ * gets up to 5 s to send its terminal frame. Returns the process exit status: 0 after SHUTDOWN
+ * or EOF, 1 when setup failed (no READY was sent) or the frame stream was broken. With the
+ * seccomp filter on, LeakSanitizer is switched off in this process (it needs ptrace). */
 int worker_main(int frame_fd, const WorkerOptions *opts);
