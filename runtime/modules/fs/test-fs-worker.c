@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+/* End-to-end: the fs module through a real worker (runtime/worker harness), in frames —
+ * argument binding, result maps, bin values, per-file errors, and the seccomp profile. */
+#include <inttypes.h>
+
+#include "envelope.h"
+#include "frame.h"
+#include "worker-harness.h"
+#include "test-fs-util.h"
+
+#define TIMEOUT_MS 20000
+
+static WorkerHarness *start(bool seccomp) {
+        WorkerHarness *h = NULL;
+
+        assert_int_equal(worker_harness_start(&(WorkerOptions) { .module_dir = test_dir, .no_seccomp = !seccomp }, &h), 0);
+        assert_int_equal(worker_harness_wait_ready(h, TIMEOUT_MS), 0);
+        return h;
+}
+
+static void stop(WorkerHarness *h) {
+        int status;
+
+        assert_int_equal(worker_harness_shutdown(h, TIMEOUT_MS, &status), 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                fail_msg("worker exit status 0x%x", status);
+        worker_harness_free(h);
+}
+
+/* Call with JSON arguments; the RESULT frame into *f. */
+static void call_json(WorkerHarness *h, const char *id, const char *callable, const char *args, const char *kwargs,
+                      WorkerFrame *f) {
+        assert_int_equal(worker_harness_call(h, id, callable, "unary", args, kwargs, -1), 0);
+        assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, f), 0);
+        if (f->kind != FRAME_RESULT)
+                fail_msg("%s: expected RESULT, got '%c' %s: %s", id, f->kind, strna(f->error_type), strna(f->error_message));
+}
+
+static void expect_json(WorkerHarness *h, const char *id, const char *callable, const char *args, const char *kwargs,
+                        const char *expected) {
+        WorkerFrame f = {};
+
+        call_json(h, id, callable, args, kwargs, &f);
+        if (!streq(f.value_json, expected))
+                fail_msg("%s:\n expected %s\n      got %s", id, expected, f.value_json);
+        worker_frame_done(&f);
+}
+
+/* JSON text with the scratch directory's path substituted for every "@" (static buffers,
+ * eight at a time: the worker is a fork of this process, so its leak check at exit would
+ * also count whatever the test itself leaked). */
+static const char *J(const char *fmt) {
+        static char bufs[8][8192];
+        static unsigned n;
+        char *b = bufs[n++ % 8], *o = b;
+
+        for (const char *p = fmt; *p; p++) {
+                size_t k = *p == '@' ? strlen(test_dir) : 1;
+                assert_true((size_t) (o - b) + k < sizeof(bufs[0]));
+                if (*p == '@')
+                        memcpy(o, test_dir, k);
+                else
+                        *o = *p;
+                o += k;
+        }
+        *o = 0;
+        return b;
+}
+
+static const msgpack_object *field(const msgpack_object *o, const char *key) {
+        const msgpack_object *v = mp_map_get(o, key);
+        if (!v)
+                fail_msg("no field '%s'", key);
+        return v;
+}
+
+static void assert_str_field(const msgpack_object *o, const char *key, const char *expected) {
+        const msgpack_object *v = field(o, key);
+        if (!expected) {
+                assert_int_equal(v->type, MSGPACK_OBJECT_NIL);
+                return;
+        }
+        assert_int_equal(v->type, MSGPACK_OBJECT_STR);
+        if (v->via.str.size != strlen(expected) || memcmp(v->via.str.ptr, expected, v->via.str.size) != 0)
+                fail_msg("%s: expected '%s', got '%.*s'", key, expected, (int) v->via.str.size, v->via.str.ptr);
+}
+
+static void pack_cstr(msgpack_packer *pk, const char *s) {
+        msgpack_pack_str(pk, strlen(s));
+        msgpack_pack_str_body(pk, s, strlen(s));
+}
+
+static void pack_bin(msgpack_packer *pk, const void *p, size_t n) {
+        msgpack_pack_bin(pk, n);
+        msgpack_pack_bin_body(pk, p, n);
+}
+
+static void test_upload_download_round_trip(void **state) {
+        WorkerHarness *h = start(false);
+        uint8_t all[256], nul[5] = { 'a', 0, 'b', 0, 0 };
+        for (unsigned i = 0; i < 256; i++)
+                all[i] = (uint8_t) i;
+
+        /* upload([[p1, all], [relative, x], [new/dir/p2, nul], "garbage", [p3]]) */
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, 5);
+        msgpack_pack_array(&pk, 2);
+        pack_cstr(&pk, P("all.bin"));
+        pack_bin(&pk, all, sizeof(all));
+        msgpack_pack_array(&pk, 2);
+        pack_cstr(&pk, "relative.bin");
+        pack_bin(&pk, "x", 1);
+        msgpack_pack_array(&pk, 2);
+        pack_cstr(&pk, P("new/dir/nul.bin"));
+        pack_bin(&pk, nul, sizeof(nul));
+        pack_cstr(&pk, "garbage");
+        msgpack_pack_array(&pk, 1);
+        pack_cstr(&pk, P("p3"));
+
+        WorkerFrame f = {};
+        assert_int_equal(worker_harness_call_mp(h, "up", "fs::upload", "unary", sb.data, sb.size, NULL, 0, -1), 0);
+        msgpack_sbuffer_destroy(&sb);
+        assert_int_equal(worker_harness_read_for(h, "up", TIMEOUT_MS, &f), 0);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(f.value->type, MSGPACK_OBJECT_ARRAY);
+        assert_int_equal(f.value->via.array.size, 5);
+        const msgpack_object *res = f.value->via.array.ptr;
+        assert_str_field(&res[0], "path", P("all.bin"));
+        assert_str_field(&res[0], "error", NULL);
+        assert_str_field(&res[1], "path", "relative.bin");
+        assert_str_field(&res[1], "error", "invalid_path");
+        assert_str_field(&res[2], "error", NULL);
+        assert_str_field(&res[3], "path", NULL);
+        assert_str_field(&res[3], "error", "invalid_path");
+        assert_str_field(&res[3], "message", "invalid entry");
+        assert_str_field(&res[4], "path", P("p3"));
+        assert_str_field(&res[4], "error", "invalid_path");
+        worker_frame_done(&f);
+        assert_int_equal(access(P("p3"), F_OK), -1);
+
+        /* download: order kept, bytes exact, per-file errors */
+        mkdir_p("adir");
+        const char *args = J("[[\"@/all.bin\", \"@/missing\", \"@/adir\", \"rel\", \"@/new/dir/nul.bin\", \"\"]]");
+        call_json(h, "down", "fs::download", args, NULL, &f);
+        assert_int_equal(f.value->via.array.size, 6);
+        res = f.value->via.array.ptr;
+        const msgpack_object *c = field(&res[0], "content");
+        assert_int_equal(c->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(c->via.bin.size, 256);
+        assert_memory_equal(c->via.bin.ptr, all, 256);
+        assert_str_field(&res[0], "error", NULL);
+        assert_str_field(&res[1], "path", P("missing"));
+        assert_str_field(&res[1], "error", "file_not_found");
+        assert_int_equal(field(&res[1], "content")->type, MSGPACK_OBJECT_NIL);
+        assert_str_field(&res[2], "error", "is_directory");
+        assert_str_field(&res[3], "error", "invalid_path");
+        c = field(&res[4], "content");
+        assert_int_equal(c->via.bin.size, sizeof(nul));
+        assert_memory_equal(c->via.bin.ptr, nul, sizeof(nul));
+        assert_str_field(&res[5], "error", "invalid_path");
+        worker_frame_done(&f);
+
+        /* an empty batch is an empty list */
+        expect_json(h, "none", "fs::download", "[[]]", NULL, "[]");
+        expect_json(h, "none2", "fs::upload", "[[]]", NULL, "[]");
+        stop(h);
+}
+
+static void test_download_budget(void **state) {
+        WorkerHarness *h = start(false);
+
+        /* sparse: over the per-call budget without writing 300 MiB */
+        int fd = open(P("huge.bin"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(ftruncate(fd, 300 * 1024 * 1024), 0);
+        close(fd);
+        puts_file("small.txt", "small");
+
+        WorkerFrame f = {};
+        const char *args = J("[[\"@/huge.bin\", \"@/small.txt\"]]");
+        call_json(h, "big", "fs::download", args, NULL, &f);
+        const msgpack_object *res = f.value->via.array.ptr;
+        assert_str_field(&res[0], "error", "too_large");
+        assert_int_equal(field(&res[0], "content")->type, MSGPACK_OBJECT_NIL);
+        assert_str_field(&res[1], "error", NULL);
+        assert_int_equal(field(&res[1], "content")->via.bin.size, 5);
+        worker_frame_done(&f);
+        stop(h);
+}
+
+static void test_read_write_edit(void **state) {
+        WorkerHarness *h = start(false);
+        const char *a, *e;
+
+        a = J("[\"@/w/t.txt\", \"one\\ntwo\\r\\nthree\\n\"]");
+        e = J("{\"path\":\"@/w/t.txt\",\"bytes_written\":15,\"error\":null,\"message\":null}");
+        expect_json(h, "w1", "fs::write", a, NULL, e);
+        e = J("{\"path\":\"@/w/t.txt\",\"bytes_written\":null,\"error\":\"already_exists\","
+              "\"message\":\"Error: File '@/w/t.txt' already exists\"}");
+        expect_json(h, "w2", "fs::write", a, NULL, e);
+        a = J("[\"@/w/t.txt\", {\"$bin\": \"bytes\\n\"}]");
+        e = J("{\"path\":\"@/w/t.txt\",\"bytes_written\":6,\"error\":null,\"message\":null}");
+        expect_json(h, "w3", "fs::write", a, "{\"overwrite\": true}", e);
+        a = J("[\"@/w/t.txt\", \"one\\ntwo\\r\\nthree\\n\", true]");
+        expect_json(h, "w4", "fs::write", a, NULL,
+                    J("{\"path\":\"@/w/t.txt\",\"bytes_written\":15,\"error\":null,\"message\":null}"));
+
+        a = J("[\"@/w/t.txt\"]");
+        expect_json(h, "r1", "fs::read", a, "{\"offset\": 1, \"limit\": 1}",
+                    "{\"content\":\"     2\\ttwo\",\"encoding\":\"utf-8\",\"data\":null,\"total_lines\":3,"
+                    "\"start_line\":2,\"end_line\":2,\"next_offset\":2,\"truncated\":false,\"error\":null,\"message\":null}");
+        expect_json(h, "r2", "fs::read", a, NULL,
+                    "{\"content\":\"     1\\tone\\n     2\\ttwo\\n     3\\tthree\",\"encoding\":\"utf-8\",\"data\":null,"
+                    "\"total_lines\":3,\"start_line\":1,\"end_line\":3,\"next_offset\":null,\"truncated\":false,"
+                    "\"error\":null,\"message\":null}");
+        expect_json(h, "r3", "fs::read", a, "{\"offset\": 7}",
+                    "{\"content\":null,\"encoding\":null,\"data\":null,\"total_lines\":null,\"start_line\":null,"
+                    "\"end_line\":null,\"next_offset\":null,\"truncated\":false,\"error\":\"invalid_offset\","
+                    "\"message\":\"Line offset 7 exceeds file length (3 lines)\"}");
+
+        /* the CRLF line edited with an LF old string keeps its CRLF */
+        a = J("[\"@/w/t.txt\", \"two\\nthree\", \"2\\n3\"]");
+        e = J("{\"path\":\"@/w/t.txt\",\"occurrences\":1,\"error\":null,\"message\":null}");
+        expect_json(h, "e1", "fs::edit", a, NULL, e);
+        char *content = slurp(P("w/t.txt"), NULL);
+        assert_string_equal(content, "one\n2\r\n3\n");
+        free(content);
+        a = J("[\"@/w/t.txt\", \"zzz\", \"y\"]");
+        e = J("{\"path\":\"@/w/t.txt\",\"occurrences\":null,\"error\":\"string_not_found\","
+              "\"message\":\"Error: String not found in file: 'zzz'\"}");
+        expect_json(h, "e2", "fs::edit", a, NULL, e);
+
+        /* binary read comes back as bin */
+        put("w/b.bin", "\x00\xff\x01", 3);
+        WorkerFrame f = {};
+        a = J("[\"@/w/b.bin\"]");
+        call_json(h, "r4", "fs::read", a, NULL, &f);
+        assert_str_field(f.value, "encoding", "bytes");
+        assert_int_equal(field(f.value, "data")->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(field(f.value, "data")->via.bin.size, 3);
+        assert_memory_equal(field(f.value, "data")->via.bin.ptr, "\x00\xff\x01", 3);
+        worker_frame_done(&f);
+
+        /* relative paths are a result, not an exception */
+        expect_json(h, "rel", "fs::read", "[\"x.txt\"]", NULL,
+                    "{\"content\":null,\"encoding\":null,\"data\":null,\"total_lines\":null,\"start_line\":null,"
+                    "\"end_line\":null,\"next_offset\":null,\"truncated\":false,\"error\":\"invalid_path\","
+                    "\"message\":\"Error: Path must be absolute: 'x.txt'\"}");
+        stop(h);
+}
+
+static void test_ls_grep_glob(void **state) {
+        WorkerHarness *h = start(false);
+        const char *a, *e;
+
+        puts_file("t/src/a.py", "import os\nprint('x: y')\n");
+        puts_file("t/src/b.txt", "print\n");
+        puts_file("t/c:d.py", "print: z\n");
+        mkdir_p("t/empty");
+
+        WorkerFrame f = {};
+        a = J("[\"@/t\"]");
+        call_json(h, "ls", "fs::ls", a, NULL, &f);
+        const msgpack_object *entries = field(f.value, "entries");
+        assert_int_equal(entries->via.array.size, 3);
+        assert_str_field(&entries->via.array.ptr[0], "path", P("t/c:d.py"));
+        assert_int_equal(field(&entries->via.array.ptr[0], "is_dir")->via.boolean, false);
+        assert_int_equal(field(&entries->via.array.ptr[0], "size")->via.u64, 9);
+        assert_int_equal(field(&entries->via.array.ptr[0], "modified_at")->via.str.size, 32);
+        assert_str_field(&entries->via.array.ptr[1], "path", P("t/empty"));
+        assert_int_equal(field(&entries->via.array.ptr[1], "is_dir")->via.boolean, true);
+        assert_str_field(f.value, "error", NULL);
+        worker_frame_done(&f);
+
+        a = J("[\"@/nope\"]");
+        e = J("{\"entries\":null,\"truncated\":false,\"error\":\"file_not_found\",\"message\":\"Error: Path '@/nope' not found\"}");
+        expect_json(h, "ls2", "fs::ls", a, NULL, e);
+
+        a = J("[\"print\", \"@/t\"]");
+        e = J("{\"matches\":[{\"path\":\"@/t/c:d.py\",\"line\":1,\"text\":\"print: z\"},"
+              "{\"path\":\"@/t/src/a.py\",\"line\":2,\"text\":\"print('x: y')\"},"
+              "{\"path\":\"@/t/src/b.txt\",\"line\":1,\"text\":\"print\"}],"
+              "\"truncated\":false,\"error\":null,\"message\":null}");
+        expect_json(h, "g1", "fs::grep", a, NULL, e);
+        e = J("{\"matches\":[{\"path\":\"@/t/c:d.py\",\"line\":1,\"text\":\"print: z\"}],"
+              "\"truncated\":true,\"error\":null,\"message\":null}");
+        expect_json(h, "g2", "fs::grep", a, "{\"glob\": \"*.py\", \"max_count\": 1}", e);
+
+        a = J("[\"**/*.py\"]");
+        call_json(h, "gl", "fs::glob", a, J("{\"path\": \"@/t\"}"), &f);
+        const msgpack_object *m = field(f.value, "matches");
+        assert_int_equal(m->via.array.size, 2);
+        assert_str_field(&m->via.array.ptr[0], "path", P("t/c:d.py"));
+        assert_str_field(&m->via.array.ptr[1], "path", P("t/src/a.py"));
+        assert_int_equal(field(&m->via.array.ptr[1], "size")->via.u64, 24);
+        assert_int_equal(field(f.value, "truncated")->via.boolean, false);
+        worker_frame_done(&f);
+
+        expect_json(h, "gl2", "fs::glob", "[\"../*\", \"/tmp\"]", NULL,
+                    "{\"matches\":null,\"truncated\":false,\"error\":\"invalid_path\","
+                    "\"message\":\"Error: Path traversal not allowed in glob pattern '../*'\"}");
+        stop(h);
+}
+
+static void test_argument_errors(void **state) {
+        WorkerHarness *h = start(false);
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_call(h, "a1", "fs::read", "unary", "[\"/x\"]", "{\"offset\": \"1\"}", -1), 0);
+        assert_int_equal(worker_harness_read_for(h, "a1", TIMEOUT_MS, &f), 0);
+        assert_int_equal(f.kind, FRAME_ERROR);
+        assert_string_equal(f.error_type, "ArgumentError");
+        assert_non_null(strstr(f.error_message, "offset"));
+        worker_frame_done(&f);
+
+        assert_int_equal(worker_harness_call(h, "a2", "fs::write", "unary", "[\"/x\"]", NULL, -1), 0);
+        assert_int_equal(worker_harness_read_for(h, "a2", TIMEOUT_MS, &f), 0);
+        assert_string_equal(f.error_type, "ArgumentError");
+        assert_non_null(strstr(f.error_message, "content"));
+        worker_frame_done(&f);
+
+        assert_int_equal(worker_harness_call(h, "a3", "fs::download", "unary", "[[\"/x\", 1]]", NULL, -1), 0);
+        assert_int_equal(worker_harness_read_for(h, "a3", TIMEOUT_MS, &f), 0);
+        assert_string_equal(f.error_type, "ArgumentError");
+        worker_frame_done(&f);
+
+        assert_int_equal(worker_harness_call(h, "a4", "fs::nothing", "unary", NULL, NULL, -1), 0);
+        assert_int_equal(worker_harness_read_for(h, "a4", TIMEOUT_MS, &f), 0);
+        assert_string_equal(f.error_type, "NoSuchCallable");
+        worker_frame_done(&f);
+        stop(h);
+}
+
+/* The same operations under the default seccomp profile: nothing fs needs is denied. */
+static void test_under_seccomp(void **state) {
+        WorkerHarness *h = start(true);
+        const char *a, *e;
+
+        a = J("[[[\"@/s/f.txt\", {\"$bin\": \"needle\\n\"}]]]");
+        e = J("[{\"path\":\"@/s/f.txt\",\"error\":null,\"message\":null}]");
+        expect_json(h, "s1", "fs::upload", a, NULL, e);
+        assert_int_equal(chmod(P("s/f.txt"), 0640), 0);
+        a = J("[\"@/s/f.txt\", \"needle\", \"pin\"]");
+        e = J("{\"path\":\"@/s/f.txt\",\"occurrences\":1,\"error\":null,\"message\":null}");
+        expect_json(h, "s2", "fs::edit", a, NULL, e);
+        struct stat st;
+        assert_int_equal(stat(P("s/f.txt"), &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0640);
+        a = J("[\"pin\", \"@/s\"]");
+        e = J("{\"matches\":[{\"path\":\"@/s/f.txt\",\"line\":1,\"text\":\"pin\"}],\"truncated\":false,\"error\":null,\"message\":null}");
+        expect_json(h, "s3", "fs::grep", a, NULL, e);
+        a = J("[[\"@/s/f.txt\"]]");
+        e = J("[{\"path\":\"@/s/f.txt\",\"content\":{\"$bin\":\"pin\\n\"},\"error\":null,\"message\":null}]");
+        expect_json(h, "s4", "fs::download", a, NULL, e);
+
+        /* the worker exits by itself under seccomp; LeakSanitizer cannot run there */
+        int status;
+        assert_int_equal(worker_harness_shutdown(h, TIMEOUT_MS, &status), 0);
+        worker_harness_free(h);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_upload_download_round_trip, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_download_budget, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_read_write_edit, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_ls_grep_glob, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_argument_errors, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_under_seccomp, test_dir_setup, test_dir_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
