@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <ctype.h>
 #include <stdarg.h>
 
 #include <jansson.h>
@@ -31,7 +30,7 @@ static const struct {
         uint32_t token;
         const char *go_name; /* how Docker's includes/excludes name it */
 } arch_table[] = {
-        { "SCMP_ARCH_X86", SCMP_ARCH_X86, "386" },
+        { "SCMP_ARCH_X86", SCMP_ARCH_X86, "x86" },
         { "SCMP_ARCH_X86_64", SCMP_ARCH_X86_64, "amd64" },
         { "SCMP_ARCH_X32", SCMP_ARCH_X32, "x32" },
         { "SCMP_ARCH_ARM", SCMP_ARCH_ARM, "arm" },

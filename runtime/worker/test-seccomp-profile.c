@@ -179,6 +179,59 @@ static void test_no_filter_baseline(void **state) {
                 assert_int_equal(r[PROBE_MOUNT], ENOENT);
 }
 
+/* A deny-by-default profile in the shape of Docker's own (archMap with a null
+ * subArchitectures, an allow list with names of other architectures, minKernel, a MASKED_EQ
+ * without valueTwo, caps-gated entries): what is listed works, the rest gets defaultErrnoRet. */
+static void test_docker_style_profile(void **state) {
+        scmp_filter_ctx ctx = compile_ok(
+                "{\"defaultAction\": \"SCMP_ACT_ERRNO\", \"defaultErrnoRet\": 1,"
+                " \"archMap\": ["
+                "  {\"architecture\": \"SCMP_ARCH_X86_64\", \"subArchitectures\": [\"SCMP_ARCH_X86\", \"SCMP_ARCH_X32\"]},"
+                "  {\"architecture\": \"SCMP_ARCH_AARCH64\", \"subArchitectures\": [\"SCMP_ARCH_ARM\"]},"
+                "  {\"architecture\": \"SCMP_ARCH_RISCV64\", \"subArchitectures\": null}],"
+                " \"syscalls\": ["
+                "  {\"names\": [\"brk\", \"chown32\", \"close\", \"exit\", \"exit_group\", \"fstat\", \"futex\","
+                "    \"getpid\", \"madvise\", \"mmap\", \"mmap2\", \"mprotect\", \"munmap\", \"newfstatat\","
+                "    \"rt_sigaction\", \"rt_sigprocmask\", \"rt_sigreturn\", \"sigaltstack\", \"write\", \"gettid\","
+                "    \"tgkill\", \"sched_yield\", \"_llseek\", \"socketcall\"], \"action\": \"SCMP_ACT_ALLOW\"},"
+                "  {\"names\": [\"ptrace\"], \"action\": \"SCMP_ACT_ALLOW\", \"includes\": {\"minKernel\": \"4.8\"}},"
+                "  {\"names\": [\"clone\"], \"action\": \"SCMP_ACT_ALLOW\","
+                "   \"args\": [{\"index\": 0, \"value\": 2114060288, \"op\": \"SCMP_CMP_MASKED_EQ\"}],"
+                "   \"excludes\": {\"caps\": [\"CAP_SYS_ADMIN\"], \"arches\": [\"s390\", \"s390x\"]}},"
+                "  {\"names\": [\"mount\", \"uname\"], \"action\": \"SCMP_ACT_ALLOW\", \"includes\": {\"caps\": [\"CAP_SYS_ADMIN\"]}},"
+                "  {\"names\": [\"modify_ldt\"], \"action\": \"SCMP_ACT_ALLOW\", \"includes\": {\"arches\": [\"amd64\", \"x32\", \"x86\"]}},"
+                "  {\"names\": [\"clone3\"], \"action\": \"SCMP_ACT_ERRNO\", \"errnoRet\": 38,"
+                "   \"excludes\": {\"caps\": [\"CAP_SYS_ADMIN\"]}}"
+                " ]}");
+        int p[2], status, r[3];
+        pid_t pid;
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct utsname u;
+                struct { uint64_t flags; } ca = { 0 };
+
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_load(ctx) < 0)
+                        _exit(99);
+                r[0] = errno_of(syscall(SYS_getpid));
+                r[1] = errno_of(uname(&u));                  /* not listed for us (caps-gated) */
+                r[2] = errno_of(syscall(SYS_clone3, &ca, 1)); /* its own errnoRet */
+                (void) !write(p[1], r, sizeof(r));
+                _exit(0);
+        }
+        close(p[1]);
+        assert_int_equal(read(p[0], r, sizeof(r)), (ssize_t) sizeof(r));
+        close(p[0]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        seccomp_release(ctx);
+        assert_int_equal(r[0], 0);
+        assert_int_equal(r[1], 1);
+        assert_int_equal(r[2], ENOSYS);
+}
+
 static void test_bad_action(void **state) {
         expect_error("{\"defaultAction\": \"SCMP_ACT_ALLOW\", \"syscalls\": ["
                      " {\"names\": [\"uname\"], \"action\": \"SCMP_ACT_BOGUS\"}]}",
@@ -245,6 +298,7 @@ int main(void) {
                 cmocka_unit_test(test_includes_excludes),
                 cmocka_unit_test(test_default_profile),
                 cmocka_unit_test(test_no_filter_baseline),
+                cmocka_unit_test(test_docker_style_profile),
                 cmocka_unit_test(test_bad_action),
                 cmocka_unit_test(test_bad_op),
                 cmocka_unit_test(test_malformed),
