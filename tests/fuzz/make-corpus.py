@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Write the seed corpora under corpus/<target>/ (small, hand-picked valid and invalid inputs).
+Run with /usr/bin/python3 (it has the msgpack module)."""
+import base64
+import os
+import struct
+
+import msgpack
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# fuzz-eio-ws: first byte odd = binary frame.
+for name, frame in {
+    "open": '\x000{"sid":"abc","upgrades":["websocket"],"pingInterval":25000,"pingTimeout":20000,"maxPayload":1000000}',
+    "ping-probe": "\x002probe",
+    "pong": "\x003",
+    "message": '\x00451-/rpc,["call",{"_placeholder":true,"num":0}]',
+    "upgrade": "\x005",
+    "noop": "\x006",
+    "bad-type": "\x007x",
+    "binary": b"\x01\x00\x01\x02\xff",
+}.items():
+    write("fuzz-eio-ws", name, frame)
+
+# fuzz-eio-payload: polling bodies.
+for name, body in {
+    "one": "4hello",
+    "spec-example": "4hello\x1ebAQID",
+    "mixed": "2probe\x1e4" + '2["ev",1]' + "\x1eb" + base64.b64encode(bytes(range(256))).decode() + "\x1e6",
+    "empty-binary": "b",
+    "padding": "bAA==\x1ebAAA=\x1ebAAAA",
+    "trailing-sep": "4a\x1e",
+    "bad-b64": "bA=A=",
+    "close": "1",
+}.items():
+    write("fuzz-eio-payload", name, body)
+
+# fuzz-sio-packet: Socket.IO text packets.
+PH = '{"_placeholder":true,"num":%d}'
+for name, pkt in {
+    "connect": "0",
+    "connect-auth": '0{"token":"secret"}',
+    "connect-nsp": '0/rpc,{"token":"secret"}',
+    "disconnect-nsp": "1/rpc,",
+    "event": '2["hello",1,{"a":[true,null,2.5]}]',
+    "event-ack": '2/nsp,12["ev","x"]',
+    "ack": "3/nsp,12[]",
+    "connect-error": '4/rpc,{"message":"unauthorized"}',
+    "connect-error-str": '4"oops"',
+    "binary-event": "51-/rpc,[\"call\"," + PH % 0 + "]",
+    "binary-event-2": "52-/rpc,9[\"ev\"," + PH % 1 + ',{"x":' + PH % 0 + "}]",
+    "binary-ack": "61-/nsp,3[" + PH % 0 + "]",
+    "bad-placeholder": "52-[\"ev\"," + PH % 0 + "," + PH % 0 + "]",
+    "reserved": '2["disconnect"]',
+    "big-ack": '29223372036854775808["a"]',
+}.items():
+    write("fuzz-sio-packet", name, pkt)
+
+
+# fuzz-frame: byte 0 = max_frame / 64 - 1 (0xff: default), byte 1 = chunk size, then frames.
+def frame(kind, payload):
+    return struct.pack("<I", len(payload) + 1) + kind.encode() + payload
+
+
+call = msgpack.packb({"call_id": "c1", "callable": "fs::read", "shape": "unary",
+                      "args": ["/etc/hostname"], "kwargs": {}})
+for name, data in {
+    "call-result": b"\xff\x03" + frame("C", call) + frame("r", msgpack.packb({"call_id": "c1", "value": 1})),
+    "stream": b"\x10\x00" + frame("i", msgpack.packb({"call_id": "c", "value": b"x" * 100})) + frame("e", b"\x81\xa7call_id\xa1c"),
+    "empty-payload": b"\x01\x01" + frame("Q", b""),
+    "oversized": b"\x00\x05" + frame("r", b"y" * 100),
+    "bad-kind": b"\x00\x07" + frame("Z", b"\x80"),
+    "zero-length": b"\x00\x00\x00\x00\x00\x00",
+    "truncated": b"\x00\x02" + frame("r", b"abcdef")[:-2],
+}.items():
+    write("fuzz-frame", name, data)
+
+# fuzz-envelope: msgpack maps as the client and the worker send them.
+for name, obj in {
+    "call": {"call_id": "abc", "callable": "sandbox::exec", "shape": "stream",
+             "args": [], "kwargs": {"command": "ls"}, "deadline_ms": 5000},
+    "call-in": {"call_id": "abc", "item": b"\x00\x01"},
+    "resume": {"call_ids": ["a", "b"]},
+    "error": {"call_id": "x", "error": {"type": "WorkerDied", "message": "m", "traceback": None,
+                                        "cancelled": False, "returncode": -9}},
+    "ints": {"call_id": 7, "deadline_ms": -1, "pid": 2**64 - 1},
+    "long-id": {"call_id": "q" * 200},
+    "nul-id": {"call_id": "a\x00b"},
+}.items():
+    write("fuzz-envelope", name, msgpack.packb(obj, use_bin_type=True))
+write("fuzz-envelope", "two-objects", msgpack.packb({"call_id": "1"}) + msgpack.packb([1, 2]))
+write("fuzz-envelope", "truncated", msgpack.packb({"call_id": "abcdef"})[:-3])
