@@ -253,7 +253,7 @@ typedef struct Parser {
         char *error;
 } Parser;
 
-static int parser_failv(Parser *P, const char *at, const char *fmt, va_list ap) {
+_printf_(3, 0) static int parser_failv(Parser *P, const char *at, const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = NULL;
 
         if (P->error)
