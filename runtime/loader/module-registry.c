@@ -88,16 +88,16 @@ static size_t function_name_length(const char *s) {
         return module_name_length(s);
 }
 
-_printf_(2, 3) static int set_error(char **ret_error, const char *fmt, ...) {
+/* Resolve errors are optional for the caller, and best effort (NULL when out of memory). */
+_printf_(2, 3) static void set_error(char **ret_error, const char *fmt, ...) {
         va_list ap;
 
         if (!ret_error)
-                return 0;
+                return;
         va_start(ap, fmt);
         if (vasprintf(ret_error, fmt, ap) < 0)
                 *ret_error = NULL;
         va_end(ap);
-        return 0;
 }
 
 /* ---- modules ------------------------------------------------------------------------------ */
