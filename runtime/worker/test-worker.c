@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -678,6 +679,101 @@ static void test_seccomp_profile_option(void **state) {
         unlink(path);
 }
 
+static void set_env(void *userdata) {
+        char **kv = userdata;
+
+        for (; *kv; kv += 2)
+                assert_int_equal(setenv(kv[0], kv[1], 1), 0);
+}
+
+static void test_process_limits(void **state) {
+        char *env[] = { (char *) "AGENTIX_WORKER_RLIMIT_NPROC", (char *) "4321", NULL };
+        struct rlimit nofile;
+        WorkerHarness *h;
+        WorkerFrame f = {};
+        int status;
+
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+        h = start_full(&(WorkerOptions) {}, set_env, env);
+        assert_int_equal(worker_harness_call(h, "p", "testmod::process", "unary", NULL, NULL, -1), 0);
+        read_terminal(h, "p", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(map_int(f.value, "core_soft"), 0);
+        assert_int_equal(map_int(f.value, "core_hard"), 0);
+        /* The soft limit is raised to the hard limit, capped at 65536. */
+        int64_t want = nofile.rlim_max == RLIM_INFINITY ? 65536 : (int64_t) MIN(nofile.rlim_max, (rlim_t) 65536);
+        assert_int_equal(map_int(f.value, "nofile_soft"), want);
+        assert_int_equal(map_int(f.value, "nproc_soft"), 4321);
+        assert_int_equal(map_int(f.value, "nproc_hard"), 4321);
+        /* (PR_SET_PDEATHSIG is per thread, set on the reader thread; the call threads read 0.
+         * test_dies_with_parent checks the effect.) */
+        assert_int_equal(map_int(f.value, "no_new_privs"), 1);
+        assert_int_equal(map_int(f.value, "seccomp"), 2);
+        worker_frame_done(&f);
+        stop(h);
+
+        /* A limit that is not a number: the worker refuses to start. */
+        char *bad[] = { (char *) "AGENTIX_WORKER_RLIMIT_AS", (char *) "lots", NULL };
+        assert_int_equal(worker_harness_start_full(&(WorkerOptions) { .module_dir = TESTMOD_DIR }, set_env, bad, &h), 0);
+        assert_int_equal(worker_harness_read(h, TIMEOUT_MS, &f), -EPIPE);
+        assert_int_equal(worker_harness_wait_exit(h, TIMEOUT_MS, &status), 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+        release(h);
+}
+
+static bool is_gone_or_zombie(pid_t pid) {
+        char path[64], line[512] = "", *rp;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return true;
+        (void) !fgets(line, sizeof(line), f);
+        fclose(f);
+        rp = strrchr(line, ')');
+        return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
+/* The worker dies with its parent (PR_SET_PDEATHSIG), even while its frame socket stays open:
+ * a middle process starts the worker, hands the socket to a holder process, and exits. */
+static void test_dies_with_parent(void **state) {
+        int p[2], status;
+        pid_t middle, pids[2] = {}; /* worker, holder */
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        middle = fork();
+        assert_true(middle >= 0);
+        if (middle == 0) {
+                WorkerHarness *h = NULL;
+
+                if (worker_harness_start(&(WorkerOptions) { .module_dir = TESTMOD_DIR }, &h) < 0 ||
+                    worker_harness_wait_ready(h, TIMEOUT_MS) < 0)
+                        _exit(1);
+                pids[0] = worker_harness_pid(h);
+                pids[1] = fork(); /* the holder inherits the socket: no EOF for the worker */
+                if (pids[1] == 0) {
+                        for (;;)
+                                pause();
+                }
+                (void) !write(p[1], pids, sizeof(pids));
+                _exit(0); /* without reaping or killing the worker */
+        }
+        close(p[1]);
+        assert_int_equal(read(p[0], pids, sizeof(pids)), (ssize_t) sizeof(pids));
+        close(p[0]);
+        assert_int_equal(waitpid(middle, &status, 0), middle);
+        assert_true(pids[0] > 0 && pids[1] > 0);
+
+        for (int i = 0; i < 500 && !is_gone_or_zombie(pids[0]); i++)
+                (void) usleep(10 * 1000);
+        bool gone = is_gone_or_zombie(pids[0]);
+        (void) kill(pids[1], SIGKILL);
+        if (!gone)
+                (void) kill(pids[0], SIGKILL);
+        assert_true(gone);
+}
+
 static void leak_fds(void *userdata) {
         int pair[2];
 
@@ -740,6 +836,8 @@ int main(void) {
                 cmocka_unit_test_teardown(test_seccomp_baseline, teardown),
                 cmocka_unit_test_teardown(test_seccomp_profile_option, teardown),
                 cmocka_unit_test_teardown(test_fds, teardown),
+                cmocka_unit_test_teardown(test_process_limits, teardown),
+                cmocka_unit_test_teardown(test_dies_with_parent, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

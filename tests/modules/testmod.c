@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <inttypes.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -347,6 +349,49 @@ static int fds(agentix_call *call, const msgpack_object *argv, size_t argc) {
         return 0;
 }
 
+static long proc_status_field(const char *name) {
+        char buf[8192];
+        ssize_t n;
+        int fd;
+
+        fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        buf[n < 0 ? 0 : n] = 0;
+        return status_field(buf, name);
+}
+
+static int64_t rlim(rlim_t v) {
+        return v == RLIM_INFINITY ? -1 : (int64_t) v;
+}
+
+/* process() -> the worker's own confinement: rlimits (-1 = unlimited), PR_GET_PDEATHSIG (of
+ * this call thread, not the process), no_new_privs, seccomp mode. */
+static int process(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        msgpack_packer *pk = agentix_call_result(call);
+        struct rlimit core, nofile, nproc;
+        int sig = -1;
+
+        getrlimit(RLIMIT_CORE, &core);
+        getrlimit(RLIMIT_NOFILE, &nofile);
+        getrlimit(RLIMIT_NPROC, &nproc);
+        (void) prctl(PR_GET_PDEATHSIG, &sig);
+
+        msgpack_pack_map(pk, 9);
+        agentix_pack_kv_int(pk, "core_soft", rlim(core.rlim_cur));
+        agentix_pack_kv_int(pk, "core_hard", rlim(core.rlim_max));
+        agentix_pack_kv_int(pk, "nofile_soft", rlim(nofile.rlim_cur));
+        agentix_pack_kv_int(pk, "nofile_hard", rlim(nofile.rlim_max));
+        agentix_pack_kv_int(pk, "nproc_soft", rlim(nproc.rlim_cur));
+        agentix_pack_kv_int(pk, "nproc_hard", rlim(nproc.rlim_max));
+        agentix_pack_kv_int(pk, "pdeathsig", sig);
+        agentix_pack_kv_int(pk, "no_new_privs", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+        agentix_pack_kv_int(pk, "seccomp", proc_status_field("\nSeccomp:"));
+        return 0;
+}
+
 static const agentix_function testmod_functions[] = {
         { "echo", AGENTIX_SHAPE_UNARY, "(value: any) -> any", echo, "return the argument" },
         { "count", AGENTIX_SHAPE_STREAM, "(n: int) -> int", count, "stream 0 … n-1" },
@@ -361,6 +406,7 @@ static const agentix_function testmod_functions[] = {
         { "syscalls", AGENTIX_SHAPE_UNARY, "() -> map", syscalls, "probe denied syscalls" },
         { "spawn_probe", AGENTIX_SHAPE_UNARY, "() -> map", spawn_probe, "probe a child's confinement" },
         { "fds", AGENTIX_SHAPE_UNARY, "() -> map", fds, "probe fds" },
+        { "process", AGENTIX_SHAPE_UNARY, "() -> map", process, "probe rlimits and prctl state" },
         {},
 };
 
