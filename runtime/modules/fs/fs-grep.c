@@ -10,6 +10,7 @@
 #include "fs-ops.h"
 #include "fs-path.h"
 #include "fs-pattern.h"
+#include "fs-search.h"
 #include "fs-utf8.h"
 #include "fs-walk.h"
 #include "macro.h"
@@ -37,24 +38,37 @@ typedef struct GrepWalk {
         uint64_t max_matches;
         bool capped;              /* max_count or the output budget was hit */
         size_t file_path;         /* offset of the current file's path in strings, SIZE_MAX: not added */
+        FsSearch search;
         uint8_t *buf;
         size_t buf_size;
         Buffer head;              /* the start of an overlong line */
 } GrepWalk;
 
-/* Number of '\n' in p[0..n), eight bytes at a time. */
+/* Number of '\n' in p[0..n). Eight bytes at a time, with per-byte counters in a word
+ * (no popcount: without -mpopcnt that is a library call), summed every 255 words before
+ * a byte counter could overflow. Line counting touches every byte grep reads, so this is
+ * what bounds its speed on files without matches. */
 static uint64_t count_newlines(const uint8_t *p, size_t n) {
         const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+        const uint64_t newlines = ones * '\n', lanes = UINT64_C(0x00ff00ff00ff00ff);
         uint64_t count = 0;
         size_t i = 0;
 
-        for (; i + 8 <= n; i += 8) {
-                uint64_t w;
-                memcpy(&w, p + i, 8);
-                w ^= ones * '\n';
-                /* A high bit per byte that is zero (exact, no false positives). */
-                uint64_t t = ((w & ~highs) + ~highs) | w;
-                count += (uint64_t) __builtin_popcountll(~t & highs);
+        while (n - i >= 8) {
+                size_t words = MIN((n - i) / 8, (size_t) 255);
+                uint64_t acc = 0;
+
+                for (size_t k = 0; k < words; k++, i += 8) {
+                        uint64_t w;
+                        memcpy(&w, p + i, 8);
+                        w ^= newlines;
+                        /* high bit of each byte: set when the byte is non-zero (exact) */
+                        uint64_t t = ((w & ~highs) + ~highs) | w;
+                        acc += (~t & highs) >> 7;
+                }
+                /* bytes → 16-bit lanes → one sum */
+                acc = (acc & lanes) + ((acc >> 8) & lanes);
+                count += (acc * UINT64_C(0x0001000100010001)) >> 48;
         }
         for (; i < n; i++)
                 count += p[i] == '\n';
@@ -125,13 +139,11 @@ static ssize_t read_some(int fd, uint8_t *p, size_t n) {
 /* Search the lines of buf[0..end), which starts at a line start, with `lines` lines before
  * it. Returns 0 and the number of lines in the region via *ret_lines, or a negative errno. */
 static int search_region(GrepWalk *g, const uint8_t *buf, size_t end, uint64_t lines, uint64_t *ret_lines) {
-        const uint8_t *pattern = (const uint8_t *) g->opts->pattern;
-        size_t plen = g->opts->pattern_len;
         const uint8_t *p = buf, *counted = buf, *stop = buf + end;
         int r;
 
         while (p < stop && !g->walk.stopped) {
-                const uint8_t *q = memmem(p, (size_t) (stop - p), pattern, plen);
+                const uint8_t *q = fs_search_find(&g->search, p, stop);
                 if (!q)
                         break;
 
@@ -175,7 +187,7 @@ static int search_long_line(GrepWalk *g, int fd, size_t *len, uint64_t *lines, b
                 const uint8_t *nl = memchr(buf, '\n', *len);
                 size_t search_end = nl ? (size_t) (nl - buf) : *len;
 
-                if (!matched && memmem(buf, search_end, g->opts->pattern, plen))
+                if (!matched && fs_search_find(&g->search, buf, buf + search_end))
                         matched = true;
 
                 if (nl) {
@@ -220,6 +232,8 @@ static int grep_fd(GrepWalk *g, int fd) {
         int r;
 
         g->file_path = SIZE_MAX;
+        /* Per file: whether the prefilter pays off depends on the file's text. */
+        fs_search_init(&g->search, g->opts->pattern, g->opts->pattern_len);
         if (g->opts->pattern_len > 0 && memchr(g->opts->pattern, '\n', g->opts->pattern_len))
                 return 0; /* a line never contains a newline */
 

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "buffer.h"
+#include "fs-search.h"
 #include "test-fs-util.h"
 
 static FsGrepResult grep_opts(FsGrepOptions o) {
@@ -341,6 +342,46 @@ static void test_matches_gnu_grep(void **state) {
         fs_grep_result_done(&r);
 }
 
+/* The prefilter search agrees with memmem() everywhere, including where it gives up. */
+static void test_search_matches_memmem(void **state) {
+        unsigned seed = 7;
+        size_t n = 1 << 16;
+        uint8_t *hay = malloc(n);
+
+        for (int round = 0; round < 200; round++) {
+                /* small alphabets make false candidates frequent, large ones rare */
+                unsigned alphabet = round % 3 == 0 ? 2 : round % 3 == 1 ? 8 : 64;
+                for (size_t i = 0; i < n; i++) {
+                        seed = seed * 1103515245 + 12345;
+                        hay[i] = (uint8_t) ('A' + (seed >> 16) % alphabet);
+                }
+                size_t len = 1 + round % 9;
+                seed = seed * 1103515245 + 12345;
+                size_t at = (seed >> 8) % (n - len);
+                uint8_t needle[16];
+                memcpy(needle, hay + at, len);
+
+                FsSearch s;
+                fs_search_init(&s, needle, len);
+                const uint8_t *p = hay, *end = hay + n;
+                for (;;) {
+                        const uint8_t *a = fs_search_find(&s, p, end);
+                        const uint8_t *b = memmem(p, (size_t) (end - p), needle, len);
+                        assert_ptr_equal(a, b);
+                        if (!a)
+                                break;
+                        p = a + 1;
+                }
+        }
+        /* the empty needle matches at once; a needle longer than the haystack never */
+        FsSearch s;
+        fs_search_init(&s, "", 0);
+        assert_ptr_equal(fs_search_find(&s, hay, hay + 10), hay);
+        fs_search_init(&s, "abcdef", 6);
+        assert_null(fs_search_find(&s, hay, hay + 5));
+        free(hay);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_literal, test_dir_setup, test_dir_teardown),
@@ -355,6 +396,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_budgets, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_roots, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_matches_gnu_grep, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test(test_search_matches_memmem),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
