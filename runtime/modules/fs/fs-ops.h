@@ -48,6 +48,9 @@ void fs_read_result_done(FsReadResult *r);
  * count (<= 0: no lines). Lines are rendered "%6d\t<text>" (continuation rows "N.1", …
  * for lines over FS_READ_MAX_LINE_LENGTH characters) and joined with "\n". */
 int fs_read(const char *path, int64_t offset, int64_t limit, FsReadResult *ret);
+/* The same, giving up (io_error) when `cancelled` says so while skipping to a far offset. */
+int fs_read_full(const char *path, int64_t offset, int64_t limit, FsCancelled cancelled, void *userdata,
+                 FsReadResult *ret);
 
 /* ---- write, upload ---------------------------------------------------------------------- */
 

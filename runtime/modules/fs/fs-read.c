@@ -92,8 +92,21 @@ static int render_line(Buffer *out, uint64_t lineno, const uint8_t *text, size_t
         return 0;
 }
 
+/* Skipping to a far offset reads the file up to there: check now and then whether the
+ * caller still wants the answer. */
+#define CANCEL_CHECK_LINES 65536u
+
+typedef struct ReadCancel {
+        FsCancelled cancelled;
+        void *userdata;
+} ReadCancel;
+
+static bool read_cancelled(const ReadCancel *c, uint64_t line) {
+        return c->cancelled && line % CANCEL_CHECK_LINES == 0 && c->cancelled(c->userdata);
+}
+
 static int read_text(int fd, const struct stat *st, const char *path, int64_t offset, int64_t limit,
-                     FsReadResult *res) {
+                     const ReadCancel *cancel, FsReadResult *res) {
         _cleanup_buffer_ Buffer page = BUFFER_NULL, raw = BUFFER_NULL, clean = BUFFER_NULL, piece = BUFFER_NULL;
         _cleanup_(fs_line_reader_done) FsLineReader reader = { .fd = -EBADF };
         uint64_t line_count = 0, returned = 0;
@@ -115,6 +128,8 @@ static int read_text(int fd, const struct stat *st, const char *path, int64_t of
                         break;
                 }
                 line_count++;
+                if (read_cancelled(cancel, line_count))
+                        return fs_status_set(&res->status, FS_ERROR_IO, "Error: Reading '%s' was cancelled", path);
         }
 
         /* The page always starts with an empty buffer, so data is non-NULL even for "". */
@@ -209,7 +224,9 @@ static int read_text(int fd, const struct stat *st, const char *path, int64_t of
         return res->data ? 0 : -ENOMEM;
 }
 
-int fs_read(const char *path, int64_t offset, int64_t limit, FsReadResult *ret) {
+int fs_read_full(const char *path, int64_t offset, int64_t limit, FsCancelled cancelled, void *userdata,
+                 FsReadResult *ret) {
+        const ReadCancel cancel = { .cancelled = cancelled, .userdata = userdata };
         _cleanup_(fs_read_result_done) FsReadResult res = { .total_lines = -1, .next_offset = -1 };
         _cleanup_close_ int fd = -EBADF;
         uint8_t sniff[FS_READ_SNIFF_BYTES];
@@ -258,7 +275,7 @@ int fs_read(const char *path, int64_t offset, int64_t limit, FsReadResult *ret) 
                 goto done;
         }
 
-        r = read_text(fd, &st, path, MAX(offset, (int64_t) 0), limit, &res);
+        r = read_text(fd, &st, path, MAX(offset, (int64_t) 0), limit, &cancel, &res);
         if (r < 0)
                 return r;
 
@@ -266,4 +283,8 @@ done:
         *ret = res;
         res = (FsReadResult) {};
         return 0;
+}
+
+int fs_read(const char *path, int64_t offset, int64_t limit, FsReadResult *ret) {
+        return fs_read_full(path, offset, limit, NULL, NULL, ret);
 }

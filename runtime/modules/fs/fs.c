@@ -177,7 +177,7 @@ static int fs_read_impl(agentix_call *call, const msgpack_object *argv, size_t a
         if (r < 0)
                 return r;
         if (path) {
-                r = fs_read(path, arg_int(&argv[1]), arg_int(&argv[2]), &res);
+                r = fs_read_full(path, arg_int(&argv[1]), arg_int(&argv[2]), call_cancelled, call, &res);
                 if (r < 0)
                         return r;
         }

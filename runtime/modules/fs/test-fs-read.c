@@ -344,6 +344,36 @@ static void test_errors(void **state) {
         fs_read_result_done(&r);
 }
 
+static bool cancel_after(void *userdata) {
+        unsigned *left = userdata;
+        return *left == 0 || --*left == 0;
+}
+
+static void test_cancel_long_skip(void **state) {
+        size_t n = 300000;
+        char *buf = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) {
+                buf[2 * i] = 'l';
+                buf[2 * i + 1] = '\n';
+        }
+        put("lines.txt", buf, n * 2);
+        free(buf);
+
+        /* asked often enough while skipping: the first "yes" ends the read */
+        unsigned left = 2;
+        FsReadResult r = {};
+        assert_int_equal(fs_read_full(P("lines.txt"), 250000, 10, cancel_after, &left, &r), 0);
+        assert_status(&r.status, FS_ERROR_IO);
+        assert_int_equal(left, 0);
+        fs_read_result_done(&r);
+
+        left = 1000;
+        assert_int_equal(fs_read_full(P("lines.txt"), 250000, 1, cancel_after, &left, &r), 0);
+        assert_status(&r.status, FS_OK);
+        assert_string_equal(r.data, "250001\tl");
+        fs_read_result_done(&r);
+}
+
 static void unreadable(void *arg) {
         FsReadResult r = {};
         child_check(fs_read(P("secret"), 0, 10, &r) == 0);
@@ -370,6 +400,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_binary, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_utf8_boundary, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_errors, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_long_skip, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_permission_denied, test_dir_setup, test_dir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
