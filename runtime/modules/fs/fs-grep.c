@@ -203,9 +203,9 @@ static int search_long_line(GrepWalk *g, int fd, size_t *len, uint64_t *lines, b
                         return 0;
                 }
                 if (*eof) {
+                        *len = 0; /* the line was the rest of the file */
                         if (matched)
                                 return add_match(g, *lines + 1, buffer_data(&g->head), g->head.len);
-                        *len = 0;
                         return 0;
                 }
 

@@ -30,11 +30,6 @@ bool fs_walk_should_stop(FsWalk *w) {
         return w->stopped;
 }
 
-const char *fs_walk_relative_path(const FsWalk *w) {
-        const char *p = (const char *) buffer_data(&w->path) + w->root_len;
-        return *p == '/' ? p + 1 : p;
-}
-
 /* Set path to <dir path> + "/" + name, NUL-terminated. */
 static int path_push(FsWalk *w, size_t dir_len, const char *name) {
         int r;

@@ -45,9 +45,6 @@ struct FsWalk {
 /* Walk the directory open as root_fd (not closed) whose absolute path is root_path. */
 int fs_walk_run(FsWalk *w, const char *root_path, int root_fd, void *root_ctx);
 
-/* The current entry's path relative to the root ("a/b.py"). */
-const char *fs_walk_relative_path(const FsWalk *w);
-
 /* True once the walk should end: deadline passed or caller cancelled (checked every call
  * for the clock is cheap, but callers doing long work per file should call it too). */
 bool fs_walk_should_stop(FsWalk *w);

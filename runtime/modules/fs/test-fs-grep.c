@@ -143,6 +143,13 @@ static void test_long_lines(void **state) {
         check("NEEDLE", "after.txt", NULL, "after.txt:2:NEEDLE");
         put("eof.txt", buf, n);
         check("NEEDLE", "eof.txt", NULL, "");
+        /* a hit in a long last line without a newline is reported once */
+        memcpy(buf + n - 100, "NEEDLE", 6);
+        put("eof-hit.txt", buf, n);
+        r = grep("NEEDLE", "eof-hit.txt", NULL);
+        assert_int_equal(r.n_matches, 1);
+        assert_int_equal(r.matches[0].line, 1);
+        fs_grep_result_done(&r);
         free(buf);
 }
 
