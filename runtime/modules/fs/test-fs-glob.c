@@ -190,6 +190,12 @@ static void test_cancel(void **state) {
         assert_true(calls > 0);
         assert_int_equal(r.n_matches, 0);
         fs_glob_result_done(&r);
+
+        /* an exhausted time budget ends the walk the same way */
+        assert_int_equal(fs_glob("*.py", P(""), &(FsGlobOptions) { .timeout_usec = 1 }, &r), 0);
+        assert_status(&r.status, FS_OK);
+        assert_true(r.truncated);
+        fs_glob_result_done(&r);
 }
 
 static void locked(void *arg) {

@@ -335,6 +335,52 @@ static void test_argument_errors(void **state) {
         stop(h);
 }
 
+/* Calls run on threads of their own: many at once, each with its own answer. */
+static void test_concurrent_calls(void **state) {
+        WorkerHarness *h = start(false);
+        enum { N = 16 };
+
+        for (int i = 0; i < N; i++) {
+                char rel[32], text[64];
+                snprintf(rel, sizeof(rel), "c/f%02d.txt", i);
+                snprintf(text, sizeof(text), "file %d\nneedle %d\n", i, i);
+                puts_file(rel, text);
+        }
+        for (int i = 0; i < N; i++) {
+                char id[16], args[PATH_MAX + 64];
+                snprintf(id, sizeof(id), "c%02d", i);
+                if (i % 4 == 0)
+                        snprintf(args, sizeof(args), "[\"needle %d\", \"%s\"]", i, P("c"));
+                else if (i % 4 == 1)
+                        snprintf(args, sizeof(args), "[\"f%02d.*\", \"%s\"]", i, P("c"));
+                else
+                        snprintf(args, sizeof(args), "[\"%s/c/f%02d.txt\", 1, 1]", test_dir, i);
+                assert_int_equal(worker_harness_call(h, id, i % 4 == 0 ? "fs::grep" : i % 4 == 1 ? "fs::glob" : "fs::read",
+                                                     "unary", args, NULL, -1), 0);
+        }
+        for (int i = N - 1; i >= 0; i--) {
+                char id[16], expected[64];
+                WorkerFrame f = {};
+                snprintf(id, sizeof(id), "c%02d", i);
+                assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, &f), 0);
+                assert_int_equal(f.kind, FRAME_RESULT);
+                if (i % 4 == 0) {
+                        const msgpack_object *m = field(f.value, "matches");
+                        assert_int_equal(m->via.array.size, 1);
+                        snprintf(expected, sizeof(expected), "needle %d", i);
+                        assert_str_field(&m->via.array.ptr[0], "text", expected);
+                } else if (i % 4 == 1) {
+                        const msgpack_object *m = field(f.value, "matches");
+                        assert_int_equal(m->via.array.size, 1);
+                } else {
+                        snprintf(expected, sizeof(expected), "     2\tneedle %d", i);
+                        assert_str_field(f.value, "content", expected);
+                }
+                worker_frame_done(&f);
+        }
+        stop(h);
+}
+
 /* The same operations under the default seccomp profile: nothing fs needs is denied. */
 static void test_under_seccomp(void **state) {
         WorkerHarness *h = start(true);
@@ -370,6 +416,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_read_write_edit, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_ls_grep_glob, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_argument_errors, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_concurrent_calls, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_under_seccomp, test_dir_setup, test_dir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
