@@ -144,27 +144,29 @@ static int write_atomic_impl(const char *path, bool overwrite, FsContentWriter w
         } else if (errno != ENOENT)
                 return write_error(status, -errno, path);
 
-        r = temp_file_create(dir_fd, base, exists ? (st.st_mode & 07777) : 0666, &tmp);
+        /* A replacement stays private while it is incomplete and gets the old file's mode
+         * at the end; a new file gets 0666 minus the umask, as open() would give it. */
+        r = temp_file_create(dir_fd, base, exists ? 0600 : 0666, &tmp);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return write_error(status, r, path);
-
-        if (exists) {
-                /* Owner first: chown() clears set-id bits, the chmod puts back the exact mode
-                 * (umask applied at creation does not apply to fchmod). An unprivileged writer
-                 * cannot give files away; the file then becomes its own, as with any editor. */
-                if (st.st_uid != geteuid() || st.st_gid != getegid())
-                        (void) fchown(tmp.fd, st.st_uid, st.st_gid);
-                if (fchmod(tmp.fd, st.st_mode & 07777) < 0)
-                        return write_error(status, -errno, path);
-        }
 
         r = writer(tmp.fd, userdata);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return write_error(status, r, path);
+
+        if (exists) {
+                /* Owner first: chown() clears set-id bits, the chmod puts back the exact mode.
+                 * An unprivileged writer cannot give files away; the file then becomes its
+                 * own, as with any editor. */
+                if (st.st_uid != geteuid() || st.st_gid != getegid())
+                        (void) fchown(tmp.fd, st.st_uid, st.st_gid);
+                if (fchmod(tmp.fd, st.st_mode & 07777) < 0)
+                        return write_error(status, -errno, path);
+        }
         if (fsync(tmp.fd) < 0)
                 return write_error(status, -errno, path);
         r = close(tmp.fd);

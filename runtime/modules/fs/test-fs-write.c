@@ -88,6 +88,27 @@ static void test_overwrite_keeps_mode_and_owner(void **state) {
         assert_int_equal(after.st_mode & 07777, 02755);
 }
 
+static int private_writer(int fd, void *userdata) {
+        struct stat st;
+        assert_int_equal(fstat(fd, &st), 0);
+        *(mode_t *) userdata = st.st_mode & 07777;
+        return loop_write(fd, "new", 3);
+}
+
+static void test_replacement_private_until_done(void **state) {
+        mode_t seen = 0;
+        FsStatus s = {};
+        struct stat st;
+
+        puts_file("shared.txt", "old");
+        assert_int_equal(chmod(P("shared.txt"), 04755), 0);
+        assert_int_equal(fs_write_atomic(P("shared.txt"), true, private_writer, &seen, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(seen, 0600); /* no set-id, no group/other access while incomplete */
+        assert_int_equal(stat(P("shared.txt"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 04755);
+}
+
 static int failing_writer(int fd, void *userdata) {
         /* half a file, then a failure (as a full disk would) */
         assert_int_equal(loop_write(fd, "partial", 7), 0);
@@ -251,6 +272,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_already_exists, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_overwrite_keeps_mode_and_owner, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_failure_leaves_file_untouched, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_replacement_private_until_done, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_symlink_target_replaced, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_errors, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_binary_round_trip, test_dir_setup, test_dir_teardown),
