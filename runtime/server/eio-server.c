@@ -55,6 +55,8 @@ struct EioServer {
 
 static void session_schedule_free(EioSession *s);
 static void session_kick(EioSession *s);
+static void unpark(EioSession *s);
+static void respond_noop(HttpConn *c);
 
 /* ---- sessions ---------------------------------------------------------------------------- */
 
@@ -371,6 +373,12 @@ static void session_deliver(EioSession *s, const EioPacket *p) {
                 (void) queue_text(s, EIO_PONG, p->data, p->size);
                 break;
         case EIO_CLOSE:
+                /* A client close answers its own parked GET with a noop, not a close packet. */
+                if (s->poll_conn) {
+                        HttpConn *g = s->poll_conn;
+                        unpark(s);
+                        respond_noop(g);
+                }
                 eio_session_close(s, "client close");
                 break;
         case EIO_NOOP:
@@ -383,14 +391,19 @@ static void session_deliver(EioSession *s, const EioPacket *p) {
 
 /* ---- HTTP long-polling ----------------------------------------------------------------------- */
 
+/* python-engineio refuses a payload of more than 16 packets ("Too many packets in payload"),
+ * so a long queue goes out over several polls; the client asks again right away. */
+#define POLL_MAX_PACKETS 16
+
 static int build_poll_payload(EioSession *s, Buffer *out) {
+        size_t n = 0;
         OutPacket *p;
         int r;
 
         r = buffer_set_headroom(out, LWS_PRE);
         if (r < 0)
                 return r;
-        while ((p = s->out_head)) {
+        while ((p = s->out_head) && n++ < POLL_MAX_PACKETS) {
                 const uint8_t *d = buffer_data(&p->data);
                 if (p->binary)
                         r = eio_payload_append(out, EIO_MESSAGE, true, d, p->data.len);
@@ -534,7 +547,7 @@ void eio_server_handle_request(EioServer *server, HttpConn *c) {
 
         case HTTP_METHOD_POST:
                 /* The body arrives next; eio_server_handle_body() takes it from here. */
-                c->max_body = server->config.max_payload;
+                c->post_stream = true;
                 return;
 
         default:
@@ -549,41 +562,111 @@ typedef struct BodyContext {
 
 static int on_body_packet(const EioPacket *p, void *userdata) {
         BodyContext *ctx = userdata;
+        EioSession *s = ctx->session;
 
-        if (ctx->session->closed)
+        if (s->closed)
                 return -ECANCELED;
-        session_deliver(ctx->session, p);
+        session_deliver(s, p);
         return 0;
+}
+
+/* A polling POST body is decoded packet by packet as it streams in, so memory stays bounded by
+ * one message, and an oversized binary message is answered like over WebSocket: only its head
+ * is kept (enough to name the call), the rest is skipped, the session lives on. */
+
+static size_t post_packet_limit(const EioServer *server) {
+        /* 'b' + base64 of a full-size message. */
+        return 1 + (server->config.max_message + 2) / 3 * 4;
+}
+
+static int post_finish_packet(EioServer *server, HttpConn *c, EioSession *s) {
+        const uint8_t *d = buffer_data(&c->body);
+        BodyContext ctx = { .session = s };
+        int r;
+
+        if (c->post_packet_len == 0)
+                return -EBADMSG; /* empty packet, or an empty payload */
+
+        if (c->post_oversized) {
+                size_t head_chars = c->body.len;
+                if (d[0] != 'b' || !server->callbacks.message_too_large) {
+                        eio_session_close(s, "message too large");
+                        return -ECANCELED;
+                }
+                /* Decode the kept prefix, cut to whole base64 quads. */
+                head_chars = 1 + (head_chars - 1) / 4 * 4;
+                _cleanup_free_ uint8_t *head = malloc(head_chars);
+                int n = head ? lws_b64_decode_string_len((const char *) d + 1, (int) head_chars - 1, (char *) head,
+                                                         (int) head_chars)
+                             : -1;
+                server->callbacks.message_too_large(s, true, head, n > 0 ? (size_t) n : 0,
+                                                    (c->post_packet_len - 1) / 4 * 3, server->userdata);
+                r = 0;
+        } else
+                r = eio_payload_decode(d, c->body.len, on_body_packet, &ctx);
+
+        buffer_clear(&c->body);
+        c->post_packet_len = 0;
+        c->post_oversized = false;
+        return r;
+}
+
+/* Feed the next piece of a POST body. Errors are remembered and answered at completion. */
+void eio_conn_post_chunk(HttpConn *c, const uint8_t *data, size_t n) {
+        EioServer *server = c->eio;
+        EioSession *s;
+
+        if (c->post_error)
+                return;
+        s = strmap_get(server->sessions, c->sid, strlen(c->sid));
+        if (!s || s->transport != TRANSPORT_POLLING || s->closed) {
+                c->post_error = -ENOENT;
+                return;
+        }
+
+        while (n > 0 && !c->post_error) {
+                const uint8_t *sep = memchr(data, EIO_RECORD_SEPARATOR, n);
+                size_t piece = sep ? (size_t) (sep - data) : n;
+
+                c->post_packet_len += piece;
+                if (!c->post_oversized) {
+                        if (c->post_packet_len > post_packet_limit(server)) {
+                                /* Keep what we have, cut to the head size, skip the rest. */
+                                size_t keep = 1 + (EIO_OVERSIZED_HEAD + 2) / 3 * 4;
+                                c->post_oversized = true;
+                                if (c->body.len < keep &&
+                                    buffer_append(&c->body, data, MIN(piece, keep - c->body.len)) < 0)
+                                        c->post_error = -ENOMEM;
+                                else if (c->body.len > keep)
+                                        c->body.len = keep;
+                        } else if (buffer_append(&c->body, data, piece) < 0)
+                                c->post_error = -ENOMEM;
+                }
+
+                if (!sep)
+                        break;
+                if (!c->post_error) {
+                        int r = post_finish_packet(server, c, s);
+                        if (r < 0)
+                                c->post_error = r;
+                }
+                data = sep + 1;
+                n -= piece + 1;
+        }
 }
 
 void eio_server_handle_body(EioServer *server, HttpConn *c) {
         _cleanup_buffer_ Buffer ok = BUFFER_NULL;
-        BodyContext ctx;
         EioSession *s;
-        bool client_close;
-        int r;
+        int r = c->post_error;
 
         s = strmap_get(server->sessions, c->sid, strlen(c->sid));
-        if (!s || s->transport != TRANSPORT_POLLING) {
+        if (r == -ENOENT || !s || s->transport != TRANSPORT_POLLING) {
                 (void) http_conn_respond_error(c, 400, 1, "Session ID unknown");
                 return;
         }
-        if (c->body_too_large) {
-                (void) http_conn_respond_error(c, 413, 3, "Payload too large");
-                eio_session_close(s, "payload too large");
-                return;
-        }
-
-        /* A client close answers its own parked GET with a noop, not a close packet. */
-        client_close = c->body.len == 1 && buffer_data(&c->body)[0] == '0' + EIO_CLOSE;
-        if (client_close && s->poll_conn) {
-                HttpConn *g = s->poll_conn;
-                unpark(s);
-                respond_noop(g);
-        }
-
-        ctx.session = s;
-        r = eio_payload_decode(buffer_data(&c->body), c->body.len, on_body_packet, &ctx);
+        if (r == 0 && !s->closed)
+                r = post_finish_packet(server, c, s);
         if (r < 0 && r != -ECANCELED) {
                 (void) http_conn_respond_error(c, 400, 3, "Bad request");
                 eio_session_close(s, "parse error");

@@ -62,6 +62,7 @@ void *eio_session_get_userdata(const EioSession *s);
 
 /* Entry points for http-server.c. */
 void eio_server_handle_request(EioServer *s, HttpConn *c);
+void eio_conn_post_chunk(HttpConn *c, const uint8_t *data, size_t size);
 void eio_server_handle_body(EioServer *s, HttpConn *c);
 void eio_conn_http_closed(HttpConn *c);
 /* WebSocket: filter before the upgrade (0 accept, <0 refuse), then established/rx/tx/closed. */

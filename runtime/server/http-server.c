@@ -43,7 +43,10 @@ static void conn_reset_request(HttpConn *c) {
         buffer_done(&c->body);
         c->body_pending = false;
         c->body_too_large = false;
-        c->max_body = 0;
+        c->post_stream = false;
+        c->post_error = 0;
+        c->post_packet_len = 0;
+        c->post_oversized = false;
         c->responding = false;
         c->status = 0;
         c->content_type = NULL;
@@ -246,15 +249,16 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         case LWS_CALLBACK_HTTP_BODY:
                 if (!c || c->responding)
                         return 0;
+                if (c->post_stream) {
+                        eio_conn_post_chunk(c, in, len);
+                        return 0;
+                }
                 if (c->body_too_large)
                         return 0;
-                {
-                        size_t limit = c->max_body ?: s->config.max_http_body;
-                        if (c->body.len + len > limit) {
-                                c->body_too_large = true;
-                                buffer_done(&c->body);
-                                return 0;
-                        }
+                if (c->body.len + len > s->config.max_http_body) {
+                        c->body_too_large = true;
+                        buffer_done(&c->body);
+                        return 0;
                 }
                 if (buffer_append(&c->body, in, len) < 0)
                         return -1;

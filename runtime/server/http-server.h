@@ -38,7 +38,10 @@ typedef struct HttpConn {
         Buffer body;
         bool body_pending; /* a POST whose body has not been read completely */
         bool body_too_large;
-        size_t max_body;
+        bool post_stream;       /* Engine.IO POST: the body is decoded as it arrives */
+        int post_error;
+        size_t post_packet_len; /* bytes of the packet being received */
+        bool post_oversized;
 
         /* response */
         bool responding;

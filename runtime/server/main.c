@@ -316,7 +316,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         http_server_shutdown(srv->http);
         /* In-flight calls end with Cancelled; sessions flush what is queued, then close. */
         if (srv->rpc)
-                rpc_cancel_all(srv->rpc, "the runtime server is shutting down");
+                rpc_stop(srv->rpc, "the runtime server is shutting down");
         if (srv->eio)
                 eio_server_close_all(srv->eio, "server shutdown");
         if (srv->eio_echo)
@@ -362,8 +362,8 @@ static int setup(Server *srv, Options *o) {
                 .max_sessions = o->max_connections,
         };
         HttpServerConfig http_config = {
-                /* A polling POST carries base64 (4/3) of up to maxPayload bytes. */
-                .max_http_body = max_payload / 3 * 4 + 4096,
+                /* Bodies for routes that take none (Engine.IO sets its own bound). */
+                .max_http_body = 64 * 1024,
                 .max_connections = o->max_connections,
         };
         SioConfig sio_config = { .connect_timeout_ms = o->connect_timeout_ms };

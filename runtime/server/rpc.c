@@ -79,6 +79,7 @@ struct Rpc {
 
         unsigned rapid_deaths;
         sd_event_source *respawn_timer;
+        bool stopping; /* shutting down: no more calls, no respawn */
 };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -168,6 +169,19 @@ static void call_drop_pending(RpcCall *c) {
         c->pending_bytes = 0;
 }
 
+/* Send the items produced while no client was attached, in order. */
+static void call_flush_pending(RpcCall *c, SioSocket *to) {
+        Pending *p;
+
+        while ((p = c->pending_head)) {
+                c->pending_head = p->next;
+                (void) sio_socket_emit_binary1(to, EV_ITEM, &p->data);
+                free(p);
+        }
+        c->pending_tail = NULL;
+        c->pending_bytes = 0;
+}
+
 static void results_unlink(Rpc *rpc, RpcCall *c) {
         if (!c->cached)
                 return;
@@ -203,6 +217,7 @@ static void call_forget(RpcCall *c) {
 
         forget_id(rpc, c->id, c->id_len);
         results_unlink(rpc, c);
+        call_drop_pending(c);
         buffer_done(&c->terminal);
         call_detach(c);
         if (!c->in_worker)
@@ -239,14 +254,7 @@ static void call_finish(RpcCall *c, const char *event, const void *envelope, siz
 
         if (c->owner) {
                 /* Items the client has not seen yet go first: order within a call is kept. */
-                Pending *p;
-                while ((p = c->pending_head)) {
-                        c->pending_head = p->next;
-                        (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, &p->data);
-                        free(p);
-                }
-                c->pending_tail = NULL;
-                c->pending_bytes = 0;
+                call_flush_pending(c, c->owner->socket);
                 emit_copy(c->owner->socket, event, envelope, size);
         }
 
@@ -405,17 +413,9 @@ static int envelope_call_id(SioSocket *s, const Envelope *e, const char **ret, s
 /* Replay a finished call, or re-attach a running one, to this socket. */
 static void call_resume_on(RpcCall *c, RpcSocket *o) {
         call_attach(c, o);
-        if (!c->done) {
-                Pending *p;
-                while ((p = c->pending_head)) {
-                        c->pending_head = p->next;
-                        (void) sio_socket_emit_binary1(o->socket, EV_ITEM, &p->data);
-                        free(p);
-                }
-                c->pending_tail = NULL;
-                c->pending_bytes = 0;
+        call_flush_pending(c, o->socket);
+        if (!c->done)
                 return;
-        }
         if (c->terminal_event)
                 emit_copy(o->socket, c->terminal_event, buffer_data(&c->terminal), c->terminal.len);
         else
@@ -483,6 +483,12 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
                 }
         }
 
+        if (rpc->stopping) {
+                emit_error(s, id, id_len,
+                           &(RpcError) { .type = RPC_ERR_CANCELLED, .message = "the runtime server is shutting down",
+                                         .cancelled = true });
+                return;
+        }
         if (rpc->n_in_worker >= rpc->config.max_calls) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "too many calls in flight (limit %u); retry when some finish",
@@ -813,6 +819,8 @@ static void on_worker_died(WorkerLink *w, int returncode, void *userdata) {
         }
         free(owed);
 
+        if (rpc->stopping)
+                return;
         /* Respawn right away; back off if it keeps dying before doing any work. */
         if (died_early)
                 rpc->rapid_deaths++;
@@ -835,10 +843,13 @@ void rpc_set_worker(Rpc *rpc, WorkerLink *worker) {
         rpc->worker = worker;
 }
 
-void rpc_cancel_all(Rpc *rpc, const char *message) {
+void rpc_stop(Rpc *rpc, const char *message) {
         RpcCall **running;
         size_t n = 0, state = 0;
         RpcCall *c;
+
+        rpc->stopping = true;
+        rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
 
         running = calloc(strmap_size(rpc->calls) + 1, sizeof(RpcCall *));
         if (!running)

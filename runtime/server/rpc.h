@@ -32,6 +32,7 @@ const SioNamespace *rpc_namespace(Rpc *rpc);
 extern const WorkerLinkCallbacks rpc_worker_callbacks;
 void rpc_set_worker(Rpc *rpc, WorkerLink *worker);
 
-/* Fail every running call with Cancelled (server shutting down). */
-void rpc_cancel_all(Rpc *rpc, const char *message);
+/* Server shutdown: fail every running call with Cancelled, refuse new ones, stop respawning
+ * the worker. */
+void rpc_stop(Rpc *rpc, const char *message);
 unsigned rpc_n_running(const Rpc *rpc);

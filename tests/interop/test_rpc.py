@@ -1,0 +1,461 @@
+# SPDX-License-Identifier: MIT
+"""python-socketio (Debian's, via /usr/bin/python3) driving agentix-server's /rpc namespace
+over WebSocket and over HTTP long-polling: every event, every error type, auth, cancel,
+deadlines, resume after a dropped connection, worker death, seccomp, limits, shutdown."""
+
+import collections
+import os
+import signal
+import tempfile
+import threading
+import time
+import uuid
+
+import msgpack
+import socketio
+
+from harness import Server, main, test, wait_until
+
+TOKEN = "s3cret-token"
+MODULE_DIR = os.environ.get("AGENTIX_TEST_MODULE_DIR", "")
+TRANSPORTS = (["websocket"], ["polling"])
+
+
+class RpcError(Exception):
+    def __init__(self, error):
+        super().__init__(f"{error['type']}: {error['message']}")
+        self.error = error
+
+
+class Client:
+    """A python-socketio client on /rpc that records every event per call_id."""
+
+    def __init__(self, server, transports=None, token=TOKEN):
+        self.sio = socketio.Client(reconnection=False)
+        self.events = collections.defaultdict(list)
+        self.order = []
+        self.cond = threading.Condition()
+        for ev in ("call:result", "call:item", "call:end", "call:error"):
+            self.sio.on(ev, self._handler(ev), namespace="/rpc")
+        self.sio.connect(server.url, namespaces=["/rpc"], auth={"token": token} if token is not None else None,
+                         transports=transports, wait_timeout=5)
+
+    def _handler(self, ev):
+        def on(data):
+            assert isinstance(data, bytes), f"{ev} argument is not binary: {data!r}"
+            m = msgpack.unpackb(data, raw=False)
+            with self.cond:
+                self.events[m["call_id"]].append((ev, m))
+                self.order.append((ev, m["call_id"]))
+                self.cond.notify_all()
+        return on
+
+    def emit(self, event, payload):
+        self.sio.emit(event, msgpack.packb(payload, use_bin_type=True), namespace="/rpc")
+
+    def start(self, callable, shape="unary", args=(), kwargs=None, call_id=None, **extra):
+        call_id = call_id or uuid.uuid4().hex
+        m = {"call_id": call_id, "callable": callable, "shape": shape, "args": list(args), "kwargs": kwargs or {}}
+        m.update(extra)
+        self.emit("call", m)
+        return call_id
+
+    def terminal(self, call_id, timeout=15):
+        deadline = time.time() + timeout
+        with self.cond:
+            while True:
+                for ev, m in self.events.get(call_id, []):
+                    if ev in ("call:result", "call:end", "call:error"):
+                        return ev, m
+                left = deadline - time.time()
+                if left <= 0:
+                    raise AssertionError(f"no terminal event for {call_id}: {self.events.get(call_id)}")
+                self.cond.wait(left)
+
+    def items(self, call_id):
+        with self.cond:
+            return [m["value"] for ev, m in self.events.get(call_id, []) if ev == "call:item"]
+
+    def call(self, callable, *args, timeout=15, **kwargs):
+        ev, m = self.terminal(self.start(callable, args=args, kwargs=kwargs), timeout)
+        if ev == "call:error":
+            raise RpcError(m["error"])
+        assert ev == "call:result", ev
+        return m["value"]
+
+    def error(self, call_id, timeout=15):
+        ev, m = self.terminal(call_id, timeout)
+        assert ev == "call:error", (ev, m)
+        return m["error"]
+
+    def close(self):
+        self.sio.disconnect()
+
+
+def server(*args, **kw):
+    extra = ["--module-dir", MODULE_DIR] if MODULE_DIR else []
+    env = {"AGENTIX_TOKEN": TOKEN}
+    env.update(kw.pop("env", {}))
+    return Server(*extra, *args, env=env, **kw)
+
+
+def need_testmod():
+    assert MODULE_DIR and os.path.exists(os.path.join(MODULE_DIR, "testmod.so")), \
+        "AGENTIX_TEST_MODULE_DIR must point at the directory holding testmod.so"
+
+
+# ---- connecting -------------------------------------------------------------------------------
+
+@test
+def health_needs_no_token():
+    import json
+    import urllib.request
+    with server() as s:
+        with urllib.request.urlopen(s.url + "/health") as r:
+            body = json.loads(r.read())
+        assert body["status"] == "ok" and body["version"]
+
+
+@test
+def auth_wrong_and_missing_token_refused():
+    with server() as s:
+        for transports in TRANSPORTS:
+            for token in ("wrong", None):
+                try:
+                    Client(s, transports, token=token)
+                except socketio.exceptions.ConnectionError:
+                    pass
+                else:
+                    raise AssertionError(f"connected with token {token!r} over {transports}")
+            c = Client(s, transports)
+            c.close()
+
+
+@test
+def auth_error_message_is_unauthorized():
+    with server() as s:
+        sio = socketio.Client(reconnection=False)
+        got = []
+        sio.on("connect_error", lambda data: got.append(data), namespace="/rpc")
+        try:
+            sio.connect(s.url, namespaces=["/rpc"], auth={"token": "nope"}, transports=["websocket"], wait_timeout=3)
+        except socketio.exceptions.ConnectionError:
+            pass
+        wait_until(lambda: got, what="connect_error")
+        assert got[0] == {"message": "unauthorized"}, got
+
+
+# ---- calls ------------------------------------------------------------------------------------
+
+@test
+def unary_fs_round_trip_both_transports():
+    with server() as s, tempfile.TemporaryDirectory() as d:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            path = os.path.join(d, f"{transports[0]}.txt")
+            r = c.call("fs::write", path=path, content="line one\nline two\n")
+            assert r["error"] is None, r
+            r = c.call("fs::read", path=path)
+            assert "line two" in r["content"] and r["error"] is None, r
+            c.close()
+
+
+@test
+def binary_round_trip_all_byte_values_and_8mb():
+    with server() as s, tempfile.TemporaryDirectory() as d:
+        blob = bytes(range(256)) * 4 + b"\x00"
+        big = os.urandom(8 * 1024 * 1024)
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            p1, p2 = os.path.join(d, "a.bin"), os.path.join(d, "b.bin")
+            r = c.call("fs::upload", files=[[p1, blob], [p2, big]])
+            assert [x["error"] for x in r] == [None, None], r
+            r = c.call("fs::download", paths=[p2, p1, os.path.join(d, "missing")], timeout=60)
+            assert r[0]["content"] == big and r[1]["content"] == blob
+            assert r[2]["error"] == "file_not_found"
+            c.close()
+
+
+@test
+def exec_unary_stream_bidi():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        r = c.call("sandbox::exec", command="echo out; echo err >&2; exit 3")
+        assert r["exit_code"] == 3 and "out" in r["output"] and "err" in r["output"], r
+
+        cid = c.start("sandbox::exec", shape="stream", kwargs={"command": "printf a; sleep 0.1; printf b"})
+        ev, m = c.terminal(cid)
+        assert ev == "call:end", (ev, m)
+        items = c.items(cid)
+        data = b"".join(i["data"] for i in items if "data" in i)
+        assert data == b"ab" and items[-1]["exit_code"] == 0, items
+
+        cid = c.start("sandbox::exec", shape="bidi", kwargs={"command": "cat"})
+        c.emit("call:in", {"call_id": cid, "item": {"stdin": b"hello bidi\n"}})
+        c.emit("call:end_in", {"call_id": cid})
+        ev, m = c.terminal(cid)
+        assert ev == "call:end", (ev, m)
+        out = b"".join(i.get("data", b"") for i in c.items(cid))
+        assert out == b"hello bidi\n", out
+        c.close()
+
+
+@test
+def module_stream_and_bidi():
+    need_testmod()
+    with server() as s:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            cid = c.start("testmod::count", shape="stream", args=[50])
+            assert c.terminal(cid)[0] == "call:end"
+            assert c.items(cid) == list(range(50))
+            cid = c.start("testmod::upper", shape="bidi")
+            for w in ("a", "bc", "def"):
+                c.emit("call:in", {"call_id": cid, "item": w})
+            c.emit("call:end_in", {"call_id": cid})
+            assert c.terminal(cid)[0] == "call:end"
+            assert c.items(cid) == ["A", "BC", "DEF"]
+            c.close()
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+@test
+def bad_requests():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        # No call_id: answered with call_id "".
+        c.emit("call", {"callable": "fs::ls", "shape": "unary"})
+        assert c.error("")["type"] == "BadRequest"
+        # Not binary: a JSON argument.
+        c.sio.emit("call", {"call_id": "x"}, namespace="/rpc")
+        wait_until(lambda: len(c.events[""]) >= 2, what="second BadRequest")
+        assert c.events[""][1][1]["error"]["type"] == "BadRequest"
+        # Bad shape, bad callable.
+        assert c.error(c.start("fs::ls", shape="sideways"))["type"] == "BadRequest"
+        assert c.error(c.start("nosuchmodule::f"))["type"] == "NoSuchCallable"
+        assert c.error(c.start("fs::nosuchfunction"))["type"] == "NoSuchCallable"
+        assert c.error(c.start("fs::ls", shape="bidi"))["type"] == "BadRequest"
+        e = c.error(c.start("fs::read", kwargs={"path": "/etc/hostname", "offset": "zero"}))
+        assert e["type"] == "ArgumentError" and "offset" in e["message"], e
+        e = c.error(c.start("fs::read", kwargs={}))
+        assert e["type"] == "ArgumentError" and "path" in e["message"], e
+        c.close()
+
+
+@test
+def module_raised_error_keeps_its_type():
+    need_testmod()
+    with server() as s:
+        c = Client(s, ["websocket"])
+        e = c.error(c.start("testmod::raise_error", args=["ValueError", "bad value 7"]))
+        assert (e["type"], e["message"], e["cancelled"]) == ("ValueError", "bad value 7", False), e
+        c.close()
+
+
+@test
+def cancel_is_prompt_and_cancelled():
+    with server() as s:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            cid = c.start("sandbox::exec", kwargs={"command": "sleep 30"})
+            time.sleep(0.2)
+            t0 = time.time()
+            c.emit("cancel", {"call_id": cid})
+            e = c.error(cid)
+            assert e["type"] == "Cancelled" and e["cancelled"] is True, e
+            assert time.time() - t0 < 2
+            c.close()
+
+
+@test
+def deadline_exceeded():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        t0 = time.time()
+        cid = c.start("sandbox::exec", kwargs={"command": "sleep 10"}, deadline_ms=300)
+        e = c.error(cid)
+        assert e["type"] == "DeadlineExceeded" and e["cancelled"] is True, e
+        assert 0.25 < time.time() - t0 < 3
+        # A deadline that is met changes nothing.
+        cid = c.start("sandbox::exec", kwargs={"command": "echo quick"}, deadline_ms=10000)
+        assert c.terminal(cid)[0] == "call:result"
+        c.close()
+
+
+@test
+def worker_death_fails_in_flight_calls_and_respawns():
+    need_testmod()
+    with server() as s:
+        c = Client(s, ["websocket"])
+        slow = c.start("sandbox::exec", kwargs={"command": "sleep 20"})
+        time.sleep(0.2)
+        e = c.error(c.start("testmod::crash", kwargs={"signal": 9}))
+        assert e["type"] == "WorkerDied" and e["returncode"] == -9, e
+        e = c.error(slow)
+        assert e["type"] == "WorkerDied" and e["returncode"] == -9, e
+        # The next call gets a fresh worker.
+        r = c.call("sandbox::exec", command="echo alive")
+        assert r["output"] == "alive\n", r
+        c.close()
+
+
+@test
+def message_too_large_keeps_connection():
+    with server("--max-message", "1048576") as s:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            cid = uuid.uuid4().hex
+            c.emit("call", {"call_id": cid, "callable": "fs::upload", "shape": "unary", "args": [],
+                            "kwargs": {"files": [["/tmp/x", b"x" * (2 * 1024 * 1024)]]}})
+            e = c.error(cid)
+            assert e["type"] == "MessageTooLarge", e
+            assert c.call("fs::ls", path="/")["error"] is None
+            c.close()
+
+
+@test
+def too_many_calls():
+    with server("--max-calls", "2") as s:
+        c = Client(s, ["websocket"])
+        a = c.start("sandbox::exec", kwargs={"command": "sleep 5"})
+        b = c.start("sandbox::exec", kwargs={"command": "sleep 5"})
+        time.sleep(0.2)
+        e = c.error(c.start("fs::ls", kwargs={"path": "/"}))
+        assert e["type"] == "TooManyCalls", e
+        for cid in (a, b):
+            c.emit("cancel", {"call_id": cid})
+            c.error(cid)
+        # Slots free up once the worker confirms the cancelled calls ended.
+        wait_until(lambda: c.terminal(c.start("fs::ls", kwargs={"path": "/"}), 5)[0] == "call:result",
+                   what="a free slot")
+        c.close()
+
+
+# ---- protocol guarantees ----------------------------------------------------------------------
+
+@test
+def exactly_one_terminal_per_call():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        ids = [c.start("fs::ls", kwargs={"path": "/"}) for _ in range(300)]
+        for cid in ids:
+            c.terminal(cid)
+        time.sleep(0.3)
+        for cid in ids:
+            terms = [e for e, _ in c.events[cid] if e in ("call:result", "call:end", "call:error")]
+            assert terms == ["call:result"], (cid, terms)
+        c.close()
+
+
+@test
+def repeated_call_id_runs_once():
+    with server() as s, tempfile.TemporaryDirectory() as d:
+        c = Client(s, ["websocket"])
+        log = os.path.join(d, "runs")
+        cid = uuid.uuid4().hex
+        c.start("sandbox::exec", kwargs={"command": f"echo run >> {log}"}, call_id=cid)
+        c.start("sandbox::exec", kwargs={"command": f"echo run >> {log}"}, call_id=cid)
+        c.terminal(cid)
+        time.sleep(0.3)
+        c.emit("ack", {"call_id": cid})
+        time.sleep(0.1)
+        c.start("sandbox::exec", kwargs={"command": f"echo run >> {log}"}, call_id=cid)
+        time.sleep(0.5)
+        with open(log) as f:
+            assert f.read() == "run\n"
+        c.close()
+
+
+@test
+def resume_after_dropped_connection():
+    with server() as s:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            running = c.start("sandbox::exec", kwargs={"command": "sleep 1; echo done"})
+            finished = c.start("sandbox::exec", kwargs={"command": "echo early"})
+            c.terminal(finished)
+            c.sio.eio.disconnect(abort=True)  # drop the transport without a goodbye
+            time.sleep(0.2)
+
+            c2 = Client(s, transports)
+            c2.emit("resume", {"call_ids": [running, finished, "never-seen"]})
+            ev, m = c2.terminal(finished)
+            assert ev == "call:result" and m["value"]["output"] == "early\n"
+            ev, m = c2.terminal(running, timeout=10)
+            assert ev == "call:result" and m["value"]["output"] == "done\n", m
+            assert c2.error("never-seen")["type"] == "ResultUnavailable"
+            # After ack the result is gone.
+            c2.emit("ack", {"call_id": finished})
+            time.sleep(0.1)
+            c3 = Client(s, transports)
+            c3.emit("resume", {"call_ids": [finished]})
+            assert c3.error(finished)["type"] == "ResultUnavailable"
+            for x in (c2, c3):
+                x.close()
+
+
+@test
+def stream_items_survive_a_drop():
+    need_testmod()
+    with server() as s:
+        c = Client(s, ["websocket"])
+        cid = c.start("sandbox::exec", shape="stream",
+                      kwargs={"command": "for i in 1 2 3 4 5; do echo $i; sleep 0.1; done"})
+        time.sleep(0.15)
+        c.sio.eio.disconnect(abort=True)
+        time.sleep(0.6)
+        c2 = Client(s, ["websocket"])
+        c2.emit("resume", {"call_ids": [cid]})
+        assert c2.terminal(cid)[0] == "call:end"
+        seen = b"".join(i.get("data", b"") for i in c.items(cid) + c2.items(cid))
+        assert seen == b"1\n2\n3\n4\n5\n", seen
+        c2.close()
+
+
+# ---- confinement ------------------------------------------------------------------------------
+
+@test
+def seccomp_denies_dangerous_syscalls():
+    need_testmod()
+    with server() as s:
+        c = Client(s, ["websocket"])
+        r = c.call("testmod::syscalls")
+        for name in ("mount", "bpf", "kexec_load", "unshare", "keyctl"):
+            assert r[name] == 1, (name, r)  # EPERM
+        for name in ("getpid", "open", "read"):
+            assert r[name] == 0, (name, r)
+        # Children of exec inherit the filter.
+        out = c.call("sandbox::exec", command="unshare -U true; echo rc=$?")["output"]
+        assert "rc=0" not in out, out
+        c.close()
+
+
+@test
+def worker_fds_are_private():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        out = c.call("sandbox::exec", command="ls /proc/self/fd | sort -n | tr '\\n' ' '")["output"]
+        # The shell's own 0-2 plus the fd ls opens for the directory; never the frame socket.
+        assert len(out.split()) <= 4, out
+        c.close()
+
+
+# ---- shutdown ---------------------------------------------------------------------------------
+
+@test
+def sigterm_cancels_in_flight_and_exits_cleanly():
+    s = server()
+    c = Client(s, ["websocket"])
+    cid = c.start("sandbox::exec", kwargs={"command": "sleep 30"})
+    time.sleep(0.2)
+    s.proc.send_signal(signal.SIGTERM)
+    e = c.error(cid, timeout=5)
+    assert e["type"] == "Cancelled" and e["cancelled"] is True, e
+    assert s.proc.wait(5) == 0
+    s.log.close()
+    c.sio.disconnect()
+
+
+if __name__ == "__main__":
+    main()
