@@ -2,6 +2,8 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include "conformance.h"
 #include "eio-server.h"
@@ -329,6 +331,22 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_add_time(srv->event, &srv->shutdown_timer, CLOCK_MONOTONIC, now + 10 * 1000, 1, on_shutdown_tick, srv);
 }
 
+/* Reap every exited child: the worker, and (when we are a container's PID 1) the orphans that
+ * commands leave behind, which would otherwise pile up as zombies. */
+static int on_sigchld(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Server *srv = userdata;
+
+        for (;;) {
+                int status;
+                pid_t pid = waitpid(-1, &status, WNOHANG);
+                if (pid <= 0)
+                        break;
+                if (!worker_link_child_exited(srv->worker, pid, status))
+                        log_debug("Reaped process %d.", (int) pid);
+        }
+        return 0;
+}
+
 /* ---- setup -------------------------------------------------------------------------------- */
 
 static int self_executable(char *buf, size_t size) {
@@ -508,6 +526,10 @@ int main(int argc, char *argv[]) {
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
+        /* Orphans of the commands we run come to us (as they would to a container's PID 1), so
+         * they are reaped here wherever we run. */
+        (void) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
         r = sd_event_new(&srv.event);
         if (r < 0) {
                 log_error_errno(r, "Failed to create the event loop: %m");
@@ -515,6 +537,7 @@ int main(int argc, char *argv[]) {
         }
         (void) sd_event_add_signal(srv.event, NULL, SIGTERM, on_signal, &srv);
         (void) sd_event_add_signal(srv.event, NULL, SIGINT, on_signal, &srv);
+        (void) sd_event_add_signal(srv.event, NULL, SIGCHLD, on_sigchld, &srv);
 
         r = setup(&srv, &o);
         if (r < 0) {

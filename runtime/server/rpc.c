@@ -4,6 +4,7 @@
 #include "envelope.h"
 #include "frame.h"
 #include "log.h"
+#include "mp-check.h"
 #include "rpc.h"
 #include "sio-packet.h"
 #include "strmap.h"
@@ -384,7 +385,8 @@ static int parse_envelope(Rpc *rpc, SioSocket *s, json_t *args, const SioAttachm
                 emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_TOO_LARGE, .message = msg });
                 return -EMSGSIZE;
         }
-        if (msgpack_unpack_next(&ret->unpacked, (const char *) att[0].data, att[0].size, &off) !=
+        if (mp_check(att[0].data, att[0].size) < 0 ||
+            msgpack_unpack_next(&ret->unpacked, (const char *) att[0].data, att[0].size, &off) !=
                     MSGPACK_UNPACK_SUCCESS ||
             off != att[0].size || ret->unpacked.data.type != MSGPACK_OBJECT_MAP) {
                 emit_error(s, "", 0,
@@ -703,7 +705,8 @@ static RpcCall *frame_call(Rpc *rpc, const uint8_t *payload, size_t size, msgpac
         const char *id;
         size_t id_len, off = 0;
 
-        if (msgpack_unpack_next(u, (const char *) payload, size, &off) != MSGPACK_UNPACK_SUCCESS)
+        /* The worker runs user code: its frames are checked like a client's. */
+        if (mp_check(payload, size) < 0 || msgpack_unpack_next(u, (const char *) payload, size, &off) != MSGPACK_UNPACK_SUCCESS)
                 return NULL;
         if (mp_map_get_str(&u->data, "call_id", &id, &id_len) < 0)
                 return NULL;

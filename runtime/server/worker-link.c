@@ -25,7 +25,6 @@ struct WorkerLink {
         bool ready;
         bool eof;
         sd_event_source *io;
-        sd_event_source *child;
         sd_event_source *kill_timer;
         FrameReader reader;
         Buffer out;
@@ -128,23 +127,21 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         return 0;
 }
 
-static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        WorkerLink *w = userdata;
+bool worker_link_child_exited(WorkerLink *w, pid_t pid, int status) {
         int returncode;
+
+        if (!w || w->pid <= 0 || pid != w->pid)
+                return false;
 
         /* Deliver whatever the worker managed to write before it died. */
         if (w->fd >= 0 && !w->eof)
                 (void) read_available(w);
 
-        if (si->si_code == CLD_EXITED)
-                returncode = si->si_status;
-        else
-                returncode = -si->si_status;
-
+        returncode = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
         log_full_errno(returncode == 0 ? LOG_INFO : LOG_WARNING, 0, "Worker %d %s %d.", (int) w->pid,
-                       si->si_code == CLD_EXITED ? "exited with status" : "was killed by signal", si->si_status);
+                       WIFEXITED(status) ? "exited with status" : "was killed by signal",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 
-        w->child = sd_event_source_disable_unref(w->child);
         w->kill_timer = sd_event_source_disable_unref(w->kill_timer);
         w->pid = 0;
         w->ready = false;
@@ -153,7 +150,7 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
 
         if (w->callbacks.died)
                 w->callbacks.died(w, returncode, w->userdata);
-        return 0;
+        return true;
 }
 
 int worker_link_start(WorkerLink *w) {
@@ -214,9 +211,6 @@ int worker_link_start(WorkerLink *w) {
         w->reader.max_frame = w->config.max_frame;
 
         r = sd_event_add_io(w->event, &w->io, w->fd, EPOLLIN | (w->out.len ? EPOLLOUT : 0), on_io, w);
-        if (r < 0)
-                goto fail;
-        r = sd_event_add_child(w->event, &w->child, pid, WEXITED, on_child, w);
         if (r < 0)
                 goto fail;
         log_debug("Spawned worker %d.", (int) pid);
@@ -304,7 +298,6 @@ WorkerLink *worker_link_free(WorkerLink *w) {
                 (void) kill(w->pid, SIGKILL);
                 (void) waitpid(w->pid, NULL, 0);
         }
-        sd_event_source_disable_unref(w->child);
         sd_event_source_disable_unref(w->kill_timer);
         link_close_socket(w);
         sd_event_unref(w->event);

@@ -4,6 +4,7 @@
 /* The server's end of the worker: spawning `agentix-server --worker` on a socketpair, framed
  * I/O without ever blocking the event loop, and noticing its death (exit status or signal). */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,6 +38,10 @@ pid_t worker_link_pid(const WorkerLink *w);
 
 /* Queue one frame; it goes out as the socket takes it. */
 int worker_link_send(WorkerLink *w, uint8_t kind, const void *payload, size_t size);
+
+/* The server reaps every child (as PID 1 of a container it inherits orphans too) and hands
+ * each exit here; returns true when it was the worker's. */
+bool worker_link_child_exited(WorkerLink *w, pid_t pid, int status);
 
 /* Ask the worker to exit (SHUTDOWN frame), SIGKILL it if it is still there after `timeout_usec`. */
 void worker_link_stop(WorkerLink *w, uint64_t timeout_usec);

@@ -5,6 +5,7 @@
  * by the packer. */
 #include <stdarg.h>
 
+#include "mp-check.h"
 #include "call.h"
 #include "frame.h"
 #include "log.h"
@@ -52,7 +53,7 @@ int call_new(const void *payload, size_t size, FrameSink *sink, size_t max_frame
                 return r;
         }
 
-        if (msgpack_unpack((const char *) c->payload, size, &off, &c->zone, &c->request) != MSGPACK_UNPACK_SUCCESS ||
+        if (mp_check((const uint8_t *) c->payload, size) < 0 || msgpack_unpack((const char *) c->payload, size, &off, &c->zone, &c->request) != MSGPACK_UNPACK_SUCCESS ||
             off != size || c->request.type != MSGPACK_OBJECT_MAP ||
             mp_map_get_str(&c->request, "call_id", &id, &id_len) < 0 || id_len == 0 || id_len > RPC_CALL_ID_MAX) {
                 call_free(c);

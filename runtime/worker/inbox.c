@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "mp-check.h"
 #include "envelope.h"
 #include "inbox.h"
 
@@ -28,7 +29,7 @@ int inbox_item_new(const void *payload, size_t size, InboxItem **ret) {
         i->next = NULL;
         msgpack_zone_init(&i->zone, 256);
 
-        if (msgpack_unpack((const char *) i->bytes, size, &off, &i->zone, &root) != MSGPACK_UNPACK_SUCCESS ||
+        if (mp_check((const uint8_t *) i->bytes, size) < 0 || msgpack_unpack((const char *) i->bytes, size, &off, &i->zone, &root) != MSGPACK_UNPACK_SUCCESS ||
             off != size || mp_map_get_str(&root, "call_id", &i->call_id, &i->call_id_len) < 0 ||
             !(item = mp_map_get(&root, "item"))) {
                 inbox_item_free(i);

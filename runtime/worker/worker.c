@@ -5,6 +5,7 @@
  * reader never waits for a call, so a stuck call blocks nobody. */
 #include <poll.h>
 
+#include "mp-check.h"
 #include "call-table.h"
 #include "call.h"
 #include "frame-sink.h"
@@ -243,7 +244,7 @@ static int dispatch_control(Worker *w, uint8_t kind, const uint8_t *payload, siz
         size_t id_len, off = 0;
 
         msgpack_zone_clear(&w->scratch);
-        if (msgpack_unpack((const char *) payload, size, &off, &w->scratch, &root) != MSGPACK_UNPACK_SUCCESS ||
+        if (mp_check((const uint8_t *) payload, size) < 0 || msgpack_unpack((const char *) payload, size, &off, &w->scratch, &root) != MSGPACK_UNPACK_SUCCESS ||
             mp_map_get_str(&root, "call_id", &id, &id_len) < 0) {
                 log_warning("Dropping a malformed '%c' frame (%zu bytes).", kind, size);
                 return 0;

@@ -441,6 +441,33 @@ def worker_fds_are_private():
         c.close()
 
 
+def zombies_of(pid):
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == pid:
+            found.append(int(d))
+    return found
+
+
+@test
+def orphans_are_reaped():
+    with server() as s:
+        c = Client(s, ["websocket"])
+        for _ in range(5):
+            r = c.call("sandbox::exec", command="(sleep 0.2 &) ; echo started")
+            assert r["exit_code"] == 0
+        time.sleep(0.6)
+        assert zombies_of(s.proc.pid) == [], zombies_of(s.proc.pid)
+        c.close()
+
+
 # ---- shutdown ---------------------------------------------------------------------------------
 
 @test

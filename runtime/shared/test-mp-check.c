@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "mp-check.h"
+
+#define CHECK(buf, expected)                                                                   \
+        do {                                                                                   \
+                int _r = mp_check((const uint8_t *) (buf), sizeof(buf) - 1);                   \
+                if (_r != (expected)) {                                                        \
+                        fprintf(stderr, "%s:%d: mp_check(%s) = %d, expected %d\n", __FILE__,   \
+                                __LINE__, #buf, _r, (expected));                               \
+                        exit(1);                                                               \
+                }                                                                              \
+        } while (0)
+
+/* Whatever msgpack-c packs, mp_check accepts, byte for byte. */
+static void test_round_trips(void) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 3);
+        msgpack_pack_str_with_body(&pk, "call_id", 7);
+        msgpack_pack_str_with_body(&pk, "abc", 3);
+        msgpack_pack_str_with_body(&pk, "args", 4);
+        msgpack_pack_array(&pk, 12);
+        msgpack_pack_nil(&pk);
+        msgpack_pack_true(&pk);
+        msgpack_pack_int64(&pk, -1234567890123LL);
+        msgpack_pack_uint64(&pk, 18446744073709551615ULL);
+        msgpack_pack_int8(&pk, -5);
+        msgpack_pack_uint16(&pk, 65535);
+        msgpack_pack_float(&pk, 1.5f);
+        msgpack_pack_double(&pk, 2.5);
+        msgpack_pack_bin_with_body(&pk, "\0\1\2", 3);
+        msgpack_pack_ext_with_body(&pk, "xyzw", 4, 7);
+        msgpack_pack_ext_with_body(&pk, "123456789", 9, 1);
+        msgpack_pack_array(&pk, 0);
+        msgpack_pack_str_with_body(&pk, "big", 3);
+        {
+                static char blob[70000];
+                memset(blob, 'x', sizeof(blob));
+                msgpack_pack_bin_with_body(&pk, blob, sizeof(blob));
+        }
+        assert(mp_check((const uint8_t *) sb.data, sb.size) == 0);
+        /* Every strict prefix is truncated; trailing garbage is refused. */
+        for (size_t i = 0; i < sb.size; i += (i < 200 ? 1 : 997))
+                assert(mp_check((const uint8_t *) sb.data, i) == -EBADMSG);
+        msgpack_sbuffer_write(&sb, "\xc0", 1);
+        assert(mp_check((const uint8_t *) sb.data, sb.size) == -EBADMSG);
+        msgpack_sbuffer_destroy(&sb);
+}
+
+static void test_hostile_headers(void) {
+        CHECK("\xdd\xff\xff\xff\xff", -EBADMSG);         /* array32 of 4G elements, no bytes */
+        CHECK("\xdf\x7f\xff\xff\xff\xc0", -EBADMSG);     /* map32 */
+        CHECK("\xdc\x00\x03\xc0\xc0", -EBADMSG);         /* array16 short by one */
+        CHECK("\xdc\x00\x03\xc0\xc0\xc0", 0);
+        CHECK("\xdb\xff\xff\xff\xff", -EBADMSG);         /* str32 longer than the data */
+        CHECK("\xc6\x00\x00\x00\x02\x01", -EBADMSG);     /* bin32 short */
+        CHECK("\xc6\x00\x00\x00\x02\x01\x02", 0);
+        CHECK("\xc9\x00\x00\x00\x01\x05", -EBADMSG);     /* ext32: type byte plus one data byte */
+        CHECK("\xc9\x00\x00\x00\x01\x05\x00", 0);
+        CHECK("\xc1", -EBADMSG);                         /* never-used byte */
+        CHECK("\x81\xa1k", -EBADMSG);                    /* map missing its value */
+        CHECK("\x81\xa1k\x01", 0);
+        CHECK("", -EBADMSG);
+}
+
+static void test_depth(void) {
+        uint8_t deep[64];
+
+        memset(deep, 0x91, sizeof(deep)); /* [[[[…]]]] */
+        deep[MP_CHECK_MAX_DEPTH] = 0xc0;
+        assert(mp_check(deep, MP_CHECK_MAX_DEPTH + 1) == 0);
+        deep[MP_CHECK_MAX_DEPTH] = 0x91;
+        deep[MP_CHECK_MAX_DEPTH + 1] = 0xc0;
+        assert(mp_check(deep, MP_CHECK_MAX_DEPTH + 2) == -ELOOP);
+}
+
+int main(void) {
+        test_round_trips();
+        test_hostile_headers();
+        test_depth();
+        printf("test-mp-check: ok\n");
+        return 0;
+}
