@@ -99,5 +99,5 @@ for name, obj in {
     "nul-id": {"call_id": "a\x00b"},
 }.items():
     write("fuzz-envelope", name, msgpack.packb(obj, use_bin_type=True))
-write("fuzz-envelope", "two-objects", msgpack.packb({"call_id": "1"}) + msgpack.packb([1, 2]))
+write("fuzz-envelope", "two-objects", msgpack.packb({"call_id": "1"}) + msgpack.packb([1, 2]))  # refused: trailing bytes
 write("fuzz-envelope", "truncated", msgpack.packb({"call_id": "abcdef"})[:-3])
