@@ -51,7 +51,7 @@ run_one() {
 
         local runs cov corp
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
-        cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
+        cov=$(grep -ao 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
         corp=$(ls "$work/corpus" | wc -l)
         if [ $rc -eq 0 ]; then
                 printf '%-18s ok      %ss  runs=%s cov=%s corpus=%s\n' "$t" "$secs" "${runs:-?}" "${cov:-?}" "$corp"
@@ -60,7 +60,7 @@ run_one() {
                 art=$(ls -t "$work/artifacts" 2>/dev/null | head -1)
                 printf '%-18s FAILED  rc=%s artifact=%s log=%s\n' "$t" "$rc" \
                         "${art:+$work/artifacts/$art}" "$work/log"
-                grep -m3 -E 'ERROR: |runtime error|invariant broken' "$work/log" | sed 's/^/    /'
+                grep -a -m3 -E 'ERROR: |runtime error|invariant broken' "$work/log" | sed 's/^/    /'
                 return 1
         fi
 }
