@@ -127,7 +127,7 @@ export class RpcClient {
   #dispatch(event, args) {
     const binary = args.length === 1 && (args[0] instanceof ArrayBuffer || ArrayBuffer.isView(args[0]));
     const msg = binary ? unpack(args[0]) : args;
-    const rec = { event, msg, binary, nargs: args.length };
+    const rec = { event, msg, binary, nargs: args.length, index: this.inbound.length };
     this.inbound.push(rec);
     const id = binary && msg && typeof msg.call_id === 'string' ? msg.call_id : undefined;
     if (id !== undefined && this.calls.has(id)) this.calls.get(id).deliver(event, msg);
@@ -135,7 +135,10 @@ export class RpcClient {
   }
 
   // Wait for an inbound event (already received or future) matching pred.
-  waitFor(pred, ms = 10000, what = 'an event') {
+  // Only events at or after index `since` count (this.mark() before sending).
+  waitFor(pred, ms = 10000, what = 'an event', since = 0) {
+    const p = pred;
+    pred = (rec) => rec.index >= since && p(rec);
     const seen = this.inbound.find(pred);
     if (seen) return Promise.resolve(seen);
     let watcher;
@@ -146,6 +149,8 @@ export class RpcClient {
       this.#watchers = this.#watchers.filter((w) => w !== watcher);
     });
   }
+
+  mark() { return this.inbound.length; }
 
   send(event, map) {
     this.socket.emit(event, pack(map));
