@@ -203,3 +203,21 @@ export async function connect(url, transport, opts = {}) {
 export function waitUpgraded(client, ms = 10000) {
   return withTimeout(client.upgraded, ms, 'the upgrade to websocket');
 }
+
+// Drop the underlying Engine.IO connection as a network failure would (no Socket.IO
+// DISCONNECT is sent), and wait until the client notices.
+export async function dropConnection(client) {
+  const gone = new Promise((resolve) => client.socket.once('disconnect', resolve));
+  client.socket.io.engine.close();
+  return withTimeout(gone, 5000, 'the disconnect');
+}
+
+// Reconnect the same socket object (a new Engine.IO session, a new Socket.IO id).
+export async function reconnect(client) {
+  const back = new Promise((resolve, reject) => {
+    client.socket.once('connect', resolve);
+    client.socket.once('connect_error', reject);
+  });
+  client.socket.connect();
+  await withTimeout(back, 10000, 'the reconnect');
+}

@@ -46,3 +46,13 @@ export function eachTransport(title, body, { serverArgs = [], transports = Objec
     });
   }
 }
+
+// Wait until a file exists (a command's way of saying "I have started").
+export async function waitFile(path, ms = 10000) {
+  const { existsSync } = await import('node:fs');
+  const deadline = Date.now() + ms;
+  while (!existsSync(path)) {
+    if (Date.now() > deadline) throw new Error(`${path} did not appear within ${ms} ms`);
+    await sleep(10);
+  }
+}
