@@ -532,7 +532,13 @@ HttpServer *http_server_free(HttpServer *s) {
                 return NULL;
         http_server_shutdown(s);
         if (s->context) {
+                /* On a foreign loop lws 4.1 stops after the first stage and waits for its uv
+                 * handles to close; once the loop has run their close callbacks, the second
+                 * stage frees the context (and unloads the uv event-lib plugin, so no lws
+                 * callback may be left pending by then). */
                 lws_context_destroy(s->context);
+                uv_event_settle(s->uv);
+                lws_context_destroy2(s->context);
                 s->context = NULL;
         }
         s->uv = uv_event_free(s->uv);

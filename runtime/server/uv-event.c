@@ -96,12 +96,19 @@ static void close_walk_cb(uv_handle_t *h, void *arg) {
                 uv_close(h, NULL);
 }
 
+void uv_event_settle(UvEvent *u) {
+        if (!u || !u->loop_initialized)
+                return;
+        for (int i = 0; i < 1000 && uv_loop_alive(&u->loop); i++)
+                (void) uv_run(&u->loop, UV_RUN_NOWAIT);
+}
+
 void uv_event_drain(UvEvent *u) {
         if (!u || !u->loop_initialized)
                 return;
-        /* Let pending close callbacks run (lws frees its handles through them). */
-        for (int i = 0; i < 16; i++)
-                (void) uv_run(&u->loop, UV_RUN_NOWAIT);
+        /* Let pending close callbacks run (lws frees its handles and their memory through
+         * them) before closing what is left by force. */
+        uv_event_settle(u);
         uv_walk(&u->loop, close_walk_cb, NULL);
         for (int i = 0; i < 16 && uv_loop_alive(&u->loop); i++)
                 (void) uv_run(&u->loop, UV_RUN_NOWAIT);

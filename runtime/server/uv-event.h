@@ -22,6 +22,10 @@ uv_loop_t *uv_event_loop(UvEvent *u);
 /* Run the uv loop once without blocking and re-arm the sd-event timer. */
 void uv_event_run(UvEvent *u);
 
+/* Run the loop without blocking until nothing is active or closing any more (bounded), so
+ * pending close callbacks have run. */
+void uv_event_settle(UvEvent *u);
+
 /* Tear down: close every remaining uv handle, run the loop until they are gone, close it.
  * Call after destroying whatever uses the loop (the lws context). */
 void uv_event_drain(UvEvent *u);

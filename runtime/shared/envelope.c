@@ -8,7 +8,9 @@ int mp_buffer_write(void *data, const char *buf, size_t len) {
 bool mp_str_eq(const msgpack_object *o, const char *s) {
         size_t n = strlen(s);
 
-        return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
+        /* msgpack-c decodes an empty str with a NULL pointer: never hand that to memcmp(). */
+        return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+               (n == 0 || memcmp(o->via.str.ptr, s, n) == 0);
 }
 
 const msgpack_object *mp_map_get(const msgpack_object *map, const char *key) {

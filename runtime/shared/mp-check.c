@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdbool.h>
 
 #include "mp-check.h"
 
@@ -24,6 +25,7 @@ int mp_check(const uint8_t *p, size_t n) {
         for (;;) {
                 size_t skip = 0, children = 0, v;
                 unsigned width = 0;
+                bool container = false;
                 uint8_t b;
 
                 while (pending[depth] == 0) {
@@ -39,10 +41,13 @@ int mp_check(const uint8_t *p, size_t n) {
 
                 if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
                         continue; /* fixints, nil, booleans: the byte is the value */
-                if ((b & 0xf0) == 0x80)
+                if ((b & 0xf0) == 0x80) {
                         children = (size_t) (b & 0x0f) * 2;
-                else if ((b & 0xf0) == 0x90)
+                        container = true;
+                } else if ((b & 0xf0) == 0x90) {
                         children = b & 0x0f;
+                        container = true;
+                }
                 else if ((b & 0xe0) == 0xa0)
                         skip = b & 0x1f;
                 else
@@ -67,11 +72,13 @@ int mp_check(const uint8_t *p, size_t n) {
                         case 0xdc: case 0xdd:                                     /* array16/32 */
                                 if (read_be(p, n, &off, b == 0xdc ? 2 : 4, &children) < 0)
                                         return -EBADMSG;
+                                container = true;
                                 break;
                         case 0xde: case 0xdf:                                     /* map16/32 */
                                 if (read_be(p, n, &off, b == 0xde ? 2 : 4, &children) < 0)
                                         return -EBADMSG;
                                 children *= 2;
+                                container = true;
                                 break;
                         default:                                                  /* 0xc1: never used */
                                 return -EBADMSG;
@@ -86,11 +93,12 @@ int mp_check(const uint8_t *p, size_t n) {
                         return -EBADMSG;
                 off += skip;
 
+                /* msgpack-c spends a stack level on every container, empty ones included. */
+                if (container && depth >= MP_CHECK_MAX_DEPTH)
+                        return -ELOOP;
                 if (children > 0) {
                         if (children > n - off)
                                 return -EBADMSG;
-                        if (depth >= MP_CHECK_MAX_DEPTH)
-                                return -ELOOP;
                         pending[++depth] = children;
                 }
         }

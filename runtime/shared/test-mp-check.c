@@ -74,8 +74,29 @@ static void test_hostile_headers(void) {
         CHECK("", -EBADMSG);
 }
 
+/* Whatever mp_check accepts, msgpack-c must unpack (and vice versa for depth). */
+static int unpacks(const uint8_t *d, size_t n) {
+        msgpack_unpacked u;
+        size_t off = 0;
+        int r;
+
+        msgpack_unpacked_init(&u);
+        r = msgpack_unpack_next(&u, (const char *) d, n, &off);
+        msgpack_unpacked_destroy(&u);
+        return r == MSGPACK_UNPACK_SUCCESS;
+}
+
 static void test_depth(void) {
         uint8_t deep[64];
+
+        /* 32 one-element arrays around an empty one: 33 containers, too deep for msgpack-c. */
+        memset(deep, 0x91, 32);
+        deep[32] = 0x90;
+        assert(!unpacks(deep, 33));
+        assert(mp_check(deep, 33) == -ELOOP);
+        deep[31] = 0x90;
+        assert(unpacks(deep, 32));
+        assert(mp_check(deep, 32) == 0);
 
         memset(deep, 0x91, sizeof(deep)); /* [[[[…]]]] */
         deep[MP_CHECK_MAX_DEPTH] = 0xc0;

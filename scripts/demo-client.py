@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The main job's client: a stock python-socketio client calls agentix-server's /rpc namespace
+(every event argument is one binary attachment holding one msgpack map) and prints replies."""
+
+import json
+import sys
+import threading
+import uuid
+
+import msgpack
+import socketio
+
+url, token, workdir = sys.argv[1:4]
+sio = socketio.Client(reconnection=False)
+replies = {}
+arrived = threading.Condition()
+
+
+def on_reply(event):
+    def handler(data):
+        m = msgpack.unpackb(data)
+        with arrived:
+            replies.setdefault(m["call_id"], []).append((event, m))
+            arrived.notify_all()
+    return handler
+
+
+for event in ("call:result", "call:item", "call:end", "call:error"):
+    sio.on(event, on_reply(event), namespace="/rpc")
+
+
+def call(callable, shape="unary", **kwargs):
+    call_id = uuid.uuid4().hex
+    sio.emit("call", msgpack.packb({"call_id": call_id, "callable": callable, "shape": shape,
+                                    "args": [], "kwargs": kwargs}), namespace="/rpc")
+    with arrived:
+        arrived.wait_for(lambda: any(e in ("call:result", "call:end", "call:error")
+                                     for e, _ in replies.get(call_id, [])), timeout=30)
+    sio.emit("ack", msgpack.packb({"call_id": call_id}), namespace="/rpc")
+    return replies.get(call_id, [])
+
+
+def show(title, events):
+    print(f"--- {title}")
+    for event, m in events:
+        m = {k: v for k, v in m.items() if k != "call_id"}
+        print(f"  {event}: {json.dumps(m, default=lambda b: b.decode(errors='replace'))}")
+
+
+sio.connect(url, namespaces=["/rpc"], auth={"token": token}, transports=["websocket"])
+show("sandbox::exec (unary)", call("sandbox::exec", command="echo hello from $(uname -s); id -u; exit 3"))
+show("sandbox::exec (stream)", call("sandbox::exec", shape="stream",
+                                    command="for i in 1 2 3; do echo tick $i; sleep 0.1; done"))
+path = f"{workdir}/notes.txt"
+show("fs::write", call("fs::write", path=path, content="first line\nsecond line\n"))
+show("fs::edit", call("fs::edit", path=path, old="second", new="2nd"))
+show("fs::read", call("fs::read", path=path))
+show("fs::ls", call("fs::ls", path=workdir))
+show("nosuch::fn (error)", call("nosuch::fn"))
+sio.disconnect()

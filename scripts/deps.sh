@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install what building and testing agentix needs on Debian 12 (run as root). Idempotent:
+# packages already present are not reinstalled.
+set -euo pipefail
+
+packages=(
+        build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+        libsystemd-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev
+        libuv1-dev libjansson-dev libarchive-dev libcmocka-dev
+        python3-socketio python3-engineio python3-msgpack python3-requests python3-websocket
+        python3-aiohttp python3-uvicorn python3-websockets
+        util-linux procps curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+        echo "deps: installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node.js + npm for the socket.io-client interop tests (a machine may already have a newer
+# Node from elsewhere: keep it).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        echo "deps: installing nodejs npm"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi

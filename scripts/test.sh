@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run every test: unit, worker, interop (real python-socketio and socket.io-client against a
+# real agentix-server), all built with AddressSanitizer + UBSan, then each libFuzzer target
+# briefly. Ends with one line "N passed, N failed, N skipped" and fails if anything failed.
+#
+#   scripts/test.sh                 everything
+#   FUZZ_SECONDS=0 scripts/test.sh  skip the fuzzers
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+build=${TEST_BUILD_DIR:-build-test}
+fuzz_seconds=${FUZZ_SECONDS:-15}
+passed=0 failed=0 skipped=0
+
+if [ ! -f "$build/build.ninja" ]; then
+        meson setup "$build" -Dbuildtype=debug -Db_sanitize=address,undefined >/dev/null ||
+                { echo "meson setup failed"; echo "0 passed, 1 failed"; exit 1; }
+fi
+if ! ninja -C "$build"; then
+        echo "build failed"
+        echo "0 passed, 1 failed"
+        exit 1
+fi
+
+# Leaks are errors; UBSan reports fail the test.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+log=$(mktemp /tmp/agentix-test.XXXXXX)
+meson test -C "$build" --print-errorlogs --num-processes 2 2>&1 | tee "$log"
+# meson repeats failures in its summary: count each test once, by its last status.
+count() { grep -E '^ *[0-9]+/[0-9]+ agentix:' "$log" | awk '{print $2, $4, $5}' | sort -u | grep -cE " ($1)\$"; }
+passed=$((passed + $(count 'OK|EXPECTEDFAIL')))
+failed=$((failed + $(count 'FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS')))
+skipped=$((skipped + $(count 'SKIP')))
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+        echo "== fuzzing each parser for ${fuzz_seconds}s (clang, ASan + UBSan)"
+        tests/fuzz/run.sh "$fuzz_seconds" 2>&1 | tee "$log"
+        passed=$((passed + $(grep -acE '^fuzz-[a-z-]+ +ok ' "$log")))
+        failed=$((failed + $(grep -acE '^fuzz-[a-z-]+ +FAILED' "$log")))
+        # A build failure prints no per-target line.
+        grep -aqE '^fuzz-' "$log" || failed=$((failed + 1))
+fi
+rm -f "$log"
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
