@@ -113,8 +113,10 @@ AGENTIX_EXPORT bool agentix_call_cancelled(agentix_call *call);
 AGENTIX_EXPORT int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms);
 
 /* A file descriptor that polls readable (POLLIN) while agentix_call_inbox_next(…, 0) would
- * return something other than -ETIMEDOUT, or the call is cancelled. Lets a function wait on
- * its own fds (child pipes) and the inbox in one poll(). Do not read or close it. */
+ * return something other than -ETIMEDOUT, or the call is cancelled (or its deadline passed).
+ * Unary and stream calls have no inbox: for them it polls readable only on cancellation.
+ * Lets a function wait on its own fds (child pipes), the inbox and cancellation in one
+ * poll(). Do not read or close it. */
 AGENTIX_EXPORT int agentix_call_wait_fd(agentix_call *call);
 
 /* ---- metadata ---------------------------------------------------------------------------- */

@@ -138,6 +138,7 @@ int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_
         }
 
         c->inbox.closed = c->shape != AGENTIX_SHAPE_BIDI;
+        c->inbox.absent = c->inbox.closed;
         c->inbox.deadline_usec = c->deadline_usec;
         *ret_args = args;
         *ret_kwargs = kwargs;

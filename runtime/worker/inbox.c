@@ -99,7 +99,7 @@ static bool deadline_passed(const Inbox *ib) {
 /* With the lock held: make the event fd's counter match the readiness. The deadline is the
  * timer fd's business, so it is not part of this. */
 static void update_readiness(Inbox *ib) {
-        bool ready = ib->head || ib->closed || ib->cancelled;
+        bool ready = ib->head || (ib->closed && !ib->absent) || ib->cancelled;
         uint64_t v = 1;
 
         if (ib->event_fd < 0 || ready == ib->signalled)

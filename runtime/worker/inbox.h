@@ -44,6 +44,8 @@ typedef struct Inbox {
         InboxItem *current;        /* last item handed out; freed by the next inbox_next() */
         size_t n_items, n_bytes;
         bool closed;               /* END_IN seen (or the call has no inbox) */
+        bool absent;               /* no inbox at all (unary, stream): the wait fd then only
+                                    * reports cancellation and the deadline */
         bool cancelled;
         uint64_t deadline_usec;    /* CLOCK_MONOTONIC µs, 0: none */
         int event_fd;              /* lazily created: nonzero counter == ready */

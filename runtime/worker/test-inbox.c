@@ -128,6 +128,24 @@ static void test_closed_from_start(void **state) {
         inbox_done(&ib);
 }
 
+/* A call with no inbox at all (unary, stream): its wait fd reports cancellation only. */
+static void test_absent_inbox_fd_means_cancel(void **state) {
+        msgpack_object item;
+        Inbox ib;
+        int fd;
+
+        assert_int_equal(inbox_init(&ib, false, 0), 0);
+        ib.absent = true;
+        fd = inbox_wait_fd(&ib);
+        assert_true(fd >= 0);
+        assert_false(readable(fd));
+        assert_int_equal(inbox_next(&ib, &item, 0), 0);
+        assert_false(readable(fd));
+        inbox_cancel(&ib);
+        assert_true(readable(fd));
+        inbox_done(&ib);
+}
+
 static void test_deadline(void **state) {
         Inbox ib;
         msgpack_object o;
@@ -260,6 +278,7 @@ int main(void) {
                 cmocka_unit_test(test_order_close_and_fd),
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_closed_from_start),
+                cmocka_unit_test(test_absent_inbox_fd_means_cancel),
                 cmocka_unit_test(test_deadline),
                 cmocka_unit_test(test_bounds),
                 cmocka_unit_test(test_concurrent_no_lost_wakeup),

@@ -13,9 +13,9 @@
 #define EXEC_READ_SIZE (64u * 1024u)
 /* With coalescing, hand over what was gathered once it reaches this size. */
 #define EXEC_COALESCE_MAX (32u * 1024u)
-/* How often cancellation is checked while the wait_fd is not watched. The worker's wait_fd
- * stays readable once the inbox is closed, which for unary and stream calls is from the
- * start, so for them this is how a cancel is noticed: at most this late. */
+/* How often cancellation is checked while the wait_fd is not watched: a bidi call whose
+ * stdin buffer is full, or whose closed inbox keeps the fd readable. (Unary and stream calls
+ * have no inbox; their wait_fd turns readable on cancellation only, so they watch it.) */
 #define EXEC_CANCEL_CHECK_USEC (10u * 1000u)
 /* How often the child is checked for exit when pidfd_open() is unavailable. */
 #define EXEC_EXIT_POLL_USEC (2u * 1000u)
