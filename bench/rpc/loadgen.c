@@ -5,6 +5,8 @@
  *   latency    — sequential calls, one in flight: p50/p90/p99 of the round trip
  *   throughput — N calls in flight for D seconds: calls/s (and the latencies seen)
  *   download   — sequential calls returning large values: MB/s per call
+ *   spawn      — no server: run a command (e.g. `docker exec C true`) sequentially, the
+ *                same percentiles, for comparing exec with what people use today
  *
  * Every answer is checked (a call:error, or a result map whose "error" is set, a non-zero
  * exit_code, a download of the wrong size, aborts the run): numbers come from calls that did
@@ -12,7 +14,9 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <spawn.h>
 #include <sys/random.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "envelope.h"
@@ -26,6 +30,7 @@ typedef enum Mode {
         MODE_LATENCY,
         MODE_THROUGHPUT,
         MODE_DOWNLOAD,
+        MODE_SPAWN,
 } Mode;
 
 typedef struct Slot {
@@ -120,7 +125,11 @@ static int check_value(Bench *b, const msgpack_object *v) {
         if (streq(b->callable, "fs::download")) {
                 const msgpack_object *item, *content;
 
-                if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 1)
+                if (v->type != MSGPACK_OBJECT_ARRAY)
+                        return log_error_errno(EBADMSG, "fs::download did not return a list.");
+                if (v->via.array.size == 0 && b->expect_bytes < 0)
+                        return 0; /* download([]): the cheapest call there is */
+                if (v->via.array.size != 1)
                         return log_error_errno(EBADMSG, "fs::download did not return a one-element list.");
                 item = &v->via.array.ptr[0];
                 f = mp_map_get(item, "error");
@@ -266,6 +275,33 @@ static int run_throughput(Bench *b) {
         return wait_idle(b, 60 * 1000);
 }
 
+/* Run argv to completion `warmup + count` times; the exit status must be 0. */
+static int run_spawn(Bench *b, char **argv) {
+        extern char **environ;
+
+        for (unsigned i = 0; i < b->warmup + b->count; i++) {
+                uint64_t t0 = now_ns();
+                pid_t pid;
+                int status, r;
+
+                r = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+                if (r != 0)
+                        return log_error_errno(r, "Failed to run %s: %m", argv[0]);
+                if (waitpid(pid, &status, 0) < 0)
+                        return negative_errno();
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                        b->errors++;
+                        return log_error_errno(EIO, "%s failed (status 0x%x).", argv[0], status);
+                }
+                if (i >= b->warmup) {
+                        r = record_latency(b, (double) (now_ns() - t0) / 1000.0);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
 static int cmp_double(const void *a, const void *b) {
         double x = *(const double *) a, y = *(const double *) b;
         return x < y ? -1 : x > y;
@@ -281,6 +317,12 @@ static double percentile(const double *v, size_t n, double p) {
         return v[k == 0 ? 0 : k - 1];
 }
 
+/* The 1-minute load average at the end of the run: how busy the machine was. */
+static double load1(void) {
+        double l[1];
+        return getloadavg(l, 1) == 1 ? l[0] : NAN;
+}
+
 static void print_json(Bench *b, double elapsed_s) {
         double sum = 0;
 
@@ -290,7 +332,11 @@ static void print_json(Bench *b, double elapsed_s) {
 
         printf("{\"label\":\"%s\",\"mode\":\"%s\",\"callable\":\"%s\",\"calls\":%zu,\"errors\":%" PRIu64
                ",\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"mean_us\":%.1f,\"min_us\":%.1f,\"max_us\":%.1f",
-               b->label, b->mode == MODE_LATENCY ? "latency" : b->mode == MODE_THROUGHPUT ? "throughput" : "download",
+               b->label,
+               b->mode == MODE_LATENCY      ? "latency"
+               : b->mode == MODE_THROUGHPUT ? "throughput"
+               : b->mode == MODE_DOWNLOAD   ? "download"
+                                            : "spawn",
                b->callable, b->n_lat, b->errors, percentile(b->lat_us, b->n_lat, 50), percentile(b->lat_us, b->n_lat, 90),
                percentile(b->lat_us, b->n_lat, 99), b->n_lat ? sum / (double) b->n_lat : NAN,
                b->n_lat ? b->lat_us[0] : NAN, b->n_lat ? b->lat_us[b->n_lat - 1] : NAN);
@@ -303,6 +349,7 @@ static void print_json(Bench *b, double elapsed_s) {
                        b->last_bytes, percentile(b->mbps, b->n_mbps, 50), b->n_mbps ? b->mbps[0] : NAN,
                        b->n_mbps ? b->mbps[b->n_mbps - 1] : NAN);
         }
+        printf(",\"load1\":%.2f", load1());
         printf(",\"elapsed_s\":%.2f,\"ws_bytes_in\":%" PRIu64 ",\"ws_bytes_out\":%" PRIu64 "}\n", elapsed_s,
                b->rpc.ws.bytes_in, b->rpc.ws.bytes_out);
         fflush(stdout);
@@ -312,16 +359,18 @@ static void help(void) {
         printf("Usage: loadgen [OPTIONS]\n"
                "\n"
                "Drive an /rpc Socket.IO server with calls and print one JSON line of numbers.\n"
+               "With --mode=spawn, run the command after the options instead (no server).\n"
                "\n"
                "  -h --help               Show this help\n"
                "     --host=HOST          Server address (default 127.0.0.1)\n"
                "     --port=PORT          Server port (required)\n"
                "     --token=TOKEN        CONNECT auth token (default $AGENTIX_TOKEN)\n"
                "     --label=NAME         Name printed in the result\n"
-               "     --mode=MODE          latency | throughput | download (default latency)\n"
+               "     --mode=MODE          latency | throughput | download | spawn (default latency)\n"
                "     --callable=NAME      \"module::function\" (required)\n"
                "     --arg-str=S          Append a str positional argument\n"
                "     --arg-strlist=S      Append a positional argument [S]\n"
+               "     --arg-emptylist      Append a positional argument []\n"
                "     --kwarg-str=K=V      Add a str keyword argument\n"
                "     --count=N            Measured calls (latency/download; default 1000)\n"
                "     --warmup=N           Unmeasured calls first (default 100)\n"
@@ -363,7 +412,7 @@ static int finish_container(Buffer *body, unsigned n, bool map) {
 int main(int argc, char *argv[]) {
         enum {
                 ARG_HOST = 0x100, ARG_PORT, ARG_TOKEN, ARG_LABEL, ARG_MODE, ARG_CALLABLE, ARG_ARG_STR, ARG_ARG_STRLIST,
-                ARG_KWARG_STR, ARG_COUNT, ARG_WARMUP, ARG_INFLIGHT, ARG_DURATION, ARG_EXPECT_BYTES, ARG_NO_ACK,
+                ARG_ARG_EMPTYLIST, ARG_KWARG_STR, ARG_COUNT, ARG_WARMUP, ARG_INFLIGHT, ARG_DURATION, ARG_EXPECT_BYTES, ARG_NO_ACK,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -375,6 +424,7 @@ int main(int argc, char *argv[]) {
                 { "callable", required_argument, NULL, ARG_CALLABLE },
                 { "arg-str", required_argument, NULL, ARG_ARG_STR },
                 { "arg-strlist", required_argument, NULL, ARG_ARG_STRLIST },
+                { "arg-emptylist", no_argument, NULL, ARG_ARG_EMPTYLIST },
                 { "kwarg-str", required_argument, NULL, ARG_KWARG_STR },
                 { "count", required_argument, NULL, ARG_COUNT },
                 { "warmup", required_argument, NULL, ARG_WARMUP },
@@ -428,6 +478,8 @@ int main(int argc, char *argv[]) {
                                 b.mode = MODE_THROUGHPUT;
                         else if (streq(optarg, "download"))
                                 b.mode = MODE_DOWNLOAD;
+                        else if (streq(optarg, "spawn"))
+                                b.mode = MODE_SPAWN;
                         else {
                                 log_error("Unknown --mode: %s", optarg);
                                 return 2;
@@ -443,6 +495,11 @@ int main(int argc, char *argv[]) {
                         break;
                 case ARG_ARG_STRLIST:
                         if (msgpack_pack_array(&pk, 1) < 0 || mp_pack_cstr(&pk, optarg) < 0)
+                                return 1;
+                        b.n_args++;
+                        break;
+                case ARG_ARG_EMPTYLIST:
+                        if (msgpack_pack_array(&pk, 0) < 0)
                                 return 1;
                         b.n_args++;
                         break;
@@ -473,6 +530,23 @@ int main(int argc, char *argv[]) {
                 default:
                         return 2;
                 }
+        }
+        if (b.mode == MODE_SPAWN) {
+                if (optind >= argc) {
+                        log_error("--mode=spawn wants the command after the options: loadgen --mode=spawn -- CMD ARGS…");
+                        return 2;
+                }
+                b.callable = argv[optind];
+                t0 = now_ns();
+                if (run_spawn(&b, argv + optind) < 0)
+                        return 1;
+                print_json(&b, (double) (now_ns() - t0) / 1e9);
+                free(b.lat_us);
+                return 0;
+        }
+        if (optind < argc) {
+                log_error("Unexpected argument: %s", argv[optind]);
+                return 2;
         }
         if (!port || !b.callable) {
                 log_error("--port and --callable are required (see --help).");
@@ -508,6 +582,7 @@ int main(int argc, char *argv[]) {
         }
         print_json(&b, (double) (now_ns() - t0) / 1e9);
 
+        (void) rpc_client_close(&b.rpc, 1000);
         rpc_client_done(&b.rpc);
         buffer_done(&b.args);
         buffer_done(&b.kwargs);

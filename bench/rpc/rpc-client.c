@@ -195,6 +195,18 @@ int rpc_client_queue_ack(RpcClient *c, const char *call_id, size_t call_id_len) 
         return ws_client_queue(&c->ws, true, buffer_data(&c->scratch), c->scratch.len);
 }
 
+int rpc_client_close(RpcClient *c, int timeout_ms) {
+        int r;
+
+        if (c->ws.fd < 0)
+                return 0;
+        /* Leave like a client that is done: Engine.IO CLOSE, then the WebSocket close handshake. */
+        r = queue_text(c, "1", 1);
+        if (r < 0)
+                return r;
+        return ws_client_close(&c->ws, timeout_ms);
+}
+
 void rpc_client_done(RpcClient *c) {
         ws_client_done(&c->ws);
         buffer_done(&c->call_header);

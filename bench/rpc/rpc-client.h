@@ -54,4 +54,7 @@ static inline int rpc_client_pump(RpcClient *c, int timeout_ms) {
         return ws_client_pump(&c->ws, timeout_ms);
 }
 
+/* Engine.IO CLOSE and a WebSocket close handshake, waiting up to timeout_ms. */
+int rpc_client_close(RpcClient *c, int timeout_ms);
+
 void rpc_client_done(RpcClient *c);

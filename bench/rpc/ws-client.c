@@ -492,6 +492,27 @@ int ws_client_pump(WsClient *ws, int timeout_ms) {
         return delivered;
 }
 
+int ws_client_close(WsClient *ws, int timeout_ms) {
+        static const uint8_t normal[2] = { 0x03, 0xe8 }; /* 1000: normal closure */
+        int r;
+
+        if (ws->fd < 0 || ws->closed)
+                return 0;
+        r = queue_frame(ws, WS_OP_CLOSE, normal, sizeof(normal));
+        if (r < 0)
+                return r;
+        /* Wait for the server's close frame (or EOF), so it sees a clean end, not a reset. */
+        for (int waited = 0; !ws->closed && waited < timeout_ms; waited += 50) {
+                r = ws_client_pump(ws, 50);
+                if (r == -ECONNRESET)
+                        return 0;
+                if (r < 0)
+                        return r;
+        }
+        (void) shutdown(ws->fd, SHUT_WR);
+        return 0;
+}
+
 void ws_client_done(WsClient *ws) {
         ws->fd = safe_close(ws->fd);
         buffer_done(&ws->rx);

@@ -59,4 +59,7 @@ int ws_client_flush(WsClient *ws);
  * delivered (≥ 0), -ECONNRESET when the peer closed, or the callback's error. */
 int ws_client_pump(WsClient *ws, int timeout_ms);
 
+/* Send a close frame (1000) and wait up to timeout_ms for the server's answer. */
+int ws_client_close(WsClient *ws, int timeout_ms);
+
 void ws_client_done(WsClient *ws);

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Turn run.sh's JSON lines into a table (stdout) and results.json (machine, numbers, targets)."""
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def machine():
+    cpu = sh("awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo")
+    mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+    pkgs = sh("dpkg-query -W -f='${Package}=${Version} ' python3-socketio python3-engineio python3-uvicorn "
+              "python3-msgpack python3-wsproto python3-uvloop python3-httptools docker.io libwebsockets-dev "
+              "libmsgpack-dev 2>/dev/null")
+    return {
+        "cpu": cpu, "cpus": os.cpu_count(), "memory": mem, "kernel": platform.release(),
+        "os": sh(". /etc/os-release && echo $PRETTY_NAME"), "python": sh("/usr/bin/python3 --version"),
+        "packages": pkgs, "load_at_end": os.getloadavg()[0],
+        "agentix_commit": sh("git -C '%s' rev-parse --short HEAD" % ROOT)
+        + (" (+ uncommitted changes in runtime/)" if sh("git -C '%s' status --porcelain runtime" % ROOT) else ""),
+    }
+
+
+def main():
+    lines_path, out_path = sys.argv[1], sys.argv[2]
+    rows = [json.loads(l) for l in open(lines_path) if l.strip()]
+    by = {}
+    for r in rows:
+        by.setdefault(r["scenario"], {})[r["label"] + ("/" + r["phase"] if "phase" in r else "")] = r
+
+    def get(scenario, label, key):
+        r = by.get(scenario, {}).get(label)
+        return None if r is None or "failed" in r else r.get(key)
+
+    def ratio(a, b):
+        return None if a in (None, 0) or b in (None, 0) else a / b
+
+    def check(value, op, target):
+        if value is None:
+            return "not measured"
+        ok = value <= target if op == "<=" else value >= target
+        return "met" if ok else "MISSED"
+
+    targets = []
+
+    def target(name, value, op, goal, unit):
+        targets.append({"target": name, "value": value, "op": op, "goal": goal, "unit": unit,
+                        "status": check(value, op, goal)})
+
+    a50, p50 = get("1-echo", "agentix", "p50_us"), get("1-echo", "peer", "p50_us")
+    target("1 echo p50 (agentix)", a50, "<=", 100, "µs")
+    target("1 echo p50 peer/agentix", ratio(p50, a50), ">=", 10, "×")
+    target("2 throughput, 64 in flight (agentix)", get("2-throughput", "agentix", "calls_per_s"), ">=", 20000, "calls/s")
+    e50, pe50 = get("3-exec", "agentix", "p50_us"), get("3-exec", "peer", "p50_us")
+    target("3 exec `true` p50 (agentix)", None if e50 is None else e50 / 1000, "<=", 0.5, "ms")
+    target("3 exec p50 peer/agentix", ratio(pe50, e50), ">=", 3, "×")
+    target("4 download 64 MiB (agentix)", get("4-download", "agentix", "mb_per_s_median"), ">=", 500, "MB/s")
+    rss = by.get("rss", {}).get("agentix/after-warmup")
+    target("5 RSS server+worker after warm-up (agentix)", None if rss is None else rss["rss_kib"] / 1024, "<=", 8, "MiB")
+
+    # ---- table ----
+    def f(v, fmt="{:.0f}"):
+        return "—" if v is None else fmt.format(v)
+
+    out = []
+    out.append(f"{'scenario':<34}{'agentix':>14}{'peer':>14}{'peer/agentix':>14}")
+    for sc, title in (("1-echo", "1 echo fs::download([])"), ("1b-ls", "1b fs::ls(empty dir)"),
+                      ("3-exec", "3 exec `true`")):
+        for k in ("p50_us", "p90_us", "p99_us"):
+            a, p = get(sc, "agentix", k), get(sc, "peer", k)
+            out.append(f"{title + ' ' + k[:3] + ' µs':<34}{f(a, '{:.1f}'):>14}{f(p, '{:.1f}'):>14}{f(ratio(p, a), '{:.1f}×'):>14}")
+    a, p = get("2-throughput", "agentix", "calls_per_s"), get("2-throughput", "peer", "calls_per_s")
+    out.append(f"{'2 throughput 64 in flight calls/s':<34}{f(a):>14}{f(p):>14}{f(ratio(a, p), '{:.1f}× less'):>14}")
+    a, p = get("4-download", "agentix", "mb_per_s_median"), get("4-download", "peer", "mb_per_s_median")
+    out.append(f"{'4 download 64 MiB MB/s (median)':<34}{f(a):>14}{f(p):>14}{f(ratio(a, p), '{:.1f}× less'):>14}")
+    def mem(label, phase, key):
+        r = by.get("rss", {}).get(label + "/" + phase)
+        return None if r is None else sum(p[key] for p in r["processes"]) / 1024
+
+    for phase in ("after-warmup", "after-all"):
+        for key, name in (("vmrss_kib", "VmRSS"), ("pss_kib", "Pss"), ("rssanon_kib", "RssAnon")):
+            va, vp = mem("agentix", phase, key), mem("peer", phase, key)
+            out.append(f"{'5 ' + name + ' ' + phase + ' MiB':<34}{f(va, '{:.1f}'):>14}{f(vp, '{:.1f}'):>14}"
+                       f"{f(ratio(vp, va), '{:.1f}×'):>14}")
+    out.append("")
+    for label in ("spawn-true", "spawn-sh-true", "docker-exec"):
+        v = get("3-exec", label, "p50_us")
+        if v is not None:
+            out.append(f"3 exec baseline {label:<14} p50 {v / 1000:8.2f} ms   p90 {get('3-exec', label, 'p90_us') / 1000:8.2f} ms")
+    d50 = get("3-exec", "docker-exec", "p50_us")
+    if d50 and pe50:
+        out.append(f"   docker exec / peer exec = {d50 / pe50:.1f}×" + (f",  docker exec / agentix exec = {d50 / e50:.1f}×" if e50 else ""))
+    out.append("")
+    for t in targets:
+        v = t["value"]
+        out.append(f"target {t['target']:<44} {f(v, '{:.2f}'):>10} {t['unit']:<8} {t['op']} {t['goal']:<8} {t['status']}")
+    failed = [r for r in rows if "failed" in r]
+    for r in failed:
+        out.append(f"FAILED {r['scenario']}/{r['label']}: {r['failed']}")
+    print("\n".join(out))
+
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "targets": targets,
+        "runs": rows,
+    }
+    with open(out_path, "w") as fp:
+        json.dump(doc, fp, indent=1)
+    print(f"\n(wrote {out_path})")
+
+
+if __name__ == "__main__":
+    main()
