@@ -13,7 +13,6 @@
 #include "rpc.h"
 #include "sio-server.h"
 #include "worker-link.h"
-#include "worker.h"
 
 #define MIB (1024u * 1024u)
 
@@ -33,10 +32,6 @@ typedef struct Options {
         unsigned max_calls;
         unsigned max_connections;
         unsigned max_results;
-        /* --worker */
-        bool worker;
-        int frame_fd;
-        size_t max_frame;
 } Options;
 
 typedef struct Server {
@@ -124,9 +119,6 @@ enum {
         ARG_MAX_PAYLOAD,
         ARG_CONNECT_TIMEOUT,
         ARG_CONFORMANCE,
-        ARG_WORKER,
-        ARG_FRAME_FD,
-        ARG_MAX_FRAME,
 };
 
 static int parse_argv(int argc, char *argv[], Options *o) {
@@ -147,9 +139,6 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "max-payload", required_argument, NULL, ARG_MAX_PAYLOAD },
                 { "connect-timeout", required_argument, NULL, ARG_CONNECT_TIMEOUT },
                 { "conformance", no_argument, NULL, ARG_CONFORMANCE },
-                { "worker", no_argument, NULL, ARG_WORKER },
-                { "frame-fd", required_argument, NULL, ARG_FRAME_FD },
-                { "max-frame", required_argument, NULL, ARG_MAX_FRAME },
                 {}
         };
         bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
@@ -220,17 +209,6 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_CONFORMANCE:
                         o->conformance = true;
                         break;
-                case ARG_WORKER:
-                        o->worker = true;
-                        break;
-                case ARG_FRAME_FD:
-                        if (parse_uint(optarg, 0, (unsigned *) &o->frame_fd) < 0)
-                                return log_error_errno(EINVAL, "Invalid --frame-fd: %s", optarg);
-                        break;
-                case ARG_MAX_FRAME:
-                        if (parse_size(optarg, 0, &o->max_frame) < 0)
-                                return log_error_errno(EINVAL, "Invalid --max-frame: %s", optarg);
-                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -272,21 +250,6 @@ static void options_from_env(Options *o) {
         e = getenv("AGENTIX_MODULE_DIR");
         if (!strempty(e))
                 o->module_dir = e;
-}
-
-static int run_worker(const Options *o) {
-        WorkerOptions w = {
-                .module_dir = o->module_dir,
-                .seccomp_profile = o->seccomp_profile,
-                .no_seccomp = o->no_seccomp,
-                .max_frame = o->max_frame,
-                .max_calls = o->max_calls,
-        };
-
-        if (o->frame_fd < 3)
-                return log_error_errno(EINVAL, "--worker needs --frame-fd=N (N >= 3); it is started by agentix-server.");
-        log_set_prefix("agentix-worker");
-        return worker_main(o->frame_fd, &w);
 }
 
 /* ---- shutdown ----------------------------------------------------------------------------- */
@@ -349,15 +312,34 @@ static int on_sigchld(sd_event_source *s, const struct signalfd_siginfo *si, voi
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static int self_executable(char *buf, size_t size) {
-        ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+/* The worker program: $AGENTIX_WORKER, else agentix-worker next to our own executable (the
+ * build tree, a bundle's bin directory), else the installed one in libexecdir. */
+static int find_worker(char *buf, size_t size) {
+        const char *e = getenv("AGENTIX_WORKER");
+        char self[PATH_MAX];
+        ssize_t n;
 
-        if (n < 0)
-                return negative_errno();
-        if ((size_t) n >= size - 1)
-                return -ENAMETOOLONG;
-        buf[n] = 0;
-        return 0;
+        if (!strempty(e)) {
+                if (access(e, X_OK) < 0)
+                        return log_error_errno(errno, "$AGENTIX_WORKER=%s is not executable: %m", e);
+                snprintf(buf, size, "%s", e);
+                return 0;
+        }
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                char *slash;
+                self[n] = 0;
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = 0;
+                        if (snprintf(buf, size, "%s/agentix-worker", self) < (int) size && access(buf, X_OK) == 0)
+                                return 0;
+                }
+        }
+        if (snprintf(buf, size, "%s/agentix-worker", AGENTIX_LIBEXECDIR) < (int) size && access(buf, X_OK) == 0)
+                return 0;
+        return log_error_errno(ENOENT, "Cannot find agentix-worker next to agentix-server or in %s; "
+                               "set $AGENTIX_WORKER.", AGENTIX_LIBEXECDIR);
 }
 
 static int setup(Server *srv, Options *o) {
@@ -425,9 +407,9 @@ static int setup(Server *srv, Options *o) {
                         .max_frame = o->max_message + 64 * 1024,
                 };
 
-                r = self_executable(exe, sizeof(exe));
+                r = find_worker(exe, sizeof(exe));
                 if (r < 0)
-                        return log_error_errno(r, "Failed to find our own executable to start the worker: %m");
+                        return r;
                 worker_config.executable = exe;
                 if (o->module_dir) {
                         snprintf(module_arg, sizeof(module_arg), "--module-dir=%s", o->module_dir);
@@ -499,7 +481,6 @@ int main(int argc, char *argv[]) {
                 .max_calls = 1024,
                 .max_connections = 1024,
                 .max_results = 4096,
-                .frame_fd = -1,
         };
         Server srv = { .opts = &o };
         sigset_t mask;
@@ -511,9 +492,6 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv, &o);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
-
-        if (o.worker)
-                return run_worker(&o);
 
         if (o.n_hosts == 0)
                 o.hosts[o.n_hosts++] = "0.0.0.0";

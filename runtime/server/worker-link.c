@@ -178,7 +178,6 @@ int worker_link_start(WorkerLink *w) {
         snprintf(fd_arg, sizeof(fd_arg), "--frame-fd=%d", WORKER_FRAME_FD);
         snprintf(max_arg, sizeof(max_arg), "--max-frame=%zu", w->config.max_frame);
         argv[n++] = (char *) "agentix-worker";
-        argv[n++] = (char *) "--worker";
         argv[n++] = fd_arg;
         argv[n++] = max_arg;
         for (char **a = w->config.extra_args; a && *a && n < ELEMENTSOF(argv) - 1; a++)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The server's end of the worker: spawning `agentix-server --worker` on a socketpair, framed
+/* The server's end of the worker: spawning agentix-worker on a socketpair, framed
  * I/O without ever blocking the event loop, and noticing its death (exit status or signal). */
 
 #include <stdbool.h>
@@ -21,7 +21,7 @@ typedef struct WorkerLinkCallbacks {
 } WorkerLinkCallbacks;
 
 typedef struct WorkerLinkConfig {
-        const char *executable;   /* the server binary, exec'd with --worker */
+        const char *executable;   /* agentix-worker */
         char **extra_args;        /* NULL-terminated, appended to the worker's argv */
         size_t max_frame;
 } WorkerLinkConfig;

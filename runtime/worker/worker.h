@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The worker: a process forked (and exec'd as `agentix-server --worker …`) by the server. It
+/* The worker: a process the server spawns (the agentix-worker program, worker-main.c). It
  * reads CALL/IN/END_IN/CANCEL/SHUTDOWN frames (frame.h) from its frame socket, runs each call
  * on a thread of its own, and writes RESULT/ITEM/END/ERROR frames back. Exactly one terminal
  * frame per CALL, always — even after a CANCEL — so the server knows when a call's slot frees.
