@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "macro.h"
+#include "envelope.h"
 #include "signature.h"
 
 /* The kinds of value a type admits; a type is a set of kinds (a union). */
@@ -109,31 +110,6 @@ static int type_format(Type *t) {
         free(t->text);
         t->text = text;
         return 0;
-}
-
-static const char *object_kind_name(msgpack_object_type type) {
-        switch (type) {
-        case MSGPACK_OBJECT_NIL:
-                return "None";
-        case MSGPACK_OBJECT_BOOLEAN:
-                return "bool";
-        case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-                return "int";
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:
-                return "float";
-        case MSGPACK_OBJECT_STR:
-                return "str";
-        case MSGPACK_OBJECT_BIN:
-                return "bytes";
-        case MSGPACK_OBJECT_ARRAY:
-                return "list";
-        case MSGPACK_OBJECT_MAP:
-                return "map";
-        default:
-                return "ext";
-        }
 }
 
 /* Where a value failed its type: the index path below the argument, what was expected there
@@ -608,7 +584,7 @@ static int parse_default(Parser *P, Param *param) {
         r = check_value(param->type, &param->default_value, &converted, NULL, &m, 0);
         if (r == -EINVAL)
                 return parser_fail(P, start, "default of parameter '%s' is %s, not %s", param->name,
-                                   object_kind_name(param->default_value.type), param->type->text);
+                                   mp_type_name(param->default_value.type), param->type->text);
         if (r < 0)
                 return r;
         param->default_value = converted;
@@ -856,10 +832,10 @@ int signature_bind(const Signature *s, const char *function_name, const msgpack_
                 n_args = args->via.array.size;
         else if (args && args->type != MSGPACK_OBJECT_NIL)
                 return bind_fail(ret_error, "%s() positional arguments must be a list, not %s", fn,
-                                 object_kind_name(args->type));
+                                 mp_type_name(args->type));
         if (kwargs && kwargs->type != MSGPACK_OBJECT_MAP && kwargs->type != MSGPACK_OBJECT_NIL)
                 return bind_fail(ret_error, "%s() keyword arguments must be a map, not %s", fn,
-                                 object_kind_name(kwargs->type));
+                                 mp_type_name(kwargs->type));
 
         /* First who gets which value, as Python does it: positionals in order, then keywords. */
         if (n_args > s->n_params)
@@ -912,7 +888,7 @@ int signature_bind(const Signature *s, const char *function_name, const msgpack_
                         for (unsigned d = 0; d < m.depth; d++)
                                 o += (size_t) snprintf(path + o, sizeof(path) - o, "[%" PRIu32 "]", m.index[d]);
                         return bind_fail(ret_error, "%s() argument '%s'%s: expected %s, got %s", fn,
-                                         s->params[i].name, path, m.expected->text, object_kind_name(m.got));
+                                         s->params[i].name, path, m.expected->text, mp_type_name(m.got));
                 }
                 if (r < 0)
                         return r;

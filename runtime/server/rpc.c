@@ -547,37 +547,39 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         }
 }
 
-static void handle_inbox(Rpc *rpc, RpcSocket *o, const Envelope *e, uint8_t kind) {
+/* The call an inbox/cancel/ack event names; NULL (after answering BadRequest when the call_id
+ * itself is malformed) when there is none. */
+static RpcCall *envelope_lookup(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         const char *id;
         size_t id_len;
-        RpcCall *c;
 
         if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
-                return;
-        c = strmap_get(rpc->calls, id, id_len);
+                return NULL;
+        return strmap_get(rpc->calls, id, id_len);
+}
+
+static void handle_inbox(Rpc *rpc, RpcSocket *o, const Envelope *e, uint8_t kind) {
+        RpcCall *c = envelope_lookup(rpc, o, e);
+
         /* Items for a finished or unknown call are dropped: the call already has its answer. */
         if (!c || c->done || !c->in_worker)
                 return;
         if (!c->bidi) {
-                emit_error(o->socket, id, id_len,
+                emit_error(o->socket, c->id, c->id_len,
                            &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "inbox items are for bidi calls only" });
                 return;
         }
         if (kind == FRAME_IN && !mp_map_get(e->map, "item")) {
-                emit_error(o->socket, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "call:in needs an item" });
+                emit_error(o->socket, c->id, c->id_len,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "call:in needs an item" });
                 return;
         }
         (void) worker_link_send(rpc->worker, kind, e->raw, e->raw_size);
 }
 
 static void handle_cancel(Rpc *rpc, RpcSocket *o, const Envelope *e) {
-        const char *id;
-        size_t id_len;
-        RpcCall *c;
+        RpcCall *c = envelope_lookup(rpc, o, e);
 
-        if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
-                return;
-        c = strmap_get(rpc->calls, id, id_len);
         if (!c || c->done)
                 return;
         call_attach(c, o);
@@ -586,13 +588,8 @@ static void handle_cancel(Rpc *rpc, RpcSocket *o, const Envelope *e) {
 }
 
 static void handle_ack(Rpc *rpc, RpcSocket *o, const Envelope *e) {
-        const char *id;
-        size_t id_len;
-        RpcCall *c;
+        RpcCall *c = envelope_lookup(rpc, o, e);
 
-        if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
-                return;
-        c = strmap_get(rpc->calls, id, id_len);
         if (c && c->done)
                 call_forget(c);
 }

@@ -5,6 +5,31 @@ int mp_buffer_write(void *data, const char *buf, size_t len) {
         return buffer_append(data, buf, len) < 0 ? -1 : 0;
 }
 
+const char *mp_type_name(msgpack_object_type type) {
+        switch (type) {
+        case MSGPACK_OBJECT_NIL:
+                return "None";
+        case MSGPACK_OBJECT_BOOLEAN:
+                return "bool";
+        case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+                return "int";
+        case MSGPACK_OBJECT_FLOAT32:
+        case MSGPACK_OBJECT_FLOAT64:
+                return "float";
+        case MSGPACK_OBJECT_STR:
+                return "str";
+        case MSGPACK_OBJECT_BIN:
+                return "bytes";
+        case MSGPACK_OBJECT_ARRAY:
+                return "list";
+        case MSGPACK_OBJECT_MAP:
+                return "map";
+        default:
+                return "ext";
+        }
+}
+
 bool mp_str_eq(const msgpack_object *o, const char *s) {
         size_t n = strlen(s);
 

@@ -38,6 +38,9 @@ int mp_map_copy_str(const msgpack_object *map, const char *key, char *buf, size_
 /* An integer field (positive or negative fixint/int); -ENOENT / -EINVAL like above. */
 int mp_map_get_int(const msgpack_object *map, const char *key, int64_t *ret);
 
+/* The Python-style name of a msgpack type, for error messages ("str", "int", "None", …). */
+const char *mp_type_name(msgpack_object_type type);
+
 /* Does the object equal this C string? */
 bool mp_str_eq(const msgpack_object *o, const char *s);
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "envelope.h"
 #include "exec-env.h"
 #include "macro.h"
 #include "pty.h"
@@ -21,31 +22,6 @@ const char *sandbox_errno_type(int error) {
                 return "MemoryError";
         default:
                 return "OSError";
-        }
-}
-
-static const char *type_name(const msgpack_object *o) {
-        switch (o->type) {
-        case MSGPACK_OBJECT_NIL:
-                return "None";
-        case MSGPACK_OBJECT_BOOLEAN:
-                return "bool";
-        case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-                return "int";
-        case MSGPACK_OBJECT_FLOAT32:
-        case MSGPACK_OBJECT_FLOAT64:
-                return "float";
-        case MSGPACK_OBJECT_STR:
-                return "str";
-        case MSGPACK_OBJECT_BIN:
-                return "bytes";
-        case MSGPACK_OBJECT_ARRAY:
-                return "list";
-        case MSGPACK_OBJECT_MAP:
-                return "map";
-        default:
-                return "ext";
         }
 }
 
@@ -95,7 +71,7 @@ static int parse_timeout(agentix_call *call, const msgpack_object *o, uint64_t *
         else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
                 sec = o->via.f64;
         else
-                return agentix_call_raise(call, "TypeError", "exec() argument 'timeout' must be a number, got %s", type_name(o));
+                return agentix_call_raise(call, "TypeError", "exec() argument 'timeout' must be a number, got %s", mp_type_name(o->type));
 
         if (isnan(sec) || sec < 0)
                 return agentix_call_raise(call, "ValueError",
@@ -145,7 +121,7 @@ static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
                 const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
 
                 if (k->type != MSGPACK_OBJECT_STR)
-                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': keys must be str, got %s", type_name(k));
+                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': keys must be str, got %s", mp_type_name(k->type));
                 if (!env_key_is_valid(k->via.str.ptr, k->via.str.size))
                         return agentix_call_raise(call, "ValueError",
                                                   "exec() argument 'env': invalid variable name '%.*s' (empty, or contains '=' or NUL)",
@@ -156,7 +132,7 @@ static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
                         continue; /* unset */
                 if (v->type != MSGPACK_OBJECT_STR)
                         return agentix_call_raise(call, "TypeError", "exec() argument 'env': value of '%.*s' must be str or None, got %s",
-                                                  (int) k->via.str.size, k->via.str.ptr, type_name(v));
+                                                  (int) k->via.str.size, k->via.str.ptr, mp_type_name(v->type));
                 if (!env_value_is_valid(v->via.str.ptr, v->via.str.size))
                         return agentix_call_raise(call, "ValueError", "exec() argument 'env': value of '%.*s' contains a NUL byte",
                                                   (int) k->via.str.size, k->via.str.ptr);
