@@ -409,6 +409,15 @@ static int finish_container(Buffer *body, unsigned n, bool map) {
         return 0;
 }
 
+static void bench_done(Bench *b) {
+        rpc_client_done(&b->rpc);
+        buffer_done(&b->args);
+        buffer_done(&b->kwargs);
+        free(b->slots);
+        free(b->mbps);
+        free(b->lat_us);
+}
+
 int main(int argc, char *argv[]) {
         enum {
                 ARG_HOST = 0x100, ARG_PORT, ARG_TOKEN, ARG_LABEL, ARG_MODE, ARG_CALLABLE, ARG_ARG_STR, ARG_ARG_STRLIST,
@@ -434,7 +443,8 @@ int main(int argc, char *argv[]) {
                 { "no-ack", no_argument, NULL, ARG_NO_ACK },
                 {}
         };
-        Bench b = {
+        _cleanup_(bench_done) Bench b = {
+                .rpc.ws.fd = -EBADF,
                 .label = "server",
                 .mode = MODE_LATENCY,
                 .shape = "unary",
@@ -541,7 +551,6 @@ int main(int argc, char *argv[]) {
                 if (run_spawn(&b, argv + optind) < 0)
                         return 1;
                 print_json(&b, (double) (now_ns() - t0) / 1e9);
-                free(b.lat_us);
                 return 0;
         }
         if (optind < argc) {
@@ -577,17 +586,10 @@ int main(int argc, char *argv[]) {
         r = b.mode == MODE_THROUGHPUT ? run_throughput(&b) : run_sequential(&b);
         if (r < 0) {
                 log_error_errno(r, "%s: run against %s:%s failed after %zu measured calls: %m", b.label, host, port, b.n_lat);
-                rpc_client_done(&b.rpc);
                 return 1;
         }
         print_json(&b, (double) (now_ns() - t0) / 1e9);
 
         (void) rpc_client_close(&b.rpc, 1000);
-        rpc_client_done(&b.rpc);
-        buffer_done(&b.args);
-        buffer_done(&b.kwargs);
-        free(b.slots);
-        free(b.mbps);
-        free(b.lat_us);
         return 0;
 }

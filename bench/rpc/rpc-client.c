@@ -128,7 +128,11 @@ int rpc_client_connect(RpcClient *c, const char *host, const char *port, const c
         int r;
 
         c->token = token ? strdup(token) : NULL;
-        msgpack_zone_init(&c->zone, 4096);
+        if (token && !c->token)
+                return -ENOMEM;
+        if (!msgpack_zone_init(&c->zone, 4096))
+                return -ENOMEM;
+        c->zone_initialized = true;
         c->ws.on_message = on_message;
         c->ws.userdata = c;
 
@@ -212,6 +216,9 @@ void rpc_client_done(RpcClient *c) {
         buffer_done(&c->call_header);
         buffer_done(&c->ack_header);
         buffer_done(&c->scratch);
-        msgpack_zone_destroy(&c->zone);
+        if (c->zone_initialized)
+                msgpack_zone_destroy(&c->zone);
+        c->zone_initialized = false;
         free(c->token);
+        c->token = NULL;
 }

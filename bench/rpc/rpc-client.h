@@ -34,10 +34,13 @@ struct RpcClient {
         Buffer ack_header;
         Buffer scratch;     /* envelope being packed */
         msgpack_zone zone;
+        bool zone_initialized;
 
         unsigned pings;
 };
 
+/* Set c->ws.fd = -EBADF (and on_event, userdata) before; rpc_client_done() is safe after any
+ * outcome. */
 int rpc_client_connect(RpcClient *c, const char *host, const char *port, const char *token, int timeout_ms);
 
 /* Queue a call; `args` and `kwargs` are already msgpack-encoded (an array and a map). */
