@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Server } from './server.js';
-import { TRANSPORTS, connect } from './rpc.js';
+import { TRANSPORTS, connect, rawSocket, RpcClient } from './rpc.js';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,7 +31,12 @@ export function eachTransport(title, body, { serverArgs = [], transports = Objec
           clients.push(c);
           return c;
         },
-        adopt(c) { clients.push(c); return c; },
+        // A client whose connection is still being made (emits are buffered until it is).
+        open(opts = {}) {
+          const c = new RpcClient(rawSocket(ctx.server.url, transport, opts));
+          clients.push(c);
+          return c;
+        },
       };
       before(async () => { ctx.server = await Server.start(serverArgs); });
       afterEach(() => { for (const c of clients.splice(0)) c.close(); });

@@ -55,3 +55,33 @@ eachTransport('connect', (ctx) => {
     assert.equal(r.error, null);
   });
 });
+
+eachTransport('heartbeats (--ping-interval=200 --ping-timeout=400)', (ctx) => {
+  it('an idle client answers the server\'s pings and stays connected', async () => {
+    const c = await ctx.connect();
+    let disconnectReason = null;
+    c.socket.on('disconnect', (reason) => { disconnectReason = reason; });
+    let pings = 0;
+    c.socket.io.engine.on('ping', () => { pings++; });
+    const sid = c.socket.id;
+    await sleep(2000);
+    assert.equal(disconnectReason, null, `disconnected: ${disconnectReason}`);
+    assert.ok(pings >= 4, `the server pinged ${pings} times in 2 s at a 200 ms interval`);
+    assert.equal(c.socket.id, sid);
+    assert.equal((await c.call('fs::ls', { args: [ctx.dir] }).result()).error, null);
+  });
+
+  it('a client that stops answering pings is dropped by the server', async () => {
+    const c = await ctx.connect();
+    const engine = c.socket.io.engine;
+    // Silence the client: it keeps reading (and its connection open) but never sends the pong.
+    engine.flush = () => {};
+    const closed = new Promise((resolve) => c.socket.once('disconnect', resolve));
+    const t0 = Date.now();
+    const reason = await Promise.race([closed, sleep(5000).then(() => 'still connected')]);
+    assert.notEqual(reason, 'still connected');
+    // The server ended it: the client saw its transport close (not its own ping timeout).
+    assert.match(reason, /^transport (close|error)$/);
+    assert.ok(Date.now() - t0 < 3000, `dropped after ${Date.now() - t0} ms`);
+  });
+}, { serverArgs: ['--ping-interval=200', '--ping-timeout=400'] });

@@ -59,6 +59,20 @@ eachTransport('resume and at-most-once', (ctx) => {
     assert.equal(gone.msg.error.type, 'ResultUnavailable');
   });
 
+  it('a clean disconnect (Socket.IO DISCONNECT) does not cancel a running call either', async () => {
+    const c1 = await ctx.connect();
+    const started = join(ctx.dir, `started-${newId()}`);
+    const done = join(ctx.dir, `done-${newId()}`);
+    const h = c1.exec(`touch ${started}; sleep 0.5; touch ${done}; echo finished`);
+    await waitFile(started);
+    c1.socket.disconnect();
+    await waitFile(done, 5000); // it ran to the end with nobody connected
+    const c2 = await ctx.connect();
+    const h2 = c2.track(h.id);
+    c2.resume([h.id]);
+    assert.equal((await h2.result()).output, 'finished\n');
+  });
+
   it('a stream resumed after a drop gets the items made meanwhile, in order, then call:end', async () => {
     const c = await ctx.connect();
     const h = c.exec('echo a; sleep 0.5; echo b; sleep 0.1; echo c', {}, { shape: 'stream' });

@@ -4,6 +4,7 @@
 import { it } from 'node:test';
 import assert from 'node:assert/strict';
 import { eachTransport, sleep } from '../lib/suite.js';
+import { waitUpgraded } from '../lib/rpc.js';
 
 // Split stream items into data chunks and the final status item.
 function splitItems(items) {
@@ -48,6 +49,25 @@ eachTransport('stream and bidi', (ctx) => {
     assert.equal(t.event, 'call:end');
     assert.ok(Date.now() - t0 - firstAt > 500, `first item ${firstAt} ms before the end, expected ~1 s`);
     assert.equal(splitItems(t.items).stdout, 'first\nsecond\n');
+  });
+
+  it('a stream sent before the connection is up, running across the transport upgrade, loses nothing', async () => {
+    const c = ctx.open();
+    const h = c.exec('i=1; while [ $i -le 60 ]; do echo $i; i=$((i+1)); sleep 0.01; done', {}, { shape: 'stream' });
+    const sendIn = c.exec('cat', {}, { shape: 'bidi' });
+    for (let i = 0; i < 20; i++) c.sendIn(sendIn.id, { stdin: `${i},` });
+    c.endIn(sendIn.id);
+    const t = await h.done();
+    assert.equal(t.event, 'call:end');
+    const expected = Array.from({ length: 60 }, (_, i) => `${i + 1}\n`).join('');
+    assert.equal(splitItems(t.items).stdout, expected);
+    const b = await sendIn.done();
+    assert.equal(splitItems(b.items).stdout, Array.from({ length: 20 }, (_, i) => `${i},`).join(''),
+      'inbox items keep their order across the upgrade');
+    if (ctx.transport === 'upgrade') {
+      assert.equal(c.initialTransport, 'polling');
+      assert.equal(await waitUpgraded(c), 'websocket');
+    }
   });
 
   it('bidi: cat echoes each stdin item, call:end_in closes its stdin', async () => {
