@@ -70,6 +70,23 @@ eachTransport('stream and bidi', (ctx) => {
     }
   });
 
+  it('a 20 MB stream arrives complete and in order', async () => {
+    const c = await ctx.connect();
+    // 20 MB of numbered 10-byte records, so a lost, repeated or reordered chunk shows.
+    const h = c.exec("seq -f '%09.0f' 1 2000000", { max_output: 30000000 }, { shape: 'stream' });
+    const t = await h.done(120000);
+    assert.equal(t.event, 'call:end');
+    const { last, stdoutBytes } = splitItems(t.items);
+    assert.equal(last.exit_code, 0);
+    assert.equal(last.truncated, false);
+    assert.equal(stdoutBytes.length, 20000000);
+    const records = stdoutBytes.toString('latin1').split('\n');
+    assert.equal(records.pop(), '');
+    for (let i = 0; i < records.length; i++) {
+      if (Number(records[i]) !== i + 1) assert.fail(`record ${i} is ${JSON.stringify(records[i])}`);
+    }
+  });
+
   it('bidi: cat echoes each stdin item, call:end_in closes its stdin', async () => {
     const c = await ctx.connect();
     const h = c.exec('cat', {}, { shape: 'bidi' });

@@ -115,3 +115,21 @@ eachTransport('one terminal event per call', (ctx) => {
     console.log(`[${ctx.transport}] outcomes: ${JSON.stringify(outcomes)}`);
   });
 });
+
+eachTransport('many clients', (ctx) => {
+  it('30 clients at once: each gets the events of its own calls and nothing else', async () => {
+    const clients = await Promise.all(Array.from({ length: 30 }, () => ctx.connect()));
+    const calls = clients.map((c, i) => [
+      c.exec(`echo client ${i}`),
+      c.exec(`printf 'stream ${i}'`, {}, { shape: 'stream' }),
+    ]);
+    await Promise.all(calls.flat().map((h) => h.done(30000)));
+    await sleep(300);
+    clients.forEach((c, i) => {
+      const mine = new Set(calls[i].map((h) => h.id));
+      for (const rec of c.inbound) assert.ok(mine.has(rec.msg?.call_id), `client ${i} got ${rec.event} for ${rec.msg?.call_id}`);
+      assert.equal(calls[i][0].terminals[0].msg.value.output, `client ${i}\n`);
+      assert.equal(Buffer.from(calls[i][1].items[0].data).toString(), `stream ${i}`);
+    });
+  });
+});
