@@ -16,8 +16,20 @@ typedef enum Transport {
 typedef struct OutPacket {
         struct OutPacket *next;
         bool binary;
-        Buffer data; /* text: type digit + data; binary: raw bytes. LWS_PRE headroom. */
+        /* text: type digit + data; binary: raw bytes. Either owned (data, with LWS_PRE
+         * headroom) or shared (blob). */
+        Buffer data;
+        Blob *blob;
 } OutPacket;
+
+static const uint8_t *out_bytes(const OutPacket *p, size_t *ret_len) {
+        if (p->blob) {
+                *ret_len = p->blob->size;
+                return p->blob->data;
+        }
+        *ret_len = p->data.len;
+        return buffer_data(&p->data);
+}
 
 struct EioSession {
         EioServer *server;
@@ -62,6 +74,7 @@ static void respond_noop(HttpConn *c);
 
 static void out_packet_free(OutPacket *p) {
         buffer_done(&p->data);
+        blob_unref(p->blob);
         free(p);
 }
 
@@ -83,28 +96,31 @@ static int make_sid(char *out, size_t size) {
         return 0;
 }
 
-static int session_queue(EioSession *s, bool binary, Buffer *data) {
+/* Queue a packet: takes over `data` (may be NULL) and one reference of `blob` (may be NULL). */
+static int session_queue_packet(EioSession *s, bool binary, Buffer *data, Blob *blob) {
         OutPacket *p;
+        size_t len;
 
-        if (s->closed) {
-                buffer_done(data);
-                return -ENOTCONN;
-        }
-        p = calloc(1, sizeof(*p));
-        if (!p) {
-                buffer_done(data);
-                return -ENOMEM;
+        if (s->closed || !(p = calloc(1, sizeof(*p)))) {
+                if (data)
+                        buffer_done(data);
+                blob_unref(blob);
+                return s->closed ? -ENOTCONN : -ENOMEM;
         }
         p->binary = binary;
-        p->data = *data;
-        *data = BUFFER_NULL;
+        if (data) {
+                p->data = *data;
+                *data = BUFFER_NULL;
+        }
+        p->blob = blob;
 
         if (s->out_tail)
                 s->out_tail->next = p;
         else
                 s->out_head = p;
         s->out_tail = p;
-        s->backlog += p->data.len;
+        (void) out_bytes(p, &len);
+        s->backlog += len;
 
         if (s->server->config.max_backlog > 0 && s->backlog > s->server->config.max_backlog) {
                 log_warning("Engine.IO session %s: client is not reading (%zu bytes queued), closing.", s->sid,
@@ -115,6 +131,10 @@ static int session_queue(EioSession *s, bool binary, Buffer *data) {
 
         session_kick(s);
         return 0;
+}
+
+static int session_queue(EioSession *s, bool binary, Buffer *data) {
+        return session_queue_packet(s, binary, data, NULL);
 }
 
 static int queue_text(EioSession *s, EioType type, const void *data, size_t n) {
@@ -144,6 +164,12 @@ int eio_session_send(EioSession *s, bool binary, const void *data, size_t size) 
         if (r < 0)
                 return r;
         return session_queue(s, true, &b);
+}
+
+int eio_session_send_blob(EioSession *s, bool binary, Blob *b) {
+        if (b && b->data - (const uint8_t *) b->mem < LWS_PRE)
+                return -EINVAL;
+        return session_queue_packet(s, binary, NULL, blob_ref(b));
 }
 
 int eio_session_send_buffer(EioSession *s, bool binary, Buffer *b) {
@@ -404,21 +430,22 @@ static int build_poll_payload(EioSession *s, Buffer *out) {
         if (r < 0)
                 return r;
         while ((p = s->out_head) && n++ < POLL_MAX_PACKETS) {
-                const uint8_t *d = buffer_data(&p->data);
+                size_t len;
+                const uint8_t *d = out_bytes(p, &len);
                 if (p->binary)
-                        r = eio_payload_append(out, EIO_MESSAGE, true, d, p->data.len);
+                        r = eio_payload_append(out, EIO_MESSAGE, true, d, len);
                 else {
                         if (out->len > 0)
                                 r = buffer_append_byte(out, EIO_RECORD_SEPARATOR);
                         if (r >= 0)
-                                r = buffer_append(out, d, p->data.len);
+                                r = buffer_append(out, d, len);
                 }
                 if (r < 0)
                         return r;
                 s->out_head = p->next;
                 if (!s->out_head)
                         s->out_tail = NULL;
-                s->backlog -= p->data.len;
+                s->backlog -= len;
                 out_packet_free(p);
         }
         return 0;
@@ -877,31 +904,53 @@ int eio_conn_ws_writeable(HttpConn *c) {
         if (s && s->ws_conn == c) {
                 OutPacket *p;
 
+                size_t since_check = 0;
+
                 while ((p = s->out_head) && budget > 0) {
-                        uint8_t *d = buffer_data(&p->data);
-                        size_t left = p->data.len - c->tx_offset, n = MIN(left, (size_t) WS_CHUNK);
+                        size_t len;
+                        uint8_t *d = (uint8_t *) out_bytes(p, &len);
+                        size_t left = len - c->tx_offset, n = MIN(left, (size_t) WS_CHUNK);
                         bool first = c->tx_offset == 0, last = n == left;
-                        int flags;
+                        uint8_t saved[LWS_PRE];
+                        int flags, k;
 
                         flags = first ? (p->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) : LWS_WRITE_CONTINUATION;
                         if (!last)
                                 flags |= LWS_WRITE_NO_FIN;
 
-                        if (lws_write(c->wsi, d + c->tx_offset, n, flags) < (int) n)
+                        /* lws writes the frame header into the LWS_PRE bytes before the chunk. Past
+                         * the first chunk those are data bytes, of a blob that may be shared (a
+                         * cached result): keep them intact. lws_write() has sent or copied
+                         * everything by the time it returns. */
+                        if (!first)
+                                memcpy(saved, d + c->tx_offset - LWS_PRE, LWS_PRE);
+                        k = lws_write(c->wsi, d + c->tx_offset, n, flags);
+                        if (!first)
+                                memcpy(d + c->tx_offset - LWS_PRE, saved, LWS_PRE);
+                        if (k < (int) n)
                                 return -1;
                         c->tx_offset += n;
                         budget -= MIN(budget, n);
+                        since_check += n;
 
                         if (last) {
                                 c->tx_offset = 0;
                                 s->out_head = p->next;
                                 if (!s->out_head)
                                         s->out_tail = NULL;
-                                s->backlog -= p->data.len;
+                                s->backlog -= len;
                                 out_packet_free(p);
                         }
-                        if (lws_send_pipe_choked(c->wsi))
+                        /* lws keeps (copies) what the socket did not take; then wait for the next
+                         * writeable callback. Asking whether the socket is choked costs a poll(),
+                         * so small packets go out back to back and only bulk data asks. */
+                        if (lws_partial_buffered(c->wsi))
                                 break;
+                        if (since_check >= WS_CHUNK) {
+                                since_check = 0;
+                                if (lws_send_pipe_choked(c->wsi))
+                                        break;
+                        }
                 }
                 if (s->out_head) {
                         http_conn_want_write(c);

@@ -9,6 +9,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "blob.h"
 #include "buffer.h"
 #include "http-server.h"
 
@@ -53,6 +54,8 @@ int eio_session_send(EioSession *s, bool binary, const void *data, size_t size);
  * The buffer must have LWS_PRE bytes of headroom (buffer_set_headroom) so it goes out
  * over WebSocket without another copy. */
 int eio_session_send_buffer(EioSession *s, bool binary, Buffer *b);
+/* Queue a message shared with others (a reference is taken; the blob is never modified). */
+int eio_session_send_blob(EioSession *s, bool binary, Blob *b);
 void eio_session_close(EioSession *s, const char *reason);
 bool eio_session_is_closed(const EioSession *s);
 const char *eio_session_sid(const EioSession *s);

@@ -27,7 +27,7 @@ typedef struct RpcCall RpcCall;
 
 typedef struct Pending {
         struct Pending *next;
-        Buffer data; /* {call_id, value} of one item */
+        Blob *data; /* {call_id, value} of one item */
 } Pending;
 
 /* Per-socket state: the calls whose events go to this socket. */
@@ -52,7 +52,7 @@ struct RpcCall {
         size_t pending_bytes;
 
         const char *terminal_event;
-        Buffer terminal;
+        Blob *terminal;
 
         sd_event_source *deadline;
         RpcCall *results_prev, *results_next; /* oldest first */
@@ -85,30 +85,19 @@ struct Rpc {
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
-static int copy_with_headroom(Buffer *out, const void *data, size_t size) {
-        int r = buffer_set_headroom(out, LWS_PRE);
-        if (r < 0)
-                return r;
-        return buffer_append(out, data, size);
-}
+static Blob *error_blob(const char *call_id, size_t call_id_len, const RpcError *e) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
 
-static void emit_copy(SioSocket *s, const char *event, const void *data, size_t size) {
-        Buffer b = BUFFER_NULL;
-
-        if (copy_with_headroom(&b, data, size) < 0) {
-                buffer_done(&b);
-                return;
-        }
-        (void) sio_socket_emit_binary1(s, event, &b);
+        if (rpc_envelope_error(&b, call_id, call_id_len, e) < 0)
+                return NULL;
+        return blob_new_copy(buffer_data(&b), b.len);
 }
 
 static void emit_error(SioSocket *s, const char *call_id, size_t call_id_len, const RpcError *e) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        _cleanup_blob_ Blob *b = error_blob(call_id, call_id_len, e);
 
-        if (buffer_set_headroom(&b, LWS_PRE) < 0 || rpc_envelope_error(&b, call_id, call_id_len, e) < 0)
-                return;
-        (void) sio_socket_emit_binary1(s, EV_ERROR, &b);
-        b = BUFFER_NULL;
+        if (b)
+                (void) sio_socket_emit_binary1(s, EV_ERROR, b);
 }
 
 static void forget_id(Rpc *rpc, const char *id, size_t len) {
@@ -163,7 +152,7 @@ static void call_drop_pending(RpcCall *c) {
 
         while ((p = c->pending_head)) {
                 c->pending_head = p->next;
-                buffer_done(&p->data);
+                blob_unref(p->data);
                 free(p);
         }
         c->pending_tail = NULL;
@@ -176,7 +165,8 @@ static void call_flush_pending(RpcCall *c, SioSocket *to) {
 
         while ((p = c->pending_head)) {
                 c->pending_head = p->next;
-                (void) sio_socket_emit_binary1(to, EV_ITEM, &p->data);
+                (void) sio_socket_emit_binary1(to, EV_ITEM, p->data);
+                blob_unref(p->data);
                 free(p);
         }
         c->pending_tail = NULL;
@@ -197,7 +187,7 @@ static void results_unlink(Rpc *rpc, RpcCall *c) {
         c->results_prev = c->results_next = NULL;
         c->cached = false;
         rpc->n_results--;
-        rpc->result_bytes -= c->terminal.len;
+        rpc->result_bytes -= c->terminal->size;
 }
 
 static void call_free(RpcCall *c) {
@@ -208,7 +198,7 @@ static void call_free(RpcCall *c) {
         call_drop_pending(c);
         (void) strmap_remove(rpc->calls, c->id, c->id_len);
         sd_event_source_disable_unref(c->deadline);
-        buffer_done(&c->terminal);
+        blob_unref(c->terminal);
         free(c);
 }
 
@@ -219,7 +209,7 @@ static void call_forget(RpcCall *c) {
         forget_id(rpc, c->id, c->id_len);
         results_unlink(rpc, c);
         call_drop_pending(c);
-        buffer_done(&c->terminal);
+        c->terminal = blob_unref(c->terminal);
         call_detach(c);
         if (!c->in_worker)
                 call_free(c);
@@ -237,8 +227,9 @@ static void results_enforce_bounds(Rpc *rpc) {
         }
 }
 
-/* Decide the call's terminal event; deliver it if a client is attached; keep it until acked. */
-static void call_finish(RpcCall *c, const char *event, const void *envelope, size_t size) {
+/* Decide the call's terminal event; deliver it if a client is attached; keep it until acked.
+ * The envelope is shared between the connection's queue and the cache: never copied. */
+static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
         Rpc *rpc = c->rpc;
 
         if (c->done)
@@ -247,16 +238,15 @@ static void call_finish(RpcCall *c, const char *event, const void *envelope, siz
         rpc->n_running--;
         c->deadline = sd_event_source_disable_unref(c->deadline);
 
-        c->terminal_event = event;
-        if (buffer_append(&c->terminal, envelope, size) < 0) {
+        c->terminal_event = envelope ? event : NULL;
+        c->terminal = blob_ref(envelope);
+        if (!envelope)
                 log_oom();
-                c->terminal_event = NULL;
-        }
 
-        if (c->owner) {
+        if (c->owner && envelope) {
                 /* Items the client has not seen yet go first: order within a call is kept. */
                 call_flush_pending(c, c->owner->socket);
-                emit_copy(c->owner->socket, event, envelope, size);
+                (void) sio_socket_emit_binary1(c->owner->socket, event, envelope);
         }
 
         if (!c->terminal_event) {
@@ -271,18 +261,14 @@ static void call_finish(RpcCall *c, const char *event, const void *envelope, siz
                 rpc->results_head = c;
         rpc->results_tail = c;
         rpc->n_results++;
-        rpc->result_bytes += c->terminal.len;
+        rpc->result_bytes += c->terminal->size;
         results_enforce_bounds(rpc);
 }
 
 static void call_finish_error(RpcCall *c, const RpcError *e) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        _cleanup_blob_ Blob *b = error_blob(c->id, c->id_len, e);
 
-        if (rpc_envelope_error(&b, c->id, c->id_len, e) < 0) {
-                log_oom();
-                return;
-        }
-        call_finish(c, EV_ERROR, buffer_data(&b), b.len);
+        call_finish(c, EV_ERROR, b);
 }
 
 static void call_cancel_in_worker(RpcCall *c, const char *reason) {
@@ -419,7 +405,7 @@ static void call_resume_on(RpcCall *c, RpcSocket *o) {
         if (!c->done)
                 return;
         if (c->terminal_event)
-                emit_copy(o->socket, c->terminal_event, buffer_data(&c->terminal), c->terminal.len);
+                (void) sio_socket_emit_binary1(o->socket, c->terminal_event, c->terminal);
         else
                 emit_error(o->socket, c->id, c->id_len,
                            &(RpcError) { .type = RPC_ERR_RESULT_UNAVAILABLE,
@@ -710,7 +696,9 @@ static RpcCall *frame_call(Rpc *rpc, const uint8_t *payload, size_t size, msgpac
         return strmap_get(rpc->calls, id, id_len);
 }
 
-static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, void *userdata) {
+static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, FrameReader *reader,
+                            void *userdata) {
+        _cleanup_blob_ Blob *blob = NULL;
         Rpc *rpc = userdata;
         msgpack_unpacked u;
         RpcCall *c;
@@ -723,13 +711,22 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
                 return;
         }
 
+        /* Results and items go to the client as they are: keep the frame's bytes (a large one
+         * without copying them). */
+        if ((kind == FRAME_ITEM && !c->done) || (frame_kind_is_terminal(kind) && !c->done)) {
+                if (frame_reader_take(reader, &blob) < 0) {
+                        log_oom();
+                        return;
+                }
+        }
+
         if (kind == FRAME_ITEM) {
                 Pending *p;
 
                 if (c->done)
                         return;
                 if (c->owner) {
-                        emit_copy(c->owner->socket, EV_ITEM, payload, size);
+                        (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, blob);
                         return;
                 }
                 if (c->pending_bytes + size > rpc->config.max_orphan_bytes) {
@@ -741,12 +738,9 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
                         return;
                 }
                 p = calloc(1, sizeof(*p));
-                if (!p || copy_with_headroom(&p->data, payload, size) < 0) {
-                        if (p)
-                                buffer_done(&p->data);
-                        free(p);
+                if (!p)
                         return;
-                }
+                p->data = TAKE_PTR(blob);
                 if (c->pending_tail)
                         c->pending_tail->next = p;
                 else
@@ -765,7 +759,7 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
         }
         if (!c->done) {
                 const char *event = kind == FRAME_RESULT ? EV_RESULT : kind == FRAME_END ? EV_END : EV_ERROR;
-                call_finish(c, event, payload, size);
+                call_finish(c, event, blob);
         } else if (!c->cached && !c->terminal_event)
                 /* Already answered and forgotten; the worker just caught up. */
                 call_free(c);

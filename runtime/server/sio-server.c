@@ -394,25 +394,21 @@ int sio_socket_ack(SioSocket *s, int64_t ack_id, json_t *args, const SioAttachme
         return r;
 }
 
-int sio_socket_emit_binary1(SioSocket *s, const char *event, Buffer *attachment) {
+int sio_socket_emit_binary1(SioSocket *s, const char *event, Blob *attachment) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
         EioSession *e = s->client->eio;
         int r;
 
-        if (!e || eio_session_is_closed(e)) {
-                buffer_done(attachment);
+        if (!e || eio_session_is_closed(e))
                 return -ENOTCONN;
-        }
         r = buffer_set_headroom(&b, LWS_PRE);
         if (r >= 0) /* includes the Engine.IO message type '4' */
                 r = sio_encode_binary_event1(&b, s->ns->name, event);
         if (r >= 0)
                 r = eio_session_send_buffer(e, false, &b);
-        if (r < 0) {
-                buffer_done(attachment);
+        if (r < 0)
                 return r;
-        }
-        return eio_session_send_buffer(e, true, attachment);
+        return eio_session_send_blob(e, true, attachment);
 }
 
 void sio_socket_disconnect(SioSocket *s) {

@@ -54,9 +54,9 @@ size_t sio_socket_backlog(const SioSocket *s);
 /* Emit an event: args is the data array, event name first (reference stolen). Binary values
  * are placeholders {"_placeholder":true,"num":i} matching att[i]. */
 int sio_socket_emit(SioSocket *s, json_t *args, const SioAttachment *att, size_t n_att);
-/* Hot path: emit `event` with one argument, a binary attachment taken from `attachment`
- * (which must have LWS_PRE headroom). */
-int sio_socket_emit_binary1(SioSocket *s, const char *event, Buffer *attachment);
+/* Hot path: emit `event` with one argument, a binary attachment (shared: a reference is
+ * taken, the caller keeps its own). */
+int sio_socket_emit_binary1(SioSocket *s, const char *event, Blob *attachment);
 /* Acknowledge: args is the ack's data array (reference stolen). */
 int sio_socket_ack(SioSocket *s, int64_t ack_id, json_t *args, const SioAttachment *att, size_t n_att);
 /* Leave the namespace from the server side (sends DISCONNECT). */

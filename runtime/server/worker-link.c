@@ -79,7 +79,7 @@ static int drain_frames(WorkerLink *w) {
                         if (w->callbacks.ready)
                                 w->callbacks.ready(w, w->userdata);
                 } else if (w->callbacks.frame)
-                        w->callbacks.frame(w, kind, payload, size, w->userdata);
+                        w->callbacks.frame(w, kind, payload, size, &w->reader, w->userdata);
                 frame_reader_consume(&w->reader);
         }
 }

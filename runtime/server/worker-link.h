@@ -10,12 +10,16 @@
 
 #include <systemd/sd-event.h>
 
+#include "frame.h"
+
 typedef struct WorkerLink WorkerLink;
 
 typedef struct WorkerLinkCallbacks {
         void (*ready)(WorkerLink *w, void *userdata);
-        /* One frame from the worker; payload valid during the call. */
-        void (*frame)(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, void *userdata);
+        /* One frame from the worker; payload valid during the call, unless kept with
+         * frame_reader_take(reader, …). */
+        void (*frame)(WorkerLink *w, uint8_t kind, const uint8_t *payload, size_t size, FrameReader *reader,
+                      void *userdata);
         /* The worker is gone. returncode: exit status, or -signal (like Python's returncode). */
         void (*died)(WorkerLink *w, int returncode, void *userdata);
 } WorkerLinkCallbacks;

@@ -2,6 +2,7 @@
 #include <sys/uio.h>
 
 #include "frame.h"
+#include "blob.h"
 
 bool frame_kind_is_valid(uint8_t kind) {
         switch (kind) {
@@ -53,6 +54,13 @@ ssize_t frame_reader_fill(FrameReader *r, int fd) {
                         want = total - r->buf.len;
         }
 
+        /* Room in front of the first frame lets frame_reader_take() hand the buffer out as a
+         * blob whose data can carry a WebSocket header in place. */
+        if (!r->buf.mem) {
+                q = buffer_set_headroom(&r->buf, BLOB_HEADROOM);
+                if (q < 0)
+                        return q;
+        }
         q = buffer_reserve(&r->buf, want);
         if (q < 0)
                 return q;
@@ -90,6 +98,11 @@ void frame_reader_consume(FrameReader *r) {
         const uint8_t *d = buffer_data(&r->buf);
         size_t len;
 
+        if (r->taken) {
+                r->taken = false; /* frame_reader_take() already removed it */
+                return;
+        }
+
         if (r->buf.len < 4)
                 return;
         len = (size_t) d[0] | (size_t) d[1] << 8 | (size_t) d[2] << 16 | (size_t) d[3] << 24;
@@ -97,6 +110,51 @@ void frame_reader_consume(FrameReader *r) {
         /* Do not sit on a huge allocation after a big frame went through. */
         if (r->buf.len == 0 && r->buf.cap > 4 * 1024 * 1024)
                 buffer_done(&r->buf);
+}
+
+/* Below this a copy is cheaper than a new reader buffer. */
+#define FRAME_TAKE_STEAL_MIN (64u * 1024u)
+
+int frame_reader_take(FrameReader *r, Blob **ret) {
+        uint8_t *d = buffer_data(&r->buf);
+        size_t len, total, rest;
+        Buffer next = BUFFER_NULL;
+        Blob *b;
+        int q;
+
+        if (r->buf.len < 4)
+                return -ENODATA;
+        len = (size_t) d[0] | (size_t) d[1] << 8 | (size_t) d[2] << 16 | (size_t) d[3] << 24;
+        total = 4 + len;
+        if (len == 0 || r->buf.len < total)
+                return -ENODATA;
+
+        if (len - 1 < FRAME_TAKE_STEAL_MIN || r->buf.headroom + FRAME_HEADER_SIZE < BLOB_HEADROOM) {
+                b = blob_new_copy(d + FRAME_HEADER_SIZE, len - 1);
+                if (!b)
+                        return -ENOMEM;
+                *ret = b;
+                return 0;
+        }
+
+        /* Hand the whole allocation over; what was read past this frame moves to a new one. */
+        rest = r->buf.len - total;
+        q = buffer_set_headroom(&next, BLOB_HEADROOM);
+        if (q >= 0)
+                q = buffer_append(&next, d + total, rest);
+        if (q < 0) {
+                buffer_done(&next);
+                return q;
+        }
+        b = blob_new_take(r->buf.mem, d + FRAME_HEADER_SIZE, len - 1);
+        if (!b) {
+                buffer_done(&next);
+                return -ENOMEM;
+        }
+        r->buf = next;
+        r->taken = true;
+        *ret = b;
+        return 0;
 }
 
 void frame_reader_done(FrameReader *r) {

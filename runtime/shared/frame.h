@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "blob.h"
 #include "buffer.h"
 
 typedef enum FrameKind {
@@ -46,6 +47,7 @@ int frame_seal(uint8_t *frame, size_t frame_size, uint8_t kind);
 typedef struct FrameReader {
         Buffer buf;
         size_t max_frame; /* payload bytes; 0 = FRAME_DEFAULT_MAX */
+        bool taken;       /* the peeked frame was handed out by frame_reader_take() */
 } FrameReader;
 
 /* Read whatever is available. Returns >0 bytes read, 0 on EOF, -EAGAIN when nothing is
@@ -59,6 +61,11 @@ int frame_reader_peek(FrameReader *r, uint8_t *ret_kind, const uint8_t **ret_pay
 
 /* Drop the frame returned by the last successful frame_reader_peek(). */
 void frame_reader_consume(FrameReader *r);
+
+/* Keep the payload of the frame returned by the last successful frame_reader_peek() beyond
+ * frame_reader_consume(): a large payload is handed over without a copy (the reader's
+ * buffer becomes the blob's memory), a small one is copied. Not thread-safe (Blob). */
+int frame_reader_take(FrameReader *r, Blob **ret);
 
 void frame_reader_done(FrameReader *r);
 
