@@ -92,7 +92,10 @@ AGENTIX_EXPORT msgpack_packer *agentix_call_item_begin(agentix_call *call);
 AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call);
 
 /* Pack `size` bytes read from `fd` as one msgpack bin value, reading straight into the
- * outgoing frame (no intermediate copy). Fails with -EIO if the file yields fewer bytes. */
+ * outgoing frame (no intermediate copy). If the file yields fewer bytes (it shrank) or a read
+ * fails, the rest is zero-filled, so what was packed stays well-formed, and -EIO (short) or
+ * the read's error is returned: report that content as invalid. -EMSGSIZE and -ENOMEM are
+ * fatal for the result. */
 AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size);
 
 /* Fail the call with an error of the given type ("ValueError", "FileNotFoundError", …).

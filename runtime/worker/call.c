@@ -235,6 +235,7 @@ AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t s
         agentix_call *c = pk->callback == call_pack_write ? pk->data : NULL;
         uint8_t chunk[64 * 1024], *dst;
         size_t done = 0;
+        int result = 0;
 
         if (size > UINT32_MAX)
                 return -EMSGSIZE;
@@ -254,15 +255,17 @@ AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t s
                 ssize_t k;
 
                 dst = c ? buffer_data(&c->out) + c->out.len : chunk;
-                k = read(fd, dst, want);
+                k = result < 0 ? 0 : read(fd, dst, want);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k <= 0) {
-                        int r = k < 0 ? negative_errno() : -EIO;
-                        /* A half-written bin would corrupt the frame: poison it. */
-                        if (c)
-                                c->pack_error = r;
-                        return r;
+                        /* The file shrank or a read failed: the bin header already promised
+                         * `size` bytes, so zero-fill the rest (the frame stays well-formed)
+                         * and let the caller report the content as invalid. */
+                        if (result == 0)
+                                result = k < 0 ? negative_errno() : -EIO;
+                        k = (ssize_t) MIN(want, sizeof(chunk));
+                        memset(dst, 0, (size_t) k);
                 }
                 if (c)
                         c->out.len += (size_t) k;
@@ -270,7 +273,7 @@ AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t s
                         return -ENOMEM;
                 done += (size_t) k;
         }
-        return 0;
+        return result;
 }
 
 AGENTIX_EXPORT int agentix_call_raisev(agentix_call *call, const char *type, const char *fmt, va_list ap) {

@@ -252,6 +252,19 @@ static void test_bin_from_fd(void **state) {
         call_error(h, "short", "testmod::bin_from_file", "unary", args, NULL, "OSError", "Input/output error");
         expect_unary(h, "after", "testmod::echo", "[1]", NULL, "1");
 
+        /* A function that keeps going after -EIO still sends a well-formed bin: the bytes the
+         * file had, then zeros up to the announced size (what fs::download relies on). */
+        snprintf(args, sizeof(args), "[\"%s\", %zu, true]", path, size + 4096);
+        assert_int_equal(worker_harness_call(h, "padded", "testmod::bin_from_file", "unary", args, NULL, -1), 0);
+        read_terminal(h, "padded", &f);
+        assert_int_equal(f.kind, FRAME_RESULT);
+        assert_int_equal(f.value->type, MSGPACK_OBJECT_BIN);
+        assert_int_equal(f.value->via.bin.size, size + 4096);
+        assert_memory_equal(f.value->via.bin.ptr, data, size);
+        for (size_t i = size; i < size + 4096; i++)
+                assert_int_equal((uint8_t) f.value->via.bin.ptr[i], 0);
+        worker_frame_done(&f);
+
         unlink(path);
         free(data);
         stop(h);

@@ -134,7 +134,8 @@ static int raise_error(agentix_call *call, const msgpack_object *argv, size_t ar
         return r;
 }
 
-/* bin_from_file(path: str, size: int) -> bytes, through agentix_pack_bin_from_fd(). */
+/* bin_from_file(path: str, size: int, lenient: bool = False) -> bytes, through
+ * agentix_pack_bin_from_fd(); lenient keeps the zero-filled result of a short file. */
 static int bin_from_file(agentix_call *call, const msgpack_object *argv, size_t argc) {
         char *path = agentix_arg_strdup(&argv[0]);
         int fd, r;
@@ -147,6 +148,8 @@ static int bin_from_file(agentix_call *call, const msgpack_object *argv, size_t 
                 return -errno;
         r = agentix_pack_bin_from_fd(agentix_call_result(call), fd, (size_t) argv[1].via.u64);
         close(fd);
+        if (r == -EIO && argv[2].via.boolean)
+                return 0;
         return r;
 }
 
@@ -400,7 +403,8 @@ static const agentix_function testmod_functions[] = {
         { "crash", AGENTIX_SHAPE_UNARY, "(signal: int = 9) -> none", crash, "kill the worker" },
         { "fail", AGENTIX_SHAPE_UNARY, "(errno: int) -> none", fail, "return -errno" },
         { "raise_error", AGENTIX_SHAPE_UNARY, "(type: str, message: str) -> none", raise_error, "raise" },
-        { "bin_from_file", AGENTIX_SHAPE_UNARY, "(path: str, size: int) -> bytes", bin_from_file, "read a file" },
+        { "bin_from_file", AGENTIX_SHAPE_UNARY, "(path: str, size: int, lenient: bool = False) -> bytes", bin_from_file,
+          "read a file" },
         { "info", AGENTIX_SHAPE_UNARY, "() -> map", info, "call metadata" },
         { "inbox_hold", AGENTIX_SHAPE_BIDI, "() -> none", inbox_hold, "never read the inbox" },
         { "syscalls", AGENTIX_SHAPE_UNARY, "() -> map", syscalls, "probe denied syscalls" },

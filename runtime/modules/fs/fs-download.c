@@ -23,35 +23,3 @@ int fs_download_open(const char *path, int *ret_fd, uint64_t *ret_size, FsStatus
         status = FS_STATUS_NULL;
         return 0;
 }
-
-int fs_copy_exact(int fd, uint64_t size, FsSink sink, void *userdata) {
-        uint8_t buf[64 * 1024];
-        uint64_t done = 0;
-        int r, result = 0;
-
-        while (done < size) {
-                size_t want = (size_t) MIN((uint64_t) sizeof(buf), size - done);
-                ssize_t k = read(fd, buf, want);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0) {
-                        /* Shrunk or unreadable: keep the promised length, report the damage. */
-                        result = k < 0 ? negative_errno() : -EIO;
-                        memset(buf, 0, sizeof(buf));
-                        while (done < size) {
-                                size_t n = (size_t) MIN((uint64_t) sizeof(buf), size - done);
-                                r = sink(buf, n, userdata);
-                                if (r < 0)
-                                        return r;
-                                done += n;
-                        }
-                        break;
-                }
-                r = sink(buf, (size_t) k, userdata);
-                if (r < 0)
-                        return r;
-                done += (size_t) k;
-        }
-        return result;
-}

@@ -75,11 +75,6 @@ int fs_write(const char *path, const void *data, size_t size, bool overwrite, Fs
  * are set only when the status is FS_OK. */
 int fs_download_open(const char *path, int *ret_fd, uint64_t *ret_size, FsStatus *ret);
 
-/* Copy exactly `size` bytes of fd to `sink` in chunks: a file that grew is cut at `size`;
- * one that shrank is padded with zero bytes so a length announced up front stays true,
- * and -EIO is returned so the caller can report the file as changed. */
-typedef int (*FsSink)(const void *data, size_t n, void *userdata);
-int fs_copy_exact(int fd, uint64_t size, FsSink sink, void *userdata);
 
 /* ---- edit ------------------------------------------------------------------------------- */
 

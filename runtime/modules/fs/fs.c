@@ -21,6 +21,7 @@
 #pragma weak agentix_call_result
 #pragma weak agentix_call_cancelled
 #pragma weak agentix_call_remaining_ms
+#pragma weak agentix_pack_bin_from_fd
 
 /* download: file bytes per call, leaving room below the 256 MiB message limit for the
  * envelope, paths and per-file maps. */
@@ -285,10 +286,6 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
 
 /* ---- download ------------------------------------------------------------------------------- */
 
-static int sink_to_packer(const void *data, size_t n, void *userdata) {
-        return msgpack_pack_bin_body(userdata, data, n) < 0 ? -ENOMEM : 0;
-}
-
 static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
         const msgpack_object_array *paths = &argv[0].via.array;
         msgpack_packer *pk = agentix_call_result(call);
@@ -334,12 +331,11 @@ static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size
                         return r;
                 if (fs_status_ok(&status)) {
                         budget -= size;
-                        /* Exactly `size` bytes whatever happens to the file meanwhile, so the
-                         * bin header stays true; a file that shrank is reported, not sent. */
-                        if (msgpack_pack_bin(pk, (size_t) size) < 0)
-                                return -ENOMEM;
-                        r = fs_copy_exact(fd, size, sink_to_packer, pk);
-                        if (r == -ENOMEM)
+                        /* Read straight into the outgoing frame. Exactly `size` bytes whatever
+                         * happens to the file meanwhile (zero-filled if it shrank), so the bin
+                         * header stays true; a file that changed is reported, not trusted. */
+                        r = agentix_pack_bin_from_fd(pk, fd, (size_t) size);
+                        if (r == -ENOMEM || r == -EMSGSIZE)
                                 return r;
                         if (r < 0) {
                                 r = fs_status_set(&status, FS_ERROR_IO,
