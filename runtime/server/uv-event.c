@@ -13,20 +13,30 @@ struct UvEvent {
         sd_event_source *timer;
         sd_event_source *post;
         bool running; /* guards against re-entry from callbacks */
+        uint64_t armed_usec; /* when the timer fires, 0 when off */
 };
 
 static void uv_event_rearm(UvEvent *u) {
         int timeout = uv_backend_timeout(&u->loop);
-        uint64_t now;
+        uint64_t now, when;
 
         if (timeout < 0) {
-                (void) sd_event_source_set_enabled(u->timer, SD_EVENT_OFF);
+                if (u->armed_usec != 0) {
+                        (void) sd_event_source_set_enabled(u->timer, SD_EVENT_OFF);
+                        u->armed_usec = 0;
+                }
                 return;
         }
         if (sd_event_now(u->event, CLOCK_MONOTONIC, &now) < 0)
                 return;
-        (void) sd_event_source_set_time(u->timer, now + (uint64_t) timeout * 1000ULL);
+        when = now + (uint64_t) timeout * 1000ULL;
+        /* uv timers have millisecond resolution: leave a timer alone that already fires
+         * within the same millisecond (each change is a timerfd syscall). */
+        if (u->armed_usec != 0 && u->armed_usec <= when && when - u->armed_usec < 1000)
+                return;
+        (void) sd_event_source_set_time(u->timer, when);
         (void) sd_event_source_set_enabled(u->timer, SD_EVENT_ONESHOT);
+        u->armed_usec = when;
 }
 
 void uv_event_run(UvEvent *u) {
@@ -44,7 +54,10 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 }
 
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        uv_event_run(userdata);
+        UvEvent *u = userdata;
+
+        u->armed_usec = 0; /* oneshot: it is off now */
+        uv_event_run(u);
         return 0;
 }
 
