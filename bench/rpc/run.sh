@@ -153,11 +153,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
         log "configuring $BUILD (release)"
         (cd "$ROOT" && meson setup "$BUILD" -Dbuildtype=release >"$WORK/meson.log") || { cat "$WORK/meson.log" >&2; exit 1; }
 fi
-TARGETS=(runtime/server/agentix-server bench/rpc/loadgen)
-# The worker is its own program in newer trees (the server finds it next to itself).
-if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^runtime/server/agentix-worker:'; then
-        TARGETS+=(runtime/server/agentix-worker)
-fi
+TARGETS=(runtime/server/agentix-server runtime/server/agentix-worker bench/rpc/loadgen bench/rpc/pingpong)
 log "building ${TARGETS[*]} in $BUILD"
 ninja -C "$BUILD" "${TARGETS[@]}" >"$WORK/ninja.log" || { tail -30 "$WORK/ninja.log" >&2; exit 1; }
 
@@ -197,15 +193,17 @@ fi
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         # Warm-up before RSS: code paths touched, worker started, allocator settled.
-        measure warmup "$label" "$port" --callable fs::download --arg-emptylist --count 1000 --warmup 0 >/dev/null
+        measure warmup "$label" "$port" --callable sandbox::echo --arg-str hello --count 1000 --warmup 0 >/dev/null
         sleep 1
         rss_line "$label" "$pid" after-warmup
 done
 
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
-        measure 1-echo "$label" "$port" --callable fs::download --arg-emptylist --count $ECHO_N --warmup $ECHO_WARM
+        measure 1-echo "$label" "$port" --callable sandbox::echo --arg-str hello --count $ECHO_N --warmup $ECHO_WARM
 done
+# The floor under those numbers: the same machine's process-to-process round trip.
+"$BUILD/bench/rpc/pingpong" | sed 's/}$/,"scenario":"1-floor"}/' >>"$LINES"
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         measure 1b-ls "$label" "$port" --callable fs::ls --arg-str "$EMPTY" --count $ECHO_N --warmup $ECHO_WARM
@@ -213,7 +211,7 @@ done
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         measure 2-throughput "$label" "$port" --mode throughput --inflight 64 --duration $TP_SECONDS \
-                --callable fs::download --arg-emptylist
+                --callable sandbox::echo --arg-str hello
 done
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"

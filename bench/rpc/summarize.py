@@ -77,7 +77,7 @@ def main():
 
     out = []
     out.append(f"{'scenario':<34}{'agentix':>14}{'peer':>14}{'peer/agentix':>14}")
-    for sc, title in (("1-echo", "1 echo fs::download([])"), ("1b-ls", "1b fs::ls(empty dir)"),
+    for sc, title in (("1-echo", "1 echo sandbox::echo"), ("1b-ls", "1b fs::ls(empty dir)"),
                       ("3-exec", "3 exec `true`")):
         for k in ("p50_us", "p90_us", "p99_us"):
             a, p = get(sc, "agentix", k), get(sc, "peer", k)
@@ -96,6 +96,10 @@ def main():
             out.append(f"{'5 ' + name + ' ' + phase + ' MiB':<34}{f(va, '{:.1f}'):>14}{f(vp, '{:.1f}'):>14}"
                        f"{f(ratio(vp, va), '{:.1f}×'):>14}")
     out.append("")
+    for label in ("floor-socketpair", "floor-tcp-loopback"):
+        v = get("1-floor", label, "p50_us")
+        out.append(f"{'1 floor: ' + label + ' p50 µs':<34}{f(v, '{:.1f}'):>14}   (one round trip between two processes;"
+                   f" a call makes two)")
     for label in ("spawn-true", "spawn-sh-true", "docker-exec"):
         v = get("3-exec", label, "p50_us")
         if v is not None:

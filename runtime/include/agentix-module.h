@@ -56,12 +56,23 @@ typedef enum agentix_shape {
  * errno (reported as type "OSError" with strerror's text). */
 typedef int (*agentix_function_impl)(agentix_call *call, const msgpack_object *argv, size_t argc);
 
+/* agentix_function.flags */
+enum {
+        /* The function is quick and never blocks (no I/O waits, no sleeping, no inbox): the
+         * worker runs it on its reader thread instead of handing it to a call thread, which
+         * saves a thread wake-up each way. Unary functions only; ignored for other shapes.
+         * A slow function marked inline delays every other call: mark only what returns in
+         * microseconds. */
+        AGENTIX_FUNCTION_INLINE = 1u << 0,
+};
+
 typedef struct agentix_function {
         const char *name;       /* function name, [A-Za-z_][A-Za-z0-9_]* */
         agentix_shape shape;
         const char *signature;  /* see grammar above */
         agentix_function_impl impl;
         const char *doc;        /* one line, optional */
+        unsigned flags;         /* AGENTIX_FUNCTION_*, 0 for none */
 } agentix_function;
 
 typedef struct agentix_module {

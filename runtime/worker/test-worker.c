@@ -147,6 +147,17 @@ static void test_echo_json(void **state) {
 
 /* Every msgpack type, packed raw, must come back identical — and the RESULT payload must be
  * exactly {call_id, value}, which the server forwards verbatim. */
+/* AGENTIX_FUNCTION_INLINE runs a unary function on the reader thread, others on call threads. */
+static void test_inline_functions(void **state) {
+        WorkerHarness *h = start(&(WorkerOptions) { .no_seccomp = true });
+
+        expect_unary(h, "inline", "testmod::inline_thread", "[]", NULL, "true");
+        expect_unary(h, "pool", "testmod::pool_thread", "[]", NULL, "false");
+        expect_unary(h, "echo", "sandbox::echo", "[\"x\"]", NULL, "\"x\"");
+        expect_unary(h, "echo-default", "sandbox::echo", "[]", NULL, "null");
+        stop(h);
+}
+
 static void test_echo_every_type(void **state) {
         WorkerHarness *h = start(NULL);
         _cleanup_buffer_ Buffer args = {};
@@ -833,6 +844,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(test_echo_json, teardown),
                 cmocka_unit_test_teardown(test_echo_every_type, teardown),
+                cmocka_unit_test_teardown(test_inline_functions, teardown),
                 cmocka_unit_test_teardown(test_bin_from_fd, teardown),
                 cmocka_unit_test_teardown(test_result_too_large, teardown),
                 cmocka_unit_test_teardown(test_stream, teardown),

@@ -185,6 +185,12 @@ static int dispatch_call(Worker *w, const uint8_t *payload, size_t size) {
                 return r;
         }
 
+        /* Quick, non-blocking functions run right here: no thread handoff either way. */
+        if ((rc->function->flags & AGENTIX_FUNCTION_INLINE) && c->shape == AGENTIX_SHAPE_UNARY) {
+                run_call(c);
+                return 0;
+        }
+
         r = thread_pool_submit(w->pool, run_call, c);
         if (r < 0) {
                 call_table_remove(&w->calls, c);

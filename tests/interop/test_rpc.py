@@ -161,6 +161,17 @@ def unary_fs_round_trip_both_transports():
 
 
 @test
+def echo_round_trip_both_transports():
+    with server() as s:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            value = {"n": 1, "s": "ü", "b": b"\x00\xff", "l": [1.5, None, True]}
+            assert c.call("sandbox::echo", value) == value
+            assert c.call("sandbox::echo") is None
+            c.close()
+
+
+@test
 def binary_round_trip_all_byte_values_and_8mb():
     with server() as s, tempfile.TemporaryDirectory() as d:
         blob = bytes(range(256)) * 4 + b"\x00"

@@ -153,6 +153,14 @@ static int bin_from_file(agentix_call *call, const msgpack_object *argv, size_t 
         return r;
 }
 
+/* on_reader_thread() -> bool: whether the call runs on the worker's main (reader) thread.
+ * Listed twice, once inline and once not, to check where each one runs. */
+static int on_reader_thread(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        msgpack_packer *pk = agentix_call_result(call);
+
+        return (gettid() == getpid() ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) < 0 ? -ENOMEM : 0;
+}
+
 /* info() -> {id, shape, remaining_ms} */
 static int info(agentix_call *call, const msgpack_object *argv, size_t argc) {
         msgpack_packer *pk = agentix_call_result(call);
@@ -406,6 +414,9 @@ static const agentix_function testmod_functions[] = {
         { "bin_from_file", AGENTIX_SHAPE_UNARY, "(path: str, size: int, lenient: bool = False) -> bytes", bin_from_file,
           "read a file" },
         { "info", AGENTIX_SHAPE_UNARY, "() -> map", info, "call metadata" },
+        { "inline_thread", AGENTIX_SHAPE_UNARY, "() -> bool", on_reader_thread, "runs inline",
+          AGENTIX_FUNCTION_INLINE },
+        { "pool_thread", AGENTIX_SHAPE_UNARY, "() -> bool", on_reader_thread, "runs on a call thread" },
         { "inbox_hold", AGENTIX_SHAPE_BIDI, "() -> none", inbox_hold, "never read the inbox" },
         { "syscalls", AGENTIX_SHAPE_UNARY, "() -> map", syscalls, "probe denied syscalls" },
         { "spawn_probe", AGENTIX_SHAPE_UNARY, "() -> map", spawn_probe, "probe a child's confinement" },

@@ -8,6 +8,7 @@ at /dev/null, so children cannot steal frame bytes; synchronous functions run in
 (asyncio.to_thread), coroutines on the loop; writes go through one queue drainer.
 
 Functions (same names, arguments and result maps as agentix's built-ins):
+  sandbox::echo(value=None)  → value
   fs::ls(path)               → {entries, truncated, error, message}
   fs::download(paths)        → [{path, content, error, message}]
   sandbox::exec(command, timeout=None) → {exit_code, output, truncated, timed_out}
@@ -20,6 +21,10 @@ import sys
 import traceback
 
 import msgpack
+
+
+def sandbox_echo(value=None):
+    return value
 
 
 def fs_ls(path):
@@ -68,6 +73,7 @@ async def sandbox_exec(command, timeout=None):
 
 
 FUNCTIONS = {
+    "sandbox::echo": sandbox_echo,
     "fs::ls": fs_ls,
     "fs::download": fs_download,
     "sandbox::exec": sandbox_exec,

@@ -164,7 +164,15 @@ static int sandbox_exec_stream(agentix_call *call, const msgpack_object *argv, s
 #define EXEC_BIDI_DOC \
         "Run a shell command interactively: inbox items {stdin}, {eof}, {signal}, {resize}; pty=True for a terminal."
 
+/* echo(value: any = None) -> any: the value back. A liveness and latency probe that does no
+ * work, so it runs inline on the worker's reader thread. */
+static int sandbox_echo(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        return msgpack_pack_object(agentix_call_result(call), argv[0]) < 0 ? -ENOMEM : 0;
+}
+
 static const agentix_function sandbox_functions[] = {
+        { "echo", AGENTIX_SHAPE_UNARY, "(value: any = None) -> any", sandbox_echo, "return the value (a probe)",
+          AGENTIX_FUNCTION_INLINE },
         { "exec", AGENTIX_SHAPE_UNARY, SANDBOX_EXEC_SIGNATURE, sandbox_exec_unary, EXEC_DOC },
         { "exec", AGENTIX_SHAPE_STREAM, SANDBOX_EXEC_SIGNATURE, sandbox_exec_stream, EXEC_STREAM_DOC },
         { "exec", AGENTIX_SHAPE_BIDI, SANDBOX_EXEC_SIGNATURE, sandbox_exec_stream, EXEC_BIDI_DOC },
