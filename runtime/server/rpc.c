@@ -2,6 +2,7 @@
 #include <msgpack.h>
 
 #include "envelope.h"
+#include "forget-set.h"
 #include "frame.h"
 #include "log.h"
 #include "mp-check.h"
@@ -73,10 +74,7 @@ struct Rpc {
         unsigned n_results;
         size_t result_bytes;
 
-        /* Ring of call_ids already answered and forgotten. */
-        char (*forgotten)[RPC_CALL_ID_MAX + 1];
-        size_t forgotten_next;
-        StrMap *forgotten_set;
+        ForgetSet *forgotten; /* call_ids already answered and forgotten */
 
         unsigned rapid_deaths;
         sd_event_source *respawn_timer;
@@ -101,22 +99,12 @@ static void emit_error(SioSocket *s, const char *call_id, size_t call_id_len, co
 }
 
 static void forget_id(Rpc *rpc, const char *id, size_t len) {
-        char *slot;
-
-        if (rpc->config.forget_window == 0 || strmap_get(rpc->forgotten_set, id, len))
-                return;
-        slot = rpc->forgotten[rpc->forgotten_next];
-        if (slot[0])
-                (void) strmap_remove(rpc->forgotten_set, slot, strlen(slot));
-        memcpy(slot, id, len);
-        slot[len] = 0;
-        if (strmap_put(rpc->forgotten_set, slot, len, slot) < 0)
-                slot[0] = 0;
-        rpc->forgotten_next = (rpc->forgotten_next + 1) % rpc->config.forget_window;
+        if (rpc->forgotten)
+                forget_set_add(rpc->forgotten, id, len);
 }
 
 static bool is_forgotten(Rpc *rpc, const char *id, size_t len) {
-        return rpc->forgotten_set && strmap_get(rpc->forgotten_set, id, len);
+        return rpc->forgotten && forget_set_contains(rpc->forgotten, id, len);
 }
 
 /* ---- call lifetime -------------------------------------------------------------------------- */
@@ -881,11 +869,10 @@ int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret) {
         }
         rpc->config.token = rpc->token;
         rpc->calls = strmap_new();
-        rpc->forgotten_set = strmap_new();
-        if (!rpc->calls || !rpc->forgotten_set)
+        if (!rpc->calls)
                 goto oom;
         if (config->forget_window > 0) {
-                rpc->forgotten = calloc(config->forget_window, sizeof(*rpc->forgotten));
+                rpc->forgotten = forget_set_new(config->forget_window);
                 if (!rpc->forgotten)
                         goto oom;
         }
@@ -919,8 +906,7 @@ Rpc *rpc_free(Rpc *rpc) {
         }
         sd_event_source_disable_unref(rpc->respawn_timer);
         strmap_free(rpc->calls);
-        strmap_free(rpc->forgotten_set);
-        free(rpc->forgotten);
+        forget_set_free(rpc->forgotten);
         free(rpc->token);
         sd_event_unref(rpc->event);
         free(rpc);

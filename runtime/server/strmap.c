@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include "macro.h"
+#include "hash.h"
 #include "strmap.h"
 
 typedef struct Slot {
@@ -18,22 +19,6 @@ struct StrMap {
         size_t n_items;
         uint64_t seed;
 };
-
-static uint64_t hash_bytes(uint64_t seed, const char *key, size_t len) {
-        uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-        for (size_t i = 0; i < len; i++) {
-                h ^= (uint8_t) key[i];
-                h *= 0x100000001b3ULL;
-        }
-        /* murmur3 finalizer: spread FNV's weak low bits before masking */
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        h *= 0xc4ceb9fe1a85ec53ULL;
-        h ^= h >> 33;
-        return h;
-}
 
 StrMap *strmap_new(void) {
         StrMap *m = calloc(1, sizeof(*m));
@@ -68,7 +53,7 @@ static Slot *find(const StrMap *m, const char *key, size_t len, uint64_t h) {
 }
 
 void *strmap_get(const StrMap *m, const char *key, size_t len) {
-        Slot *s = find(m, key, len, hash_bytes(m->seed, key, len));
+        Slot *s = find(m, key, len, hash64_bytes(m->seed, key, len));
         return s ? s->value : NULL;
 }
 
@@ -98,7 +83,7 @@ static int grow(StrMap *m) {
 }
 
 int strmap_put(StrMap *m, const char *key, size_t len, void *value) {
-        uint64_t h = hash_bytes(m->seed, key, len);
+        uint64_t h = hash64_bytes(m->seed, key, len);
         int r;
 
         if (find(m, key, len, h))
@@ -115,7 +100,7 @@ int strmap_put(StrMap *m, const char *key, size_t len, void *value) {
 }
 
 void *strmap_remove(StrMap *m, const char *key, size_t len) {
-        Slot *s = find(m, key, len, hash_bytes(m->seed, key, len));
+        Slot *s = find(m, key, len, hash64_bytes(m->seed, key, len));
         size_t mask, i, j;
         void *value;
 
