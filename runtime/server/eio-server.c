@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <malloc.h>
 #include <sys/random.h>
 
 #include "eio-packet.h"
@@ -367,6 +368,10 @@ static int on_reap(sd_event_source *source, void *userdata) {
                 }
                 session_free(s);
         }
+        /* The last client left: hand the memory its connection used back to the system, so an
+         * idle server stays small. */
+        if (strmap_size(server->sessions) == 0)
+                (void) malloc_trim(0);
         return 0;
 }
 

@@ -401,7 +401,7 @@ static int setup(Server *srv, Options *o) {
                         .max_results = o->max_results,
                         .max_result_bytes = 1024u * MIB,
                         .max_orphan_bytes = 64u * MIB,
-                        .forget_window = 65536,
+                        .forget_window = 16384,
                 };
                 WorkerLinkConfig worker_config = {
                         .max_frame = o->max_message + 64 * 1024,

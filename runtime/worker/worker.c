@@ -5,6 +5,9 @@
  * reader never waits for a call, so a stuck call blocks nobody. */
 #include <poll.h>
 
+#include <malloc.h>
+#include <stdatomic.h>
+
 #include "mp-check.h"
 #include "call-table.h"
 #include "call.h"
@@ -75,6 +78,25 @@ static int send_ready(Worker *w) {
 
 /* ---- calls --------------------------------------------------------------------------------- */
 
+/* An idle worker gives back the memory its calls used (a big result frame, thread arenas):
+ * at most once a second, when no call is running. */
+static void worker_maybe_trim(Worker *w) {
+        static _Atomic uint64_t last_trim = 0;
+        uint64_t now, last;
+        size_t running;
+
+        call_table_lock(&w->calls);
+        running = w->calls.n_calls;
+        call_table_unlock(&w->calls);
+        if (running > 0)
+                return;
+        now = now_usec();
+        last = last_trim;
+        if (now - last < 1000000 || !atomic_compare_exchange_strong(&last_trim, &last, now))
+                return;
+        (void) malloc_trim(0);
+}
+
 static void run_call(void *userdata) {
         agentix_call *c = userdata;
         Worker *w = c->owner;
@@ -90,6 +112,7 @@ static void run_call(void *userdata) {
         if (r < 0)
                 log_debug_errno(r, "Failed to send the terminal frame of call %s: %m", c->id);
         call_free(c);
+        worker_maybe_trim(w);
 }
 
 static int resolve_error_type(int r, const char **ret_type) {
@@ -365,6 +388,9 @@ int worker_main(int frame_fd, const WorkerOptions *opts) {
                 opts = &defaults;
         log_set_prefix("agentix-worker");
         log_parse_env();
+
+        /* Calls run on many threads; one arena per thread would keep megabytes resident. */
+        (void) mallopt(M_ARENA_MAX, 2);
 
         w.fd = worker_confine(frame_fd, opts);
         if (w.fd < 0)
