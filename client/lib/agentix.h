@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* agentix.h — libagentix, the C client of agentix-server. See agentix(3).
+ *
+ * A client connects to one runtime server (a sandbox) by URL and token, over WebSocket with a
+ * fallback to HTTP long-polling, and makes remote calls: unary, stream or bidi. Many calls can
+ * be in flight on one connection. A dropped connection is re-established behind the scenes
+ * and every unfinished call is resumed (the server keeps results until they are acknowledged),
+ * so no finished result is lost.
+ *
+ * Two ways to use it, freely mixed on one client:
+ *  - blocking: agentix_call(), agentix_request_next(), the typed helpers (agentix_exec(), …)
+ *    run the client's event loop until their answer is there;
+ *  - event loop: give agentix_client_new() your sd_event and use the *_async() functions; the
+ *    handlers run from that loop.
+ * A client is not thread-safe: use it from one thread (its event loop's).
+ *
+ * Values are msgpack: arguments are passed as packed bytes (an array for positional args, a
+ * map for keyword args), results come back as msgpack_object trees. The typed helpers for the
+ * built-in modules (sandbox::exec, fs::*) take and return C types.
+ *
+ * Functions return 0 or a negative errno; when they take an agentix_error *, it is filled on
+ * failure (may be NULL when you only want the errno). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+#include <systemd/sd-event.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AGENTIX_API __attribute__((visibility("default")))
+
+typedef struct agentix_client agentix_client;
+typedef struct agentix_request agentix_request;
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* What went wrong, as a switchable value. The remote ones mirror the wire protocol's error
+ * types; AGENTIX_E_REMOTE is an error a module raised (its type is in .type). */
+typedef enum agentix_error_kind {
+        AGENTIX_E_NONE = 0,
+        AGENTIX_E_UNAUTHORIZED,       /* the token was refused */
+        AGENTIX_E_BAD_REQUEST,
+        AGENTIX_E_NO_SUCH_CALLABLE,
+        AGENTIX_E_ARGUMENT,           /* ArgumentError: names the parameter */
+        AGENTIX_E_CANCELLED,
+        AGENTIX_E_DEADLINE_EXCEEDED,
+        AGENTIX_E_WORKER_DIED,        /* .returncode: exit status or -signal */
+        AGENTIX_E_RESULT_UNAVAILABLE,
+        AGENTIX_E_MESSAGE_TOO_LARGE,
+        AGENTIX_E_TOO_MANY_CALLS,
+        AGENTIX_E_REMOTE,             /* raised by the called function: .type says what */
+        AGENTIX_E_FILE,               /* an fs helper's per-file error: .type is the code
+                                       * ("file_not_found", "permission_denied", …) */
+        AGENTIX_E_CONNECTION,         /* cannot reach the server, or lost it for good */
+        AGENTIX_E_TIMEOUT,            /* a client-side timeout (connect, or a blocking wait) */
+        AGENTIX_E_PROTOCOL,           /* the server sent something this client cannot use */
+        AGENTIX_E_INVALID,            /* a bad argument to a libagentix function */
+} agentix_error_kind;
+
+typedef struct agentix_error {
+        agentix_error_kind kind;
+        int code;          /* the negative errno the function returned */
+        char *type;        /* the wire type ("WorkerDied", "ValueError", "file_not_found", …) */
+        char *message;     /* one line a person can act on */
+        char *traceback;   /* may be NULL */
+        bool cancelled;
+        bool has_returncode;
+        int returncode;
+} agentix_error;
+
+#define AGENTIX_ERROR_NULL ((agentix_error) { .kind = AGENTIX_E_NONE })
+
+AGENTIX_API void agentix_error_done(agentix_error *e);
+AGENTIX_API const char *agentix_error_kind_name(agentix_error_kind kind);
+
+/* ---- clients ------------------------------------------------------------------------------ */
+
+typedef enum agentix_transport {
+        AGENTIX_TRANSPORT_AUTO = 0,   /* WebSocket, falling back to polling */
+        AGENTIX_TRANSPORT_WEBSOCKET,
+        AGENTIX_TRANSPORT_POLLING,
+} agentix_transport;
+
+typedef struct agentix_options {
+        const char *url;                /* http://host:port or ws://host:port (required) */
+        const char *token;              /* NULL: none */
+        agentix_transport transport;
+        uint64_t connect_timeout_usec;  /* 0: 10 s */
+        bool no_reconnect;              /* fail calls when the connection drops */
+        uint64_t reconnect_timeout_usec;/* give up reconnecting after this; 0: 60 s */
+        size_t max_message;             /* 0: 256 MiB */
+} agentix_options;
+
+/* Create a client. event: the loop to run on, or NULL for a private one (blocking use). */
+AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, agentix_client **ret);
+AGENTIX_API agentix_client *agentix_client_ref(agentix_client *c);
+AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c);
+
+/* Connect and join /rpc. Blocking: returns once connected (or failed). */
+AGENTIX_API int agentix_client_connect(agentix_client *c, agentix_error *ret_error);
+typedef void (*agentix_connect_handler)(agentix_client *c, const agentix_error *error, void *userdata);
+AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_handler h, void *userdata);
+AGENTIX_API bool agentix_client_is_connected(agentix_client *c);
+/* The transport in use right now ("websocket", "polling"), or NULL. */
+AGENTIX_API const char *agentix_client_transport(agentix_client *c);
+/* Close the connection; calls in flight fail with AGENTIX_E_CONNECTION. */
+AGENTIX_API void agentix_client_close(agentix_client *c);
+AGENTIX_API sd_event *agentix_client_get_event(agentix_client *c);
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+typedef enum agentix_call_shape {
+        AGENTIX_CALL_UNARY = 0,
+        AGENTIX_CALL_STREAM = 1,
+        AGENTIX_CALL_BIDI = 2,
+} agentix_call_shape;
+
+typedef struct agentix_call_options {
+        agentix_call_shape shape;
+        uint64_t deadline_ms;   /* 0: none; enforced by the server (DeadlineExceeded) */
+        const char *call_id;    /* NULL: a fresh random one */
+} agentix_call_options;
+
+/* A call's arguments: msgpack-packed bytes of an array (args) and a map (kwargs); NULL/0 for
+ * none. */
+typedef struct agentix_args {
+        const void *args;
+        size_t args_size;
+        const void *kwargs;
+        size_t kwargs_size;
+} agentix_args;
+
+/* Blocking unary call. On success *ret_result holds the value (msgpack_unpacked_destroy() it). */
+AGENTIX_API int agentix_call(agentix_client *c, const char *callable, const agentix_args *args,
+                             const agentix_call_options *o, msgpack_unpacked *ret_result, agentix_error *ret_error);
+
+/* Start a stream or bidi call (o->shape), blocking use: read items with agentix_request_next(). */
+AGENTIX_API int agentix_call_start(agentix_client *c, const char *callable, const agentix_args *args,
+                                   const agentix_call_options *o, agentix_request **ret);
+
+/* Next item: 1 with *ret_item set (msgpack_unpacked_destroy() it), 0 at the end of the stream,
+ * or a negative errno with *ret_error. timeout_usec: 0 waits forever. */
+AGENTIX_API int agentix_request_next(agentix_request *r, msgpack_unpacked *ret_item, uint64_t timeout_usec,
+                                     agentix_error *ret_error);
+
+typedef struct agentix_request_handlers {
+        /* One stream/bidi item; the value lives until the handler returns. */
+        void (*item)(agentix_request *r, const msgpack_object *value, void *userdata);
+        /* Exactly once: the unary result (NULL for stream/bidi), or the error. */
+        void (*done)(agentix_request *r, const msgpack_object *result, const agentix_error *error, void *userdata);
+} agentix_request_handlers;
+
+/* Event-loop call of any shape. The request stays valid until unref'd (done has run or not). */
+AGENTIX_API int agentix_call_async(agentix_client *c, const char *callable, const agentix_args *args,
+                                   const agentix_call_options *o, const agentix_request_handlers *h, void *userdata,
+                                   agentix_request **ret);
+
+/* Bidi inbox: one msgpack-packed item; then close it. */
+AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_t item_size);
+AGENTIX_API int agentix_request_close_inbox(agentix_request *r);
+/* Cancel: the call ends with AGENTIX_E_CANCELLED. */
+AGENTIX_API int agentix_request_cancel(agentix_request *r);
+AGENTIX_API const char *agentix_request_id(agentix_request *r);
+AGENTIX_API bool agentix_request_is_done(agentix_request *r);
+AGENTIX_API agentix_request *agentix_request_ref(agentix_request *r);
+AGENTIX_API agentix_request *agentix_request_unref(agentix_request *r);
+
+/* Run the client's private loop until `r` is done or the timeout passes (for blocking callers
+ * that started several requests). */
+AGENTIX_API int agentix_request_wait(agentix_request *r, uint64_t timeout_usec);
+
+/* ---- typed helpers for the built-in modules (blocking) ------------------------------------ */
+
+typedef struct agentix_exec_options {
+        const char *cwd;                /* NULL: the worker's */
+        const char *const *env;         /* "KEY=VALUE" (a bare "KEY" unsets), NULL-terminated */
+        const void *stdin_data;
+        size_t stdin_size;
+        double timeout_sec;             /* 0: the server's default (1800 s); < 0: none */
+        size_t max_output;              /* 0: the server's default (10 MiB) */
+        uint64_t deadline_ms;
+} agentix_exec_options;
+
+typedef struct agentix_exec_result {
+        int exit_code;
+        char *output;                   /* stdout + stderr, NUL-terminated, valid UTF-8 */
+        size_t output_size;
+        bool truncated;
+        bool timed_out;
+} agentix_exec_result;
+
+AGENTIX_API int agentix_exec(agentix_client *c, const char *command, const agentix_exec_options *o,
+                             agentix_exec_result *ret, agentix_error *ret_error);
+AGENTIX_API void agentix_exec_result_done(agentix_exec_result *r);
+
+typedef struct agentix_file {
+        const char *path;
+        const void *data;
+        size_t size;
+} agentix_file;
+
+/* Per-file outcome of a batch: error is NULL or the code ("file_not_found", …). */
+typedef struct agentix_file_result {
+        char *path;
+        void *content;                  /* download only */
+        size_t size;
+        char *error;
+        char *message;
+} agentix_file_result;
+
+AGENTIX_API int agentix_upload(agentix_client *c, const agentix_file *files, size_t n_files,
+                               agentix_file_result **ret_results, agentix_error *ret_error);
+AGENTIX_API int agentix_download(agentix_client *c, const char *const *paths, size_t n_paths,
+                                 agentix_file_result **ret_results, agentix_error *ret_error);
+AGENTIX_API void agentix_file_results_free(agentix_file_result *r, size_t n);
+
+typedef struct agentix_read_result {
+        char *content;                  /* numbered lines (cat -n style), or NULL for binary */
+        void *data;                     /* binary files: the bytes */
+        size_t data_size;
+        int64_t total_lines;            /* -1 when unknown */
+        int64_t start_line, end_line;
+        int64_t next_offset;            /* -1 at the end of the file */
+        bool truncated;
+} agentix_read_result;
+
+/* Single-file operations: an fs error (file_not_found, …) is returned as AGENTIX_E_FILE. */
+AGENTIX_API int agentix_read(agentix_client *c, const char *path, int64_t offset, int64_t limit,
+                             agentix_read_result *ret, agentix_error *ret_error);
+AGENTIX_API void agentix_read_result_done(agentix_read_result *r);
+AGENTIX_API int agentix_write(agentix_client *c, const char *path, const void *content, size_t size, bool overwrite,
+                              agentix_error *ret_error);
+AGENTIX_API int agentix_edit(agentix_client *c, const char *path, const char *old_text, const char *new_text,
+                             bool replace_all, unsigned *ret_occurrences, agentix_error *ret_error);
+
+typedef struct agentix_entry {
+        char *path;
+        bool is_dir;
+        uint64_t size;
+        char *modified_at;              /* ISO 8601 UTC */
+} agentix_entry;
+
+typedef struct agentix_entries {
+        agentix_entry *entries;
+        size_t n_entries;
+        bool truncated;
+} agentix_entries;
+
+AGENTIX_API int agentix_ls(agentix_client *c, const char *path, agentix_entries *ret, agentix_error *ret_error);
+/* glob(pattern, path): matching regular files (is_dir false). */
+AGENTIX_API int agentix_glob(agentix_client *c, const char *pattern, const char *path, agentix_entries *ret,
+                             agentix_error *ret_error);
+AGENTIX_API void agentix_entries_done(agentix_entries *e);
+
+typedef struct agentix_match {
+        char *path;
+        uint64_t line;
+        char *text;
+} agentix_match;
+
+typedef struct agentix_matches {
+        agentix_match *matches;
+        size_t n_matches;
+        bool truncated;
+} agentix_matches;
+
+/* Literal search; path/glob may be NULL, max_count < 0 for no limit. */
+AGENTIX_API int agentix_grep(agentix_client *c, const char *pattern, const char *path, const char *glob,
+                             int64_t max_count, agentix_matches *ret, agentix_error *ret_error);
+AGENTIX_API void agentix_matches_done(agentix_matches *m);
+
+#ifdef __cplusplus
+}
+#endif

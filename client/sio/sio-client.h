@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A Socket.IO v5 client over Engine.IO v4, on sd-event: WebSocket (libwebsockets' client on
+ * the uv loop embedded in sd-event, runtime/shared/uv-event.h) or HTTP long-polling (libcurl's
+ * multi interface glued to sd-event), with the polling → WebSocket upgrade not needed: AUTO
+ * tries WebSocket first and falls back to polling when the WebSocket handshake fails.
+ *
+ * It joins one namespace with an auth payload, answers the server's pings, sends and receives
+ * events whose one argument is a binary attachment (the /rpc envelope shape), and reconnects
+ * by itself after a dropped connection (backing off), telling its user each time so the user
+ * can resume its calls. Every wire parser it uses is the project's (runtime/shared/
+ * eio-packet.h, sio-packet.h). Internal to libagentix; not installed. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+typedef struct SioClient SioClient;
+
+typedef enum SioClientTransport {
+        SIO_CLIENT_TRANSPORT_AUTO = 0, /* WebSocket, else polling */
+        SIO_CLIENT_TRANSPORT_WEBSOCKET,
+        SIO_CLIENT_TRANSPORT_POLLING,
+} SioClientTransport;
+
+typedef struct SioClientConfig {
+        const char *url;                 /* http://host:port or ws://host:port; path defaults to /socket.io/ */
+        const char *nsp;                 /* e.g. "/rpc" */
+        const char *auth_json;           /* CONNECT payload, e.g. {"token":"…"}; NULL: none */
+        SioClientTransport transport;
+        uint64_t connect_timeout_usec;   /* per attempt; 0: 10 s */
+        bool reconnect;                  /* reconnect after a drop */
+        uint64_t reconnect_timeout_usec; /* give up after this long without a connection; 0: 60 s */
+        size_t max_message;              /* 0: 256 MiB */
+} SioClientConfig;
+
+typedef struct SioClientCallbacks {
+        /* Joined the namespace: the first time (reconnected false) and after each reconnect. */
+        void (*connected)(SioClient *c, bool reconnected, void *userdata);
+        /* The connection is gone. final: no more attempts (closed, refused, gave up); then
+         * error is a negative errno (-EACCES: the auth was refused, with the server's message;
+         * -ECONNREFUSED, -ETIMEDOUT, -EPROTO, …) and message says it for a person. Not final:
+         * a reconnect is under way. */
+        void (*disconnected)(SioClient *c, bool final, int error, const char *message, void *userdata);
+        /* An EVENT/BINARY_EVENT on our namespace whose single argument is a binary attachment:
+         * the event name and the attachment's bytes (valid during the call). Events of any other
+         * shape are dropped (logged at debug level). */
+        void (*event)(SioClient *c, const char *event, const uint8_t *data, size_t size, void *userdata);
+} SioClientCallbacks;
+
+int sio_client_new(sd_event *event, const SioClientConfig *config, const SioClientCallbacks *callbacks,
+                   void *userdata, SioClient **ret);
+SioClient *sio_client_free(SioClient *c);
+
+/* Start connecting (returns at once; the callbacks tell the outcome). */
+int sio_client_start(SioClient *c);
+
+/* Emit `event` with one binary attachment. Returns -ENOTCONN when not connected (the caller
+ * keeps what it needs for a resume after the next `connected`), -EMSGSIZE above max_message. */
+int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, size_t size);
+
+bool sio_client_is_connected(const SioClient *c);
+/* "websocket" or "polling" while connected, else NULL. */
+const char *sio_client_transport_name(const SioClient *c);
+
+/* Drop the current connection as if the network had (tests, and agentixctl's debugging). A
+ * reconnect follows when enabled. */
+void sio_client_drop(SioClient *c);
+
+/* Leave for good: DISCONNECT, close, no reconnect. `disconnected` runs with final=true. */
+void sio_client_close(SioClient *c);
