@@ -13,6 +13,11 @@ import socketio
 
 url, token, workdir = sys.argv[1:4]
 sio = socketio.Client(reconnection=False)
+# python-engineio 4.3's sync client hands each message to a new thread, which can reorder a
+# binary attachment and its packet under a burst: deliver messages in order on its read thread.
+_trigger = sio.eio._trigger_event
+sio.eio._trigger_event = lambda event, *a, **kw: _trigger(event, *a, **dict(kw, run_async=False)
+                                                           if event == "message" else kw)
 replies = {}
 arrived = threading.Condition()
 

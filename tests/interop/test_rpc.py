@@ -21,6 +21,21 @@ MODULE_DIR = os.environ.get("AGENTIX_TEST_MODULE_DIR", "")
 TRANSPORTS = (["websocket"], ["polling"])
 
 
+def in_order(sio):
+    """python-engineio 4.3's sync client hands every message to a new thread, so under a burst a
+    binary attachment can reach python-socketio before the packet it belongs to and the event
+    is lost. Deliver messages on the read thread, in order (the asyncio client does)."""
+    trigger = sio.eio._trigger_event
+
+    def ordered(event, *args, **kwargs):
+        if event == "message":
+            kwargs["run_async"] = False
+        return trigger(event, *args, **kwargs)
+
+    sio.eio._trigger_event = ordered
+    return sio
+
+
 class RpcError(Exception):
     def __init__(self, error):
         super().__init__(f"{error['type']}: {error['message']}")
@@ -32,6 +47,7 @@ class Client:
 
     def __init__(self, server, transports=None, token=TOKEN):
         self.sio = socketio.Client(reconnection=False)
+        in_order(self.sio)
         self.events = collections.defaultdict(list)
         self.order = []
         self.cond = threading.Condition()
