@@ -21,7 +21,8 @@
  * built-in modules (sandbox::exec, fs::*) take and return C types.
  *
  * Functions return 0 or a negative errno; when they take an agentix_error *, it is filled on
- * failure (may be NULL when you only want the errno). */
+ * failure (may be NULL when you only want the errno). Initialize it with AGENTIX_ERROR_NULL:
+ * a filled error is released (agentix_error_done()) before it is filled again. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,6 +63,8 @@ typedef enum agentix_error_kind {
         AGENTIX_E_TIMEOUT,            /* a client-side timeout (connect, or a blocking wait) */
         AGENTIX_E_PROTOCOL,           /* the server sent something this client cannot use */
         AGENTIX_E_INVALID,            /* a bad argument to a libagentix function */
+        AGENTIX_E_OVERFLOW,           /* a bounded client-side queue is full (unread stream
+                                       * items, calls waiting for a reconnect) */
 } agentix_error_kind;
 
 typedef struct agentix_error {
@@ -113,6 +116,11 @@ AGENTIX_API const char *agentix_client_transport(agentix_client *c);
 /* Close the connection; calls in flight fail with AGENTIX_E_CONNECTION. */
 AGENTIX_API void agentix_client_close(agentix_client *c);
 AGENTIX_API sd_event *agentix_client_get_event(agentix_client *c);
+/* Called once each time the connection is gone for good (not for drops that are reconnected
+ * behind the scenes): the server refused the token, reconnecting gave up, or close. */
+typedef void (*agentix_disconnect_handler)(agentix_client *c, const agentix_error *error, void *userdata);
+AGENTIX_API void agentix_client_set_disconnect_handler(agentix_client *c, agentix_disconnect_handler h,
+                                                       void *userdata);
 
 /* ---- calls -------------------------------------------------------------------------------- */
 
@@ -141,12 +149,16 @@ typedef struct agentix_args {
 AGENTIX_API int agentix_call(agentix_client *c, const char *callable, const agentix_args *args,
                              const agentix_call_options *o, msgpack_unpacked *ret_result, agentix_error *ret_error);
 
-/* Start a stream or bidi call (o->shape), blocking use: read items with agentix_request_next(). */
+/* Start a call of any shape (o->shape; NULL o: unary) for blocking use: read its items with
+ * agentix_request_next() (a unary call yields its result as the one item). Other requests
+ * may be started meanwhile; their answers are kept until read (bounded: AGENTIX_E_OVERFLOW). */
 AGENTIX_API int agentix_call_start(agentix_client *c, const char *callable, const agentix_args *args,
                                    const agentix_call_options *o, agentix_request **ret);
 
 /* Next item: 1 with *ret_item set (msgpack_unpacked_destroy() it), 0 at the end of the stream,
- * or a negative errno with *ret_error. timeout_usec: 0 waits forever. */
+ * or a negative errno with *ret_error (the call's error, again on every later call;
+ * -ETIMEDOUT/AGENTIX_E_TIMEOUT when timeout_usec passed first: the call goes on).
+ * timeout_usec: 0 waits forever. */
 AGENTIX_API int agentix_request_next(agentix_request *r, msgpack_unpacked *ret_item, uint64_t timeout_usec,
                                      agentix_error *ret_error);
 
@@ -157,7 +169,10 @@ typedef struct agentix_request_handlers {
         void (*done)(agentix_request *r, const msgpack_object *result, const agentix_error *error, void *userdata);
 } agentix_request_handlers;
 
-/* Event-loop call of any shape. The request stays valid until unref'd (done has run or not). */
+/* Event-loop call of any shape. The request stays valid until unref'd (done has run or not);
+ * ret may be NULL. Dropping your reference does not stop the call: the handlers still run
+ * until done (cancel to stop it). A request without handlers (agentix_call_start()) is
+ * cancelled when its last reference is dropped before its end. */
 AGENTIX_API int agentix_call_async(agentix_client *c, const char *callable, const agentix_args *args,
                                    const agentix_call_options *o, const agentix_request_handlers *h, void *userdata,
                                    agentix_request **ret);
@@ -229,6 +244,8 @@ typedef struct agentix_read_result {
         int64_t start_line, end_line;
         int64_t next_offset;            /* -1 at the end of the file */
         bool truncated;
+        size_t content_size;            /* bytes in content (it may hold NUL bytes) */
+        char *message;                  /* e.g. the empty-file reminder; may be NULL */
 } agentix_read_result;
 
 /* Single-file operations: an fs error (file_not_found, …) is returned as AGENTIX_E_FILE. */

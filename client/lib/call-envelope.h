@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The client's /rpc envelopes (one msgpack map each): call, call:in, resume. The one-field
+ * ones (call:end_in, cancel, ack) are rpc_envelope_call_id() from the shared envelope.h. */
+
+#include <stdint.h>
+
+#include "agentix.h"
+#include "buffer.h"
+
+#define EV_CALL "call"
+#define EV_CALL_IN "call:in"
+#define EV_CALL_END_IN "call:end_in"
+#define EV_CANCEL "cancel"
+#define EV_RESUME "resume"
+#define EV_ACK "ack"
+#define EV_RESULT "call:result"
+#define EV_ITEM "call:item"
+#define EV_END "call:end"
+#define EV_ERROR "call:error"
+
+/* A fresh call_id: 32 lower-case hex digits of getrandom() (buf: at least 33 bytes). */
+int call_id_new(char buf[static 33]);
+
+const char *call_shape_name(agentix_call_shape shape);
+
+/* {call_id, callable, shape, args, kwargs[, deadline_ms]}. args/kwargs are the caller's
+ * packed bytes (already checked to be an array / a map) copied as they are; absent: [] / {}. */
+int call_envelope_pack(Buffer *out, const char *id, const char *callable, agentix_call_shape shape,
+                       const agentix_args *a, uint64_t deadline_ms);
+
+/* {call_id, item} with the caller's packed item. */
+int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size);
+
+/* {call_ids: [ids…]}. */
+int call_envelope_pack_resume(Buffer *out, const char *const *ids, size_t n_ids);

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What client.c (the connection) and request.c (the calls) share. */
+
+#include "agentix.h"
+#include "buffer.h"
+#include "envelope.h"
+#include "sio-client.h"
+#include "strmap.h"
+
+#define MIB (1024u * 1024u)
+
+/* Calls in flight on one client. */
+#define CLIENT_MAX_CALLS 65536u
+/* Bytes the client keeps to (re)send after a reconnect: envelopes of calls that are not sent
+ * yet or may have to be sent again, and inbox items/cancels waiting for the connection. */
+#define CLIENT_MAX_QUEUED_BYTES (64u * MIB)
+/* Unread stream items per request (blocking use): at most this many and this many bytes
+ * (a single larger item is still taken). */
+#define REQUEST_MAX_ITEMS 65536u
+#define REQUEST_MAX_ITEM_BYTES (64u * MIB)
+/* The server enforces deadline_ms; the client gives it this long on top before it fails the
+ * call itself (a server that does not answer at all, e.g. a silent network). */
+#define DEADLINE_GRACE_USEC (2u * 1000000u)
+/* call_ids per resume message. */
+#define RESUME_BATCH 4096u
+
+typedef enum ClientState {
+        CLIENT_IDLE,         /* never connected, or gone for good */
+        CLIENT_CONNECTING,   /* the first connection of this session */
+        CLIENT_CONNECTED,
+        CLIENT_RECONNECTING, /* dropped; the Socket.IO client is reconnecting */
+} ClientState;
+
+/* A message waiting for the connection (call:in, call:end_in, cancel, ack). */
+typedef struct OutMsg {
+        struct OutMsg *next;
+        const char *event;
+        size_t size;
+        uint8_t data[];
+} OutMsg;
+
+/* One unread item of a blocking-use request. */
+typedef struct QueuedItem {
+        struct QueuedItem *next;
+        msgpack_unpacked value;
+        size_t size;
+} QueuedItem;
+
+struct agentix_client {
+        unsigned n_ref;
+        bool freeing;
+
+        sd_event *event;
+        bool own_event;
+
+        char *url;
+        char *auth_json;
+        agentix_options options; /* url/token point at our copies (token: NULL, it is in auth_json) */
+
+        SioClient *sio;
+        SioClient *sio_dead;           /* a finished Socket.IO client, freed outside its callbacks */
+        sd_event_source *reap_source;  /* frees sio_dead (and the client, see free_pending) */
+        ClientState state;
+        bool connected_once;           /* in this session */
+        bool closing;                  /* agentix_client_close() under way */
+
+        /* The first connection of a session. */
+        agentix_connect_handler connect_handler;
+        void *connect_userdata;
+        sd_event_source *connect_timer;
+        bool connect_timed_out;
+
+        agentix_disconnect_handler disconnect_handler;
+        void *disconnect_userdata;
+
+        /* Every live request (finished ones too, while someone holds them), in start order;
+         * the unfinished ones are also in `calls` by call_id. */
+        agentix_request *requests_head, *requests_tail;
+        StrMap *calls;
+
+        OutMsg *out_head, *out_tail;
+        size_t queued_bytes;
+
+        /* The last reference may be dropped from a handler we called: the free then waits until
+         * the outermost of our frames returns, and — while a Socket.IO callback is on the
+         * stack, which must not free its own client — until the next loop iteration. */
+        unsigned dispatching;          /* our frames that call user code, on the stack */
+        unsigned in_sio;               /* Socket.IO callbacks on the stack */
+        bool free_pending;
+};
+
+struct agentix_request {
+        unsigned n_ref;
+        agentix_client *client;        /* NULL once the client is gone */
+        agentix_request *prev, *next;  /* client->requests */
+        bool in_table;
+
+        char id[RPC_CALL_ID_MAX + 1];
+        agentix_call_shape shape;
+        uint64_t deadline_ms;
+
+        bool async;
+        agentix_request_handlers handlers;
+        void *userdata;
+
+        /* The call envelope, kept while it may have to be sent (again): until the server
+         * shows it has the call (an item, the end), or dropped when over the client's budget. */
+        Buffer envelope;
+        bool sent;                     /* emitted on some connection */
+        bool resuming;                 /* named in a resume on this connection */
+        bool resent;                   /* sent again after ResultUnavailable from a resume */
+        bool inbox_closed;
+        bool cancel_requested;
+
+        sd_event_source *deadline_timer;
+
+        /* The end. */
+        bool done;
+        agentix_error error;           /* kind NONE: success */
+        bool has_result;               /* blocking use: the unary result, until taken */
+        msgpack_unpacked result;
+
+        /* Blocking use: unread items. */
+        QueuedItem *items_head, *items_tail;
+        size_t n_items, items_bytes;
+};
+
+/* client.c */
+bool client_is_connected(agentix_client *c);
+/* Bracket code that may run user handlers (see `dispatching`). client_leave() may free c. */
+void client_enter(agentix_client *c);
+void client_leave(agentix_client *c);
+/* Send now, or (queue == true) keep it for the next connection when not connected.
+ * -ENOTCONN (not connected, not queued), -ENOBUFS (queue full), -EMSGSIZE. */
+int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue);
+void client_account(agentix_client *c, ssize_t delta);
+/* Run the client's event loop until cond() holds or timeout_usec (0: none) passes. */
+int client_run_until(agentix_client *c, bool (*cond)(void *userdata), void *userdata, uint64_t timeout_usec,
+                     agentix_error *ret_error);
+/* A one-line description of the connection state for errors ("not connected to …"). */
+int client_not_connected_error(agentix_client *c, agentix_error *ret_error);
+
+/* request.c */
+void request_dispatch(agentix_request *r, const char *event, const msgpack_object *envelope, const uint8_t *raw,
+                      size_t size);
+/* End the request here, without the server's word (connection gone, local cancel, …). */
+void request_fail(agentix_request *r, const agentix_error *e);
+/* (Re)send the call on a fresh connection: emits `call` if never sent, else returns 1 when the
+ * call_id must go into a resume. */
+int request_on_connected(agentix_request *r);
+void request_detach(agentix_request *r);

@@ -1,0 +1,718 @@
+/* SPDX-License-Identifier: MIT */
+/* The client: one Socket.IO session at a time to one runtime server, the table of calls in
+ * flight, and what happens around reconnects (resume, queued messages). The calls themselves
+ * are request.c. */
+
+#include <jansson.h>
+
+#include "agentix-private.h"
+#include "call-envelope.h"
+#include "client-internal.h"
+#include "error.h"
+#include "log.h"
+#include "mp-check.h"
+
+#define USEC_PER_SEC 1000000ULL
+
+static void client_free_now(agentix_client *c);
+static void client_session_end(agentix_client *c, const agentix_error *e);
+
+static bool url_is_supported(const char *url) {
+        static const char *const schemes[] = { "http://", "https://", "ws://", "wss://" };
+
+        for (size_t i = 0; i < ELEMENTSOF(schemes); i++)
+                if (strneq(url, schemes[i], strlen(schemes[i])) && url[strlen(schemes[i])])
+                        return true;
+        return false;
+}
+
+AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, agentix_client **ret) {
+        agentix_client *c;
+        int r;
+
+        if (!o || !ret || !o->url || !url_is_supported(o->url))
+                return -EINVAL;
+        if (o->transport < AGENTIX_TRANSPORT_AUTO || o->transport > AGENTIX_TRANSPORT_POLLING)
+                return -EINVAL;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->n_ref = 1;
+        c->options = *o;
+        c->url = strdup(o->url);
+        c->calls = strmap_new();
+        if (!c->url || !c->calls) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        c->options.url = c->url;
+        c->options.token = NULL;
+        if (o->token) {
+                json_t *auth = json_pack("{s:s}", "token", o->token);
+
+                c->auth_json = auth ? json_dumps(auth, JSON_COMPACT) : NULL;
+                json_decref(auth);
+                if (!c->auth_json) {
+                        r = -EINVAL; /* not UTF-8 */
+                        goto fail;
+                }
+        }
+        if (c->options.connect_timeout_usec == 0)
+                c->options.connect_timeout_usec = 10 * USEC_PER_SEC;
+        if (c->options.reconnect_timeout_usec == 0)
+                c->options.reconnect_timeout_usec = 60 * USEC_PER_SEC;
+        if (c->options.max_message == 0)
+                c->options.max_message = 256u * MIB;
+
+        if (event)
+                c->event = sd_event_ref(event);
+        else {
+                r = sd_event_new(&c->event);
+                if (r < 0)
+                        goto fail;
+                c->own_event = true;
+        }
+        *ret = c;
+        return 0;
+
+fail:
+        strmap_free(c->calls);
+        free(c->url);
+        free(c->auth_json);
+        free(c);
+        return r;
+}
+
+AGENTIX_API agentix_client *agentix_client_ref(agentix_client *c) {
+        if (c)
+                c->n_ref++;
+        return c;
+}
+
+static int on_reap(sd_event_source *s, void *userdata) {
+        agentix_client *c = userdata;
+
+        if (c->sio_dead && c->in_sio == 0)
+                c->sio_dead = sio_client_free(c->sio_dead);
+        if (c->free_pending && c->dispatching == 0 && c->in_sio == 0)
+                client_free_now(c);
+        return 0;
+}
+
+/* Run on_reap on the next loop iteration. */
+static void schedule_reap(agentix_client *c) {
+        int r;
+
+        if (c->reap_source)
+                r = sd_event_source_set_enabled(c->reap_source, SD_EVENT_ONESHOT);
+        else
+                r = sd_event_add_defer(c->event, &c->reap_source, on_reap, c);
+        if (r < 0)
+                log_debug_errno(r, "Failed to schedule the release of a Socket.IO client: %m");
+}
+
+void client_enter(agentix_client *c) {
+        c->dispatching++;
+}
+
+void client_leave(agentix_client *c) {
+        if (--c->dispatching > 0 || !c->free_pending)
+                return;
+        if (c->in_sio == 0)
+                client_free_now(c);
+        else
+                schedule_reap(c);
+}
+
+AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c) {
+        if (!c)
+                return NULL;
+        if (c->n_ref == 0 || --c->n_ref > 0 || c->freeing)
+                return NULL;
+        c->freeing = true;
+        if (c->dispatching > 0 || c->in_sio > 0) {
+                c->free_pending = true;
+                if (c->dispatching == 0)
+                        schedule_reap(c);
+                return NULL;
+        }
+        client_free_now(c);
+        return NULL;
+}
+
+static void outbox_clear(agentix_client *c) {
+        OutMsg *m;
+
+        while ((m = c->out_head)) {
+                c->out_head = m->next;
+                client_account(c, -(ssize_t) m->size);
+                free(m);
+        }
+        c->out_tail = NULL;
+}
+
+static void client_free_now(agentix_client *c) {
+        agentix_request *r;
+
+        c->freeing = true;
+        c->free_pending = false;
+        c->dispatching++; /* handlers run below; nothing may free us twice */
+        client_session_end(c, &(agentix_error) { .kind = AGENTIX_E_CONNECTION, .code = -ECONNABORTED,
+                                                  .message = (char *) "the client was freed while the call ran" });
+        while ((r = c->requests_head))
+                request_detach(r);
+        outbox_clear(c);
+        sio_client_free(c->sio);
+        sio_client_free(c->sio_dead);
+        sd_event_source_disable_unref(c->reap_source);
+        sd_event_source_disable_unref(c->connect_timer);
+        strmap_free(c->calls);
+        sd_event_unref(c->event);
+        free(c->url);
+        free(c->auth_json);
+        free(c);
+}
+
+AGENTIX_API sd_event *agentix_client_get_event(agentix_client *c) {
+        return c ? c->event : NULL;
+}
+
+AGENTIX_API bool agentix_client_is_connected(agentix_client *c) {
+        return c && client_is_connected(c);
+}
+
+bool client_is_connected(agentix_client *c) {
+        return c->state == CLIENT_CONNECTED && c->sio;
+}
+
+AGENTIX_API const char *agentix_client_transport(agentix_client *c) {
+        if (!c || !client_is_connected(c))
+                return NULL;
+        return sio_client_transport_name(c->sio);
+}
+
+AGENTIX_API void agentix_client_set_disconnect_handler(agentix_client *c, agentix_disconnect_handler h,
+                                                       void *userdata) {
+        if (!c)
+                return;
+        c->disconnect_handler = h;
+        c->disconnect_userdata = userdata;
+}
+
+void client_account(agentix_client *c, ssize_t delta) {
+        c->queued_bytes += (size_t) delta;
+}
+
+int client_not_connected_error(agentix_client *c, agentix_error *ret_error) {
+        if (c->freeing)
+                return error_set(ret_error, AGENTIX_E_CONNECTION, -ENOTCONN, "the client is being freed");
+        if (c->closing)
+                return error_set(ret_error, AGENTIX_E_CONNECTION, -ENOTCONN, "the client is being closed");
+        return error_set(ret_error, AGENTIX_E_CONNECTION, -ENOTCONN,
+                         "not connected to %s: call agentix_client_connect() first", c->url);
+}
+
+int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue) {
+        OutMsg *m;
+        int r;
+
+        if (size > c->options.max_message)
+                return -EMSGSIZE;
+        if (client_is_connected(c)) {
+                r = sio_client_emit_binary1(c->sio, event, data, size);
+                if (r != -ENOTCONN)
+                        return r;
+        }
+        if (!queue || c->state == CLIENT_IDLE)
+                return -ENOTCONN;
+        if (c->queued_bytes + size > CLIENT_MAX_QUEUED_BYTES)
+                return -ENOBUFS;
+
+        m = malloc(sizeof(*m) + size);
+        if (!m)
+                return -ENOMEM;
+        m->next = NULL;
+        m->event = event; /* always one of the EV_* literals */
+        m->size = size;
+        memcpy(m->data, data, size);
+        if (c->out_tail)
+                c->out_tail->next = m;
+        else
+                c->out_head = m;
+        c->out_tail = m;
+        client_account(c, (ssize_t) size);
+        return 0;
+}
+
+/* ---- the Socket.IO session -------------------------------------------------------------- */
+
+static void retire_sio(agentix_client *c) {
+        if (!c->sio)
+                return;
+        /* An older finished client is never on the stack any more: its last callback ran. */
+        if (c->sio_dead && c->sio_dead != c->sio)
+                sio_client_free(c->sio_dead);
+        c->sio_dead = TAKE_PTR(c->sio);
+        schedule_reap(c);
+}
+
+/* Unfinished requests, each with a reference, so handlers may do anything meanwhile. */
+static agentix_request **snapshot_requests(agentix_client *c, size_t *ret_n) {
+        size_t n = strmap_size(c->calls), i = 0;
+        agentix_request **a;
+
+        a = calloc(n ?: 1, sizeof(*a));
+        if (!a)
+                return NULL;
+        for (agentix_request *r = c->requests_head; r && i < n; r = r->next)
+                if (r->in_table)
+                        a[i++] = agentix_request_ref(r);
+        *ret_n = i;
+        return a;
+}
+
+static void release_snapshot(agentix_request **a, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                agentix_request_unref(a[i]);
+        free(a);
+}
+
+static void fail_all(agentix_client *c, const agentix_error *e) {
+        agentix_request **a;
+        size_t n = 0;
+
+        a = snapshot_requests(c, &n);
+        if (!a) {
+                /* Out of memory: fail them one by one from the head (each leaves the table). */
+                for (agentix_request *r = c->requests_head; r;) {
+                        agentix_request *next = r->next;
+                        if (r->in_table) {
+                                request_fail(r, e);
+                                r = c->requests_head;
+                                continue;
+                        }
+                        r = next;
+                }
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                request_fail(a[i], e);
+        release_snapshot(a, n);
+}
+
+/* The session is over for good: fail what is left, tell the user. */
+static void client_session_end(agentix_client *c, const agentix_error *e) {
+        agentix_connect_handler h;
+        bool was_connecting, was_connected;
+
+        if (c->state == CLIENT_IDLE)
+                return;
+        was_connecting = c->state == CLIENT_CONNECTING;
+        was_connected = c->connected_once;
+        c->state = CLIENT_IDLE;
+        c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+        retire_sio(c);
+        outbox_clear(c);
+
+        fail_all(c, e);
+
+        h = c->connect_handler;
+        c->connect_handler = NULL;
+        if (was_connecting && h)
+                h(c, e, c->connect_userdata);
+        if (was_connected && c->disconnect_handler)
+                c->disconnect_handler(c, e, c->disconnect_userdata);
+}
+
+static void emit_resume(agentix_client *c, const char *const *ids, size_t n) {
+        for (size_t i = 0; i < n; i += RESUME_BATCH) {
+                _cleanup_buffer_ Buffer b = BUFFER_NULL;
+                size_t k = MIN(n - i, (size_t) RESUME_BATCH);
+                int r;
+
+                r = call_envelope_pack_resume(&b, ids + i, k);
+                if (r >= 0)
+                        r = client_emit(c, EV_RESUME, buffer_data(&b), b.len, false);
+                if (r < 0) {
+                        log_debug_errno(r, "Failed to send resume: %m");
+                        return;
+                }
+        }
+}
+
+static void flush_outbox(agentix_client *c) {
+        OutMsg *m;
+
+        while ((m = c->out_head) && client_is_connected(c)) {
+                int r = sio_client_emit_binary1(c->sio, m->event, m->data, m->size);
+                if (r == -ENOTCONN)
+                        return;
+                if (r < 0)
+                        log_debug_errno(r, "Failed to send a queued %s: %m", m->event);
+                c->out_head = m->next;
+                if (!c->out_head)
+                        c->out_tail = NULL;
+                client_account(c, -(ssize_t) m->size);
+                free(m);
+        }
+}
+
+/* A (re)connection: send the calls that wait, resume the ones the server may have, then what
+ * was queued meanwhile (inbox items after their call, as they were made). */
+static void client_flush(agentix_client *c) {
+        _cleanup_free_ const char **ids = NULL;
+        agentix_request **a;
+        size_t n = 0, n_ids = 0;
+
+        a = snapshot_requests(c, &n);
+        ids = calloc(n ?: 1, sizeof(*ids));
+        if (!a || !ids) {
+                log_oom();
+                if (a)
+                        release_snapshot(a, n);
+                sio_client_drop(c->sio); /* try again with the next connection */
+                return;
+        }
+        for (size_t i = 0; i < n && client_is_connected(c); i++) {
+                agentix_request *r = a[i];
+                int k;
+
+                if (!r->in_table)
+                        continue;
+                k = request_on_connected(r);
+                if (k > 0)
+                        ids[n_ids++] = r->id;
+                else if (k < 0 && k != -ENOTCONN) {
+                        agentix_error e = AGENTIX_ERROR_NULL;
+
+                        if (k == -EMSGSIZE)
+                                error_set(&e, AGENTIX_E_MESSAGE_TOO_LARGE, k, "the call is larger than the message limit");
+                        else
+                                error_set(&e, AGENTIX_E_CONNECTION, k, "cannot send the call to %s: %s", c->url,
+                                          strerror(-k));
+                        request_fail(r, &e);
+                        agentix_error_done(&e);
+                }
+        }
+        if (n_ids > 0 && client_is_connected(c))
+                emit_resume(c, ids, n_ids);
+        release_snapshot(a, n);
+        flush_outbox(c);
+}
+
+static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
+        agentix_client *c = userdata;
+        agentix_connect_handler h;
+
+        if (s != c->sio)
+                return;
+        c->in_sio++;
+        client_enter(c);
+
+        log_debug("Connected to %s over %s%s.", c->url, strna(sio_client_transport_name(s)),
+                  reconnected ? " again" : "");
+        c->state = CLIENT_CONNECTED;
+        c->connected_once = true;
+        c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+
+        client_flush(c);
+
+        h = c->connect_handler;
+        c->connect_handler = NULL;
+        if (h)
+                h(c, NULL, c->connect_userdata);
+
+        client_leave(c);
+        c->in_sio--;
+}
+
+/* The error a final disconnect stands for, phrased for a person. */
+static void disconnect_error(agentix_client *c, int error, const char *message, agentix_error *ret) {
+        const char *why = !strempty(message) ? message : error < 0 ? strerror(-error) : "connection closed";
+
+        if (c->closing)
+                error_set(ret, AGENTIX_E_CONNECTION, -ECONNABORTED, "the connection to %s was closed by the client",
+                          c->url);
+        else if (c->connect_timed_out)
+                error_set(ret, AGENTIX_E_TIMEOUT, -ETIMEDOUT, "cannot connect to %s: no answer within %llu ms",
+                          c->url, (unsigned long long) (c->options.connect_timeout_usec / 1000));
+        else if (error == -EACCES)
+                error_set_typed(ret, AGENTIX_E_UNAUTHORIZED, -EACCES, RPC_ERR_UNAUTHORIZED,
+                                "%s refused the token (%s): check the token for this sandbox", c->url, why);
+        else if (!c->connected_once)
+                error_set(ret, AGENTIX_E_CONNECTION, error < 0 ? error : -ECONNREFUSED, "cannot connect to %s: %s",
+                          c->url, why);
+        else
+                error_set(ret, AGENTIX_E_CONNECTION, error < 0 ? error : -ECONNRESET, "lost the connection to %s: %s",
+                          c->url, why);
+}
+
+static void on_sio_disconnected(SioClient *s, bool final, int error, const char *message, void *userdata) {
+        agentix_client *c = userdata;
+        agentix_error e = AGENTIX_ERROR_NULL;
+
+        if (s != c->sio)
+                return;
+        c->in_sio++;
+        client_enter(c);
+
+        if (!final && c->state == CLIENT_CONNECTED) {
+                log_debug("Lost the connection to %s (%s); reconnecting.", c->url, strna(message));
+                c->state = CLIENT_RECONNECTING;
+        } else if (!final && c->state == CLIENT_RECONNECTING) {
+                /* Another attempt failed; the Socket.IO client keeps trying. */
+        } else {
+                /* Final, or the very first connection failed: a server that cannot be reached
+                 * now is an error for whoever is waiting, not a reason to retry for a minute. */
+                disconnect_error(c, error, message, &e);
+                log_debug("%s", strna(e.message));
+                client_session_end(c, &e);
+                agentix_error_done(&e);
+        }
+
+        client_leave(c);
+        c->in_sio--;
+}
+
+static void on_sio_event(SioClient *s, const char *event, const uint8_t *data, size_t size, void *userdata) {
+        agentix_client *c = userdata;
+        const msgpack_object *env;
+        msgpack_unpacked u;
+        const char *id;
+        size_t id_len, off = 0;
+        agentix_request *r;
+
+        if (s != c->sio)
+                return;
+
+        msgpack_unpacked_init(&u);
+        if (mp_check(data, size) < 0 || msgpack_unpack_next(&u, (const char *) data, size, &off) != MSGPACK_UNPACK_SUCCESS ||
+            u.data.type != MSGPACK_OBJECT_MAP) {
+                log_debug("Ignoring a malformed '%s' event from %s.", event, c->url);
+                goto finish;
+        }
+        env = &u.data;
+        if (mp_map_get_str(env, "call_id", &id, &id_len) < 0 || id_len == 0 || id_len > RPC_CALL_ID_MAX) {
+                /* An error the server could not tie to a call (a malformed message of ours). */
+                const msgpack_object *m = mp_map_get(mp_map_get(env, "error"), "message");
+                log_debug("The server sent '%s' without a call: %.*s", event,
+                          m && m->type == MSGPACK_OBJECT_STR ? (int) m->via.str.size : 0,
+                          m && m->type == MSGPACK_OBJECT_STR ? m->via.str.ptr : "");
+                goto finish;
+        }
+
+        r = strmap_get(c->calls, id, id_len);
+        if (!r) {
+                /* A terminal event of a call this client has finished already (a replay after a
+                 * resume, or the server's answer to a cancel we completed locally): tell the
+                 * server it can forget it. Nothing reaches the user twice. */
+                if (streq(event, EV_RESULT) || streq(event, EV_END) || streq(event, EV_ERROR)) {
+                        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+                        if (rpc_envelope_call_id(&b, id, id_len) >= 0)
+                                (void) client_emit(c, EV_ACK, buffer_data(&b), b.len, false);
+                }
+                goto finish;
+        }
+
+        c->in_sio++;
+        client_enter(c);
+        agentix_request_ref(r);
+        request_dispatch(r, event, env, data, size);
+        agentix_request_unref(r);
+        client_leave(c);
+        c->in_sio--;
+
+finish:
+        msgpack_unpacked_destroy(&u);
+}
+
+static const SioClientCallbacks sio_callbacks = {
+        .connected = on_sio_connected,
+        .disconnected = on_sio_disconnected,
+        .event = on_sio_event,
+};
+
+static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        agentix_client *c = userdata;
+        agentix_error e = AGENTIX_ERROR_NULL;
+
+        c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+        if (c->state != CLIENT_CONNECTING)
+                return 0;
+        client_enter(c);
+        c->connect_timed_out = true;
+        disconnect_error(c, -ETIMEDOUT, NULL, &e);
+        client_session_end(c, &e);
+        agentix_error_done(&e);
+        client_leave(c);
+        return 0;
+}
+
+AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_handler h, void *userdata) {
+        static const SioClientTransport transports[] = {
+                [AGENTIX_TRANSPORT_AUTO] = SIO_CLIENT_TRANSPORT_AUTO,
+                [AGENTIX_TRANSPORT_WEBSOCKET] = SIO_CLIENT_TRANSPORT_WEBSOCKET,
+                [AGENTIX_TRANSPORT_POLLING] = SIO_CLIENT_TRANSPORT_POLLING,
+        };
+        SioClientConfig config;
+        uint64_t now, budget;
+        int r;
+
+        if (!c || c->freeing || c->closing)
+                return -EINVAL;
+        if (c->state == CLIENT_CONNECTED)
+                return -EISCONN;
+        if (c->state != CLIENT_IDLE)
+                return -EALREADY;
+
+        config = (SioClientConfig) {
+                .url = c->url,
+                .nsp = "/rpc",
+                .auth_json = c->auth_json,
+                .transport = transports[c->options.transport],
+                .connect_timeout_usec = c->options.connect_timeout_usec,
+                .reconnect = !c->options.no_reconnect,
+                .reconnect_timeout_usec = c->options.reconnect_timeout_usec,
+                .max_message = c->options.max_message,
+        };
+
+        retire_sio(c);
+        r = sio_client_new(c->event, &config, &sio_callbacks, c, &c->sio);
+        if (r < 0)
+                return r;
+
+        /* The Socket.IO client bounds each attempt; this bounds the whole first connection
+         * (AUTO may try WebSocket and then polling). */
+        budget = c->options.connect_timeout_usec * (c->options.transport == AGENTIX_TRANSPORT_AUTO ? 2 : 1) +
+                 USEC_PER_SEC;
+        r = sd_event_now(c->event, CLOCK_MONOTONIC, &now);
+        if (r >= 0)
+                r = sd_event_add_time(c->event, &c->connect_timer, CLOCK_MONOTONIC, now + budget, 0,
+                                      on_connect_timeout, c);
+        if (r < 0) {
+                c->sio = sio_client_free(c->sio);
+                return r;
+        }
+
+        c->state = CLIENT_CONNECTING;
+        c->connected_once = false;
+        c->connect_timed_out = false;
+        c->connect_handler = h;
+        c->connect_userdata = userdata;
+
+        r = sio_client_start(c->sio);
+        if (r < 0) {
+                c->state = CLIENT_IDLE;
+                c->connect_handler = NULL;
+                c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+                c->sio = sio_client_free(c->sio);
+                return r;
+        }
+        return 0;
+}
+
+typedef struct ConnectWait {
+        bool done;
+        agentix_error error;
+} ConnectWait;
+
+static void connect_wait_done(agentix_client *c, const agentix_error *e, void *userdata) {
+        ConnectWait *w = userdata;
+
+        w->done = true;
+        if (e)
+                (void) error_copy(&w->error, e);
+}
+
+static bool connect_wait_cond(void *userdata) {
+        return ((ConnectWait *) userdata)->done;
+}
+
+AGENTIX_API int agentix_client_connect(agentix_client *c, agentix_error *ret_error) {
+        ConnectWait w = { .error = AGENTIX_ERROR_NULL };
+        int r;
+
+        if (!c)
+                return error_set(ret_error, AGENTIX_E_INVALID, -EINVAL, "no client given");
+        if (c->state == CLIENT_CONNECTED)
+                return 0;
+        if (sd_event_get_state(c->event) != SD_EVENT_INITIAL)
+                return error_set(ret_error, AGENTIX_E_INVALID, -EBUSY,
+                                 "agentix_client_connect() blocks and cannot run inside a handler of the client's "
+                                 "event loop: use agentix_client_connect_async() there");
+        r = agentix_client_connect_async(c, connect_wait_done, &w);
+        if (r == -EALREADY)
+                return error_set(ret_error, AGENTIX_E_INVALID, r, "a connection to %s is already being made", c->url);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_CONNECTION, r, "cannot connect to %s: %s", c->url, strerror(-r));
+
+        agentix_client_ref(c);
+        r = client_run_until(c, connect_wait_cond, &w, 0, ret_error);
+        if (r < 0 && !w.done && c->connect_handler == connect_wait_done)
+                c->connect_handler = NULL; /* w is about to go away; the connection goes on */
+        if (r >= 0 && w.error.kind != AGENTIX_E_NONE)
+                r = error_copy(ret_error, &w.error);
+        agentix_error_done(&w.error);
+        agentix_client_unref(c);
+        return r;
+}
+
+AGENTIX_API void agentix_client_close(agentix_client *c) {
+        if (!c || c->state == CLIENT_IDLE || c->closing)
+                return;
+        client_enter(c);
+        c->closing = true;
+        if (c->sio)
+                sio_client_close(c->sio); /* → on_sio_disconnected(final) → client_session_end() */
+        if (c->state != CLIENT_IDLE) {
+                agentix_error e = AGENTIX_ERROR_NULL;
+                disconnect_error(c, -ECONNABORTED, NULL, &e);
+                client_session_end(c, &e);
+                agentix_error_done(&e);
+        }
+        c->closing = false;
+        client_leave(c);
+}
+
+AGENTIX_API void agentix_client_drop_for_testing(agentix_client *c) {
+        if (c && c->sio && c->state == CLIENT_CONNECTED)
+                sio_client_drop(c->sio);
+}
+
+int client_run_until(agentix_client *c, bool (*cond)(void *userdata), void *userdata, uint64_t timeout_usec,
+                     agentix_error *ret_error) {
+        uint64_t deadline = UINT64_MAX;
+        int r = 0;
+
+        if (sd_event_get_state(c->event) != SD_EVENT_INITIAL)
+                return error_set(ret_error, AGENTIX_E_INVALID, -EBUSY,
+                                 "a blocking libagentix function was called inside a handler of the client's event "
+                                 "loop: use the *_async() functions there");
+        if (timeout_usec > 0)
+                deadline = now_usec() + timeout_usec;
+
+        agentix_client_ref(c);
+        while (!cond(userdata)) {
+                uint64_t now = now_usec(), wait = UINT64_MAX;
+
+                if (deadline != UINT64_MAX) {
+                        if (now >= deadline) {
+                                r = error_set(ret_error, AGENTIX_E_TIMEOUT, -ETIMEDOUT,
+                                              "no answer from %s within %llu ms", c->url,
+                                              (unsigned long long) (timeout_usec / 1000));
+                                break;
+                        }
+                        wait = deadline - now;
+                }
+                r = sd_event_run(c->event, wait);
+                if (r < 0) {
+                        r = error_set(ret_error, AGENTIX_E_INVALID, r, "the client's event loop failed: %s",
+                                      strerror(-r));
+                        break;
+                }
+                r = 0;
+        }
+        agentix_client_unref(c);
+        return r;
+}

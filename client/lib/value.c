@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#include "envelope.h"
+#include "mp-check.h"
+#include "value.h"
+
+static void free_finalizer(void *p) {
+        free(p);
+}
+
+int value_unpack_owned(const void *data, size_t size, msgpack_unpacked *ret) {
+        _cleanup_free_ void *copy = NULL;
+        msgpack_unpacked u;
+        size_t off = 0;
+
+        if (size == 0 || mp_check(data, size) < 0)
+                return -EBADMSG;
+        copy = malloc(size);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, data, size);
+
+        /* The tree points into `copy` (msgpack-c references str/bin bytes): tie the copy's
+         * lifetime to the tree's zone. */
+        msgpack_unpacked_init(&u);
+        if (msgpack_unpack_next(&u, copy, size, &off) != MSGPACK_UNPACK_SUCCESS || off != size) {
+                msgpack_unpacked_destroy(&u);
+                return -EBADMSG;
+        }
+        if (!u.zone) {
+                u.zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE);
+                if (!u.zone)
+                        return -ENOMEM;
+        }
+        if (!msgpack_zone_push_finalizer(u.zone, free_finalizer, copy)) {
+                msgpack_unpacked_destroy(&u);
+                return -ENOMEM;
+        }
+        TAKE_PTR(copy);
+        *ret = u;
+        return 0;
+}
+
+static bool packed_is(const void *data, size_t size, msgpack_object_type type) {
+        const uint8_t *p = data;
+
+        if (!p || size == 0 || mp_check(p, size) < 0)
+                return false;
+        if (type == MSGPACK_OBJECT_ARRAY)
+                return (p[0] & 0xf0) == 0x90 || p[0] == 0xdc || p[0] == 0xdd;
+        return (p[0] & 0xf0) == 0x80 || p[0] == 0xde || p[0] == 0xdf;
+}
+
+bool value_is_packed_array(const void *data, size_t size) {
+        return packed_is(data, size, MSGPACK_OBJECT_ARRAY);
+}
+
+bool value_is_packed_map(const void *data, size_t size) {
+        return packed_is(data, size, MSGPACK_OBJECT_MAP);
+}
+
+int value_dup_bytes(const msgpack_object *o, char **ret, size_t *ret_size) {
+        const char *p;
+        size_t n;
+        char *s;
+
+        if (!o || o->type == MSGPACK_OBJECT_NIL) {
+                *ret = NULL;
+                if (ret_size)
+                        *ret_size = 0;
+                return 0;
+        }
+        if (o->type == MSGPACK_OBJECT_STR) {
+                p = o->via.str.ptr;
+                n = o->via.str.size;
+        } else if (o->type == MSGPACK_OBJECT_BIN) {
+                p = o->via.bin.ptr;
+                n = o->via.bin.size;
+        } else
+                return -EINVAL;
+
+        s = malloc(n + 1);
+        if (!s)
+                return -ENOMEM;
+        if (n > 0)
+                memcpy(s, p, n);
+        s[n] = 0;
+        *ret = s;
+        if (ret_size)
+                *ret_size = n;
+        return 0;
+}
+
+int value_get_bool(const msgpack_object *map, const char *key, bool def, bool *ret) {
+        const msgpack_object *v = mp_map_get(map, key);
+
+        if (!v || v->type == MSGPACK_OBJECT_NIL) {
+                *ret = def;
+                return 0;
+        }
+        if (v->type != MSGPACK_OBJECT_BOOLEAN)
+                return -EPROTO;
+        *ret = v->via.boolean;
+        return 0;
+}
+
+int value_get_int(const msgpack_object *map, const char *key, int64_t def, int64_t *ret) {
+        const msgpack_object *v = mp_map_get(map, key);
+
+        if (!v || v->type == MSGPACK_OBJECT_NIL) {
+                *ret = def;
+                return 0;
+        }
+        return mp_map_get_int(map, key, ret) < 0 ? -EPROTO : 0;
+}
+
+int value_get_bytes(const msgpack_object *map, const char *key, char **ret, size_t *ret_size) {
+        int r = value_dup_bytes(mp_map_get(map, key), ret, ret_size);
+
+        return r == -EINVAL ? -EPROTO : r;
+}
