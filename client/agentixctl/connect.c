@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/* Reaching the sandbox the global options name. Direct mode only for now (--url/--token); the
+ * D-Bus commands will add --sandbox=ID, resolved here through agentd's GetRuntimeAccess(), so
+ * that every command works on both without knowing which. */
+#include <string.h>
+
+#include "agentixctl.h"
+#include "fail.h"
+
+/* scheme://host[:port][/path]: catch the obvious mistakes here, with a message that says what
+ * is expected, rather than as a connection failure. */
+static bool url_is_plausible(const char *url) {
+        static const char *const schemes[] = { "http://", "https://", "ws://", "wss://" };
+        const char *host = NULL, *end, *colon;
+
+        for (size_t i = 0; i < ELEMENTSOF(schemes); i++)
+                if (strneq(url, schemes[i], strlen(schemes[i]))) {
+                        host = url + strlen(schemes[i]);
+                        break;
+                }
+        if (!host)
+                return false;
+        end = host + strcspn(host, "/?#");
+        if (end == host || memchr(host, '@', (size_t) (end - host)))
+                return false;
+        /* A port, when given, is 1-65535 (an IPv6 literal's colons sit inside brackets). */
+        colon = memrchr(host, ':', (size_t) (end - host));
+        if (colon && !(host[0] == '[' && colon < (const char *) memchr(host, ']', (size_t) (end - host)))) {
+                unsigned long port = 0;
+
+                if (colon + 1 == end || colon + 6 < end)
+                        return false;
+                for (const char *p = colon + 1; p < end; p++) {
+                        if (*p < '0' || *p > '9')
+                                return false;
+                        port = port * 10 + (unsigned long) (*p - '0');
+                }
+                if (port == 0 || port > 65535)
+                        return false;
+        }
+        return true;
+}
+
+int ctl_connect(sd_event *event, agentix_client **ret) {
+        agentix_client *c = NULL;
+        agentix_error e = AGENTIX_ERROR_NULL;
+        int r, status;
+
+        if (!arg_url)
+                return fail(EXIT_USAGE, "no sandbox given: use --url=URL or set AGENTIX_URL (see 'agentixctl --help')");
+        if (!url_is_plausible(arg_url))
+                return fail(EXIT_USAGE, "invalid URL '%s': expected http://HOST:PORT (or https://, ws://, wss://)", arg_url);
+
+        agentix_options o = {
+                .url = arg_url,
+                .token = arg_token,
+                .transport = arg_transport,
+                .connect_timeout_usec = arg_connect_timeout_usec,
+        };
+        r = agentix_client_new(&o, event, &c);
+        if (r < 0)
+                return fail_errno(r == -ENOMEM ? EXIT_SOFTWARE : EXIT_USAGE, r, "cannot connect to %s: %m", arg_url);
+
+        r = agentix_client_connect(c, &e);
+        if (r >= 0) {
+                *ret = c;
+                return EXIT_OK;
+        }
+
+        switch (e.kind) {
+        case AGENTIX_E_UNAUTHORIZED:
+                status = fail(EXIT_NOPERM, "cannot connect to %s: the token was refused (unauthorized)%s", arg_url,
+                              arg_token ? "" : "; no token given: use --token, --token-file or AGENTIX_TOKEN");
+                break;
+        case AGENTIX_E_TIMEOUT:
+                status = fail(EXIT_TIMEOUT, "cannot connect to %s: timed out after %g s", arg_url,
+                              (double) (arg_connect_timeout_usec ?: 10000000) / 1e6);
+                break;
+        case AGENTIX_E_NONE:
+                /* The library failed without saying why: at least say the errno. */
+                status = fail_errno(EXIT_UNAVAILABLE, r, "cannot connect to %s: %m", arg_url);
+                break;
+        default:
+                status = fail_agentix(&e, "cannot connect to %s", arg_url);
+        }
+        agentix_error_done(&e);
+        agentix_client_unref(c);
+        return status;
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "agentixctl.h"
+#include "buffer.h"
+#include "envelope.h"
+#include "exec-session.h"
+#include "fail.h"
+#include "json-msgpack.h"
+#include "output.h"
+#include "stdin-reader.h"
+#include "terminal.h"
+
+typedef struct Session {
+        const char *verb;
+        const ExecSpec *spec;
+        sd_event *event;
+        agentix_client *client;
+        agentix_request *request;
+        bool bidi;
+
+        bool done;
+        bool failed;
+        agentix_error error;
+        bool have_exit;
+        int exit_code;
+        bool timed_out, truncated;
+
+        int signal;              /* the signal we cancelled the call for; 0: none */
+        bool output_broken;      /* our stdout/stderr went away: the call was cancelled */
+        int output_error;
+
+        Buffer out, err;         /* --json: the output, gathered */
+        StdinReader *stdin_reader;
+        bool raw;
+} Session;
+
+static void session_done(Session *s) {
+        stdin_reader_free(s->stdin_reader);
+        agentix_request_unref(s->request);
+        agentix_client_unref(s->client);
+        sd_event_unref(s->event);
+        agentix_error_done(&s->error);
+        buffer_done(&s->out);
+        buffer_done(&s->err);
+}
+
+static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsigned cols, Buffer *b) {
+        const char *term = spec->tty ? getenv("TERM") : NULL;
+        size_t n_env = 0, n = 4; /* command, timeout, max_output, pty */
+        msgpack_packer pk;
+        int r = 0;
+
+        mp_packer_init_buffer(&pk, b);
+
+        for (char **e = spec->env; e && *e; e++) {
+                n_env++;
+                if (term && strneq(*e, "TERM", 4) && ((*e)[4] == '=' || (*e)[4] == 0))
+                        term = NULL; /* the user's own TERM wins */
+        }
+        if (term)
+                n_env++;
+        n += !!spec->cwd + !!n_env + !!spec->shell + (with_size ? 2 : 0);
+
+        r |= msgpack_pack_map(&pk, n);
+        r |= mp_pack_cstr(&pk, "command");
+        r |= mp_pack_cstr(&pk, spec->command);
+        r |= mp_pack_cstr(&pk, "timeout");
+        r |= msgpack_pack_double(&pk, spec->timeout_sec);
+        r |= mp_pack_cstr(&pk, "max_output");
+        r |= msgpack_pack_int64(&pk, spec->max_output < 0 ? INT64_MAX : spec->max_output);
+        r |= mp_pack_cstr(&pk, "pty");
+        r |= spec->tty ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+        if (with_size) {
+                r |= mp_pack_cstr(&pk, "rows");
+                r |= msgpack_pack_unsigned_int(&pk, rows);
+                r |= mp_pack_cstr(&pk, "cols");
+                r |= msgpack_pack_unsigned_int(&pk, cols);
+        }
+        if (spec->cwd) {
+                r |= mp_pack_cstr(&pk, "cwd");
+                r |= mp_pack_cstr(&pk, spec->cwd);
+        }
+        if (spec->shell) {
+                r |= mp_pack_cstr(&pk, "shell");
+                r |= mp_pack_cstr(&pk, spec->shell);
+        }
+        if (n_env > 0) {
+                r |= mp_pack_cstr(&pk, "env");
+                r |= msgpack_pack_map(&pk, n_env);
+                for (char **e = spec->env; e && *e; e++) {
+                        const char *eq = strchr(*e, '=');
+
+                        r |= mp_pack_str(&pk, *e, eq ? (size_t) (eq - *e) : strlen(*e));
+                        r |= eq ? mp_pack_cstr(&pk, eq + 1) : msgpack_pack_nil(&pk);
+                }
+                if (term) {
+                        r |= mp_pack_cstr(&pk, "TERM");
+                        r |= mp_pack_cstr(&pk, term);
+                }
+        }
+        return r != 0 ? -ENOMEM : 0;
+}
+
+/* Send one inbox item, a map with one key; value packed by `pack`. */
+static int send_item(Session *s, const char *key, int (*pack)(msgpack_packer *pk, const void *p, size_t n),
+                     const void *p, size_t n) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        msgpack_packer pk;
+        int r;
+
+        mp_packer_init_buffer(&pk, &b);
+        if (msgpack_pack_map(&pk, 1) < 0 || mp_pack_cstr(&pk, key) < 0 || pack(&pk, p, n) < 0)
+                return -ENOMEM;
+        r = agentix_request_send(s->request, buffer_data(&b), b.len);
+        /* A call that already ended takes no more input: nothing to worry about. */
+        return agentix_request_is_done(s->request) ? 0 : r;
+}
+
+static int pack_bin(msgpack_packer *pk, const void *p, size_t n) {
+        return msgpack_pack_bin_with_body(pk, p, n);
+}
+
+static int pack_str(msgpack_packer *pk, const void *p, size_t n) {
+        return mp_pack_cstr(pk, p);
+}
+
+static int pack_size(msgpack_packer *pk, const void *p, size_t n) {
+        const unsigned *size = p;
+
+        if (msgpack_pack_array(pk, 2) < 0 || msgpack_pack_unsigned_int(pk, size[0]) < 0)
+                return -ENOMEM;
+        return msgpack_pack_unsigned_int(pk, size[1]);
+}
+
+static void send_resize(Session *s) {
+        unsigned size[2];
+
+        if (terminal_get_size(STDIN_FILENO, &size[0], &size[1]) < 0)
+                return;
+        (void) send_item(s, "resize", pack_size, size, sizeof(size));
+}
+
+static int on_stdin(const void *data, size_t size, void *userdata) {
+        Session *s = userdata;
+
+        if (!data) {
+                (void) agentix_request_close_inbox(s->request);
+                return 0;
+        }
+        return send_item(s, "stdin", pack_bin, data, size);
+}
+
+static const char *signal_name(int sig) {
+        return sig == SIGINT ? "INT" : sig == SIGQUIT ? "QUIT" : sig == SIGTERM ? "TERM" : "HUP";
+}
+
+static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata) {
+        Session *s = userdata;
+        int sig = (int) si->ssi_signo;
+
+        if (sig == SIGWINCH) {
+                send_resize(s);
+                return 0;
+        }
+        /* Interrupts are the command's business when it has our input (like a terminal would
+         * pass them on); anything else means the user wants out. */
+        if (s->bidi && (sig == SIGINT || sig == SIGQUIT)) {
+                (void) send_item(s, "signal", pack_str, signal_name(sig), 0);
+                return 0;
+        }
+        if (s->signal != 0) {
+                /* Asked twice: stop waiting for the cancellation to come back. */
+                sd_event_exit(s->event, 0);
+                return 0;
+        }
+        s->signal = sig;
+        (void) agentix_request_cancel(s->request);
+        return 0;
+}
+
+static int output_write(Session *s, int fd, const void *data, size_t n) {
+        int r;
+
+        if (s->output_broken)
+                return 0;
+        if (arg_json)
+                return buffer_append(fd == STDERR_FILENO ? &s->err : &s->out, data, n);
+        r = write_all(fd, data, n);
+        if (r < 0) {
+                /* Like `cmd | head`: the reader is gone, so the command may go too. */
+                s->output_broken = true;
+                s->output_error = r;
+                (void) agentix_request_cancel(s->request);
+        }
+        return 0;
+}
+
+static bool map_get_bool(const msgpack_object *map, const char *key) {
+        const msgpack_object *v = mp_map_get(map, key);
+
+        return v && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
+}
+
+static void on_item(agentix_request *r, const msgpack_object *v, void *userdata) {
+        Session *s = userdata;
+        const msgpack_object *stream = mp_map_get(v, "stream"), *data = mp_map_get(v, "data");
+        int64_t code;
+
+        if (stream && data && (data->type == MSGPACK_OBJECT_BIN || data->type == MSGPACK_OBJECT_STR)) {
+                int fd = mp_str_eq(stream, "stderr") ? STDERR_FILENO : STDOUT_FILENO;
+
+                if (output_write(s, fd, data->via.bin.ptr, data->via.bin.size) < 0)
+                        (void) agentix_request_cancel(s->request);
+                return;
+        }
+        if (mp_map_get_int(v, "exit_code", &code) >= 0) {
+                s->have_exit = true;
+                s->exit_code = (int) code;
+                s->timed_out = map_get_bool(v, "timed_out");
+                s->truncated = map_get_bool(v, "truncated");
+        }
+}
+
+static char *strdup_or_null(const char *p) {
+        return p ? strdup(p) : NULL;
+}
+
+static void on_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
+        Session *s = userdata;
+
+        s->done = true;
+        if (e && e->kind != AGENTIX_E_NONE) {
+                s->failed = true;
+                s->error = *e;
+                s->error.type = strdup_or_null(e->type);
+                s->error.message = strdup_or_null(e->message);
+                s->error.traceback = NULL;
+        }
+        sd_event_exit(s->event, 0);
+}
+
+static int print_json_result(Session *s) {
+        return print_json(json_pack("{s:i,s:o,s:o,s:b,s:b}", "exit_code", s->exit_code, "stdout",
+                                    json_from_bytes(buffer_data(&s->out), s->out.len), "stderr",
+                                    json_from_bytes(buffer_data(&s->err), s->err.len), "timed_out", s->timed_out,
+                                    "truncated", s->truncated));
+}
+
+static int session_status(Session *s) {
+        if (s->output_broken)
+                return s->output_error == -EPIPE ? 128 + SIGPIPE
+                                                 : fail_errno(EXIT_IOERR, s->output_error, "%s: cannot write the output: %m", s->verb);
+        if (s->signal != 0 && (!s->done || (s->failed && s->error.kind == AGENTIX_E_CANCELLED)))
+                return 128 + s->signal;
+        if (s->failed)
+                return fail_agentix(&s->error, "%s", s->verb);
+        if (!s->have_exit)
+                return fail(EXIT_PROTOCOL, "%s: the call ended without an exit status", s->verb);
+
+        if (s->timed_out && !arg_quiet)
+                fprintf(stderr, "agentixctl: %s: timed out after %g s\n", s->verb, s->spec->timeout_sec);
+        if (s->truncated && !arg_quiet)
+                fprintf(stderr, "agentixctl: %s: output cut after %lld bytes (--max-output)\n", s->verb,
+                        (long long) s->spec->max_output);
+        if (arg_json) {
+                int r = print_json_result(s);
+                if (r != EXIT_OK)
+                        return r;
+        }
+        /* Statuses beyond 255 cannot be exit statuses: keep them non-zero at least. */
+        return s->exit_code >= 0 && s->exit_code <= 255 ? s->exit_code : EXIT_FAILED;
+}
+
+int exec_session_run(const char *verb, const ExecSpec *spec) {
+        _cleanup_(session_done) Session s = {
+                .verb = verb,
+                .spec = spec,
+                .bidi = spec->interactive || spec->tty,
+        };
+        _cleanup_buffer_ Buffer kwargs = BUFFER_NULL;
+        unsigned rows = 0, cols = 0;
+        bool with_size;
+        sigset_t mask;
+        int r, status;
+
+        r = sd_event_new(&s.event);
+        if (r < 0)
+                return fail_errno(EXIT_SOFTWARE, r, "%s: cannot set up an event loop: %m", verb);
+        status = ctl_connect(s.event, &s.client);
+        if (status != EXIT_OK)
+                return status;
+
+        with_size = spec->tty && terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0;
+        if (pack_kwargs(spec, with_size, rows, cols, &kwargs) < 0)
+                return fail(EXIT_SOFTWARE, "out of memory");
+
+        /* Our signals become events, so that every way out restores the terminal and ends the
+         * remote command. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGQUIT);
+        if (spec->tty)
+                sigaddset(&mask, SIGWINCH);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        for (int sig = 1; sig < _NSIG; sig++)
+                if (sigismember(&mask, sig) > 0) {
+                        r = sd_event_add_signal(s.event, NULL, sig, on_signal, &s);
+                        if (r < 0)
+                                return fail_errno(EXIT_SOFTWARE, r, "%s: cannot watch signals: %m", verb);
+                }
+
+        agentix_args args = { .kwargs = buffer_data(&kwargs), .kwargs_size = kwargs.len };
+        agentix_call_options co = { .shape = s.bidi ? AGENTIX_CALL_BIDI : AGENTIX_CALL_STREAM };
+        agentix_request_handlers h = { .item = on_item, .done = on_done };
+        r = agentix_call_async(s.client, "sandbox::exec", &args, &co, &h, &s, &s.request);
+        if (r < 0)
+                return fail_errno(EXIT_SOFTWARE, r, "%s: cannot start the call: %m", verb);
+
+        if (spec->interactive) {
+                r = stdin_reader_new(s.event, on_stdin, &s, &s.stdin_reader);
+                if (r < 0)
+                        return fail_errno(EXIT_IOERR, r, "%s: cannot read stdin: %m", verb);
+        }
+        if (spec->tty && spec->interactive && terminal_make_raw(STDIN_FILENO) >= 0)
+                s.raw = true;
+
+        r = sd_event_loop(s.event);
+        terminal_restore();
+        if (r < 0)
+                return fail_errno(EXIT_SOFTWARE, r, "%s: event loop failed: %m", verb);
+        if (!s.done && s.signal == 0)
+                return fail(EXIT_SOFTWARE, "%s: the call did not finish", verb);
+
+        return session_status(&s);
+}
