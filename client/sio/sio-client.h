@@ -42,14 +42,30 @@ typedef struct SioClientCallbacks {
         void (*connected)(SioClient *c, bool reconnected, void *userdata);
         /* The connection is gone. final: no more attempts (closed, refused, gave up); then
          * error is a negative errno (-EACCES: the auth was refused, with the server's message;
-         * -ECONNREFUSED, -ETIMEDOUT, -EPROTO, …) and message says it for a person. Not final:
-         * a reconnect is under way. */
+         * -ECONNREFUSED, -ETIMEDOUT, -EPROTO, …) and message says it for a person, or 0 after
+         * sio_client_close(). Not final: a reconnect is under way (error and message say why
+         * the connection was lost). */
         void (*disconnected)(SioClient *c, bool final, int error, const char *message, void *userdata);
         /* An EVENT/BINARY_EVENT on our namespace whose single argument is a binary attachment:
          * the event name and the attachment's bytes (valid during the call). Events of any other
          * shape are dropped (logged at debug level). */
         void (*event)(SioClient *c, const char *event, const uint8_t *data, size_t size, void *userdata);
+        /* Optional. Such an event whose attachment was larger than max_message: it was skipped,
+         * the connection lives on. head holds its first bytes (at most 4096, enough to read the
+         * call_id of an /rpc envelope, which the server packs first), size its full size. When
+         * the text part of a packet is too large instead, the connection is dropped with
+         * -EMSGSIZE (a reconnect follows when enabled). */
+        void (*message_too_large)(SioClient *c, const char *event, const uint8_t *head, size_t head_size,
+                                  size_t size, void *userdata);
 } SioClientCallbacks;
+
+/* All callbacks run from the event loop (an sd-event source of the client's), never from
+ * inside a sio_client_*() call or a library's callback: any sio_client_*() function may be
+ * called from them, sio_client_free() included. A connection attempt that fails is retried
+ * with a backoff (100 ms doubling to 5 s) until reconnect_timeout has passed since the last
+ * time the client was connected (or since sio_client_start()) when `reconnect` is set; then,
+ * or at once without `reconnect`, disconnected(final=true) says why. The first connection is
+ * retried the same way. */
 
 int sio_client_new(sd_event *event, const SioClientConfig *config, const SioClientCallbacks *callbacks,
                    void *userdata, SioClient **ret);
@@ -59,7 +75,10 @@ SioClient *sio_client_free(SioClient *c);
 int sio_client_start(SioClient *c);
 
 /* Emit `event` with one binary attachment. Returns -ENOTCONN when not connected (the caller
- * keeps what it needs for a resume after the next `connected`), -EMSGSIZE above max_message. */
+ * keeps what it needs for a resume after the next `connected`; a `disconnected` callback may
+ * still be on its way), -EMSGSIZE above max_message or the server's maxPayload, -ENOBUFS when
+ * more than 2 × max_message bytes wait to be sent, -EINVAL for an event name that would need
+ * JSON escaping. */
 int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, size_t size);
 
 bool sio_client_is_connected(const SioClient *c);

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The Engine.IO WebSocket transport of the client: one libwebsockets client connection on a
+ * context whose event loop is a foreign libuv loop embedded in sd-event (ws-context.c). One
+ * Engine.IO packet per frame; incoming messages are reassembled from their fragments, bounded
+ * by max_message. Host names are resolved on libuv's thread pool, so nothing blocks. */
+
+#include <stdbool.h>
+
+#include "eio-transport.h"
+
+typedef struct WsContext WsContext;
+typedef struct WsTransport WsTransport;
+
+typedef struct WsTarget {
+        const char *host;        /* a name or an address literal (IPv6 without brackets) */
+        unsigned port;
+        const char *host_header; /* as in the URL: "host:port", "[::1]:port" */
+        const char *path;        /* with the query, e.g. "/socket.io/?EIO=4&transport=websocket" */
+        bool tls;
+} WsTarget;
+
+/* Start connecting. Handlers run from the event loop, never from inside this call. */
+int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message, OutQueue *queue,
+                     const EioTransportHandlers *handlers, void *userdata, WsTransport **ret);
+
+/* The queue has new messages. */
+void ws_transport_kick(WsTransport *t);
+
+/* Send what is queued, then close the WebSocket cleanly; `closed` follows. */
+void ws_transport_shutdown(WsTransport *t);
+
+/* Stop now: the socket is shut down at once (the peer sees the connection end, as after a
+ * network failure), no handler runs any more. Safe from inside a handler. */
+void ws_transport_close(WsTransport *t);
+
+/* Not from inside a handler: close first, free from a clean context. */
+WsTransport *ws_transport_free(WsTransport *t);
