@@ -67,21 +67,27 @@ int ctl_connect(sd_event *event, agentix_client **ret) {
                 return EXIT_OK;
         }
 
-        switch (e.kind) {
-        case AGENTIX_E_UNAUTHORIZED:
+        if (e.kind == AGENTIX_E_UNAUTHORIZED)
                 status = fail(EXIT_NOPERM, "cannot connect to %s: the token was refused (unauthorized)%s", arg_url,
                               arg_token ? "" : "; no token given: use --token, --token-file or AGENTIX_TOKEN");
-                break;
-        case AGENTIX_E_TIMEOUT:
-                status = fail(EXIT_TIMEOUT, "cannot connect to %s: timed out after %g s", arg_url,
-                              (double) (arg_connect_timeout_usec ?: 10000000) / 1e6);
-                break;
-        case AGENTIX_E_NONE:
-                /* The library failed without saying why: at least say the errno. */
-                status = fail_errno(EXIT_UNAVAILABLE, r, "cannot connect to %s: %m", arg_url);
-                break;
-        default:
-                status = fail_agentix(&e, "cannot connect to %s", arg_url);
+        else {
+                char why[2048];
+                const char *reason = error_reason(&e, why, sizeof(why));
+
+                /* A connection attempt that ran out of time is a timeout, whichever layer saw it. */
+                status = e.kind == AGENTIX_E_TIMEOUT || e.code == -ETIMEDOUT ? EXIT_TIMEOUT
+                       : e.kind == AGENTIX_E_NONE                            ? EXIT_UNAVAILABLE
+                                                                             : exit_status_from_error(&e);
+                if (e.kind == AGENTIX_E_NONE)
+                        status = fail_errno(status, r, "cannot connect to %s: %m", arg_url);
+                else if (status == EXIT_TIMEOUT)
+                        status = fail(status, "cannot connect to %s: timed out after %g s", arg_url,
+                                      (double) (arg_connect_timeout_usec ?: 10 * 1000000ULL) / 1e6);
+                /* libagentix says "cannot connect to URL: why" itself; do not say it twice. */
+                else if (strneq(reason, "cannot connect to ", STRLEN("cannot connect to ")))
+                        status = fail(status, "%s", reason);
+                else
+                        status = fail(status, "cannot connect to %s: %s", arg_url, reason);
         }
         agentix_error_done(&e);
         agentix_client_unref(c);

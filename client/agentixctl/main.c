@@ -3,6 +3,7 @@
  * the former and dispatches to the latter (one file per command group). */
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,6 +109,13 @@ static int verb_help(int argc, char *argv[]) {
                 return fail_usage(NULL, "unknown command '%s'", argv[1]);
         optind = 0;
         return v->run(2, (char *[]) { argv[1], (char *) "--help", NULL });
+}
+
+static bool stdout_reader_is_gone(void) {
+        struct pollfd p = { .fd = STDOUT_FILENO, .events = POLLOUT };
+
+        /* The write end of a pipe without readers polls as POLLERR. */
+        return poll(&p, 1, 0) > 0 && (p.revents & POLLERR);
 }
 
 static int read_token_file(const char *path) {
@@ -235,12 +243,15 @@ int main(int argc, char *argv[]) {
 finish:
         /* Output that could not be written is a failure, even when everything else went well. */
         if (fflush(stdout) != 0 || ferror(stdout)) {
+                int err = errno;
+
                 /* A reader that stopped early (`agentixctl ls | head -1`) is no error to report:
-                 * exit as if SIGPIPE had killed us, as a shell pipeline expects. */
-                if (errno == EPIPE)
+                 * exit as if SIGPIPE had killed us, as a shell pipeline expects. stdio may have
+                 * met the EPIPE long before (errno is stale by now): ask the pipe itself. */
+                if (stdout_reader_is_gone())
                         status = status == EXIT_OK ? 128 + SIGPIPE : status;
                 else if (status == EXIT_OK)
-                        status = fail_errno(EXIT_IOERR, errno, "cannot write the output: %m");
+                        status = fail_errno(EXIT_IOERR, err, "cannot write the output: %m");
         }
         free(arg_token);
         return status;
