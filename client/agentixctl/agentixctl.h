@@ -48,8 +48,11 @@ extern bool arg_quiet;
         { "json", no_argument, NULL, ARG_JSON },                \
         { "quiet", no_argument, NULL, 'q' }
 
-/* Connect to the sandbox the global options name, on `event`. Returns an exit status. */
-int ctl_connect(sd_event *event, agentix_client **ret);
+/* Connect to the sandbox the global options name, on `event` (NULL: a private loop).
+ * max_message: the largest message either way, 0 for libagentix's default (256 MiB); it also
+ * bounds what waits to be sent (twice that), which is how exec keeps stdin from piling up.
+ * Returns an exit status. */
+int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret);
 
 /* The commands: argv[0] is the command's name. Each returns an exit status. */
 int verb_exec(int argc, char *argv[]);

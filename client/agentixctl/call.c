@@ -109,28 +109,30 @@ static void on_done(agentix_request *r, const msgpack_object *result, const agen
         sd_event_exit(c->event, 0);
 }
 
-/* One line of stdin: a JSON inbox item. */
+/* One line of stdin: a JSON inbox item. -ENOBUFS: not now (the send queue is full), try again. */
 static int send_line(Call *c, const char *text, size_t n) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        unsigned line_no = c->line_no + 1;
         json_error_t err;
         json_t *j;
         int r;
 
-        c->line_no++;
         if (strspn(text, " \t\r") == n)
                 return 0; /* blank lines are allowed, and skipped */
         j = json_loadb(text, n, JSON_DECODE_ANY, &err);
         if (!j) {
-                call_fail_local(c, fail(EXIT_USAGE, "call: stdin line %u: invalid JSON: %s", c->line_no, err.text));
+                call_fail_local(c, fail(EXIT_USAGE, "call: stdin line %u: invalid JSON: %s", line_no, err.text));
                 return -EINVAL;
         }
         r = pack_json(j, &b);
         json_decref(j);
         if (r < 0) {
-                call_fail_local(c, fail(EXIT_USAGE, "call: stdin line %u: invalid $bytes value", c->line_no));
+                call_fail_local(c, fail(EXIT_USAGE, "call: stdin line %u: invalid $bytes value", line_no));
                 return r;
         }
         r = agentix_request_send(c->request, buffer_data(&b), b.len);
+        if (r == -ENOBUFS)
+                return r;
         if (r < 0 && !agentix_request_is_done(c->request)) {
                 call_fail_local(c, fail_errno(EXIT_SOFTWARE, r, "call: cannot send an inbox item: %m"));
                 return r;
@@ -138,28 +140,46 @@ static int send_line(Call *c, const char *text, size_t n) {
         return 0;
 }
 
+/* Send the complete lines gathered so far; the last one too at EOF. */
+static int flush_lines(Call *c, bool eof) {
+        char *nl;
+        int r;
+
+        while (c->line.len > 0) {
+                nl = memchr(buffer_data(&c->line), '\n', c->line.len);
+                if (!nl && !eof)
+                        break;
+                size_t len = nl ? (size_t) (nl - (char *) buffer_data(&c->line)) : c->line.len;
+
+                r = send_line(c, (const char *) buffer_data(&c->line), len);
+                if (r < 0)
+                        return r;
+                c->line_no++;
+                buffer_consume(&c->line, nl ? len + 1 : len);
+        }
+        return 0;
+}
+
 static int on_stdin(const void *data, size_t size, void *userdata) {
         Call *c = userdata;
-        char *nl;
+        int r;
 
+        /* What is left from before goes first; while it cannot, this chunk waits (the reader
+         * keeps it), so no more than one chunk of lines piles up here. */
+        r = flush_lines(c, !data);
+        if (r < 0)
+                return r;
         if (!data) {
-                /* EOF: a last line without newline counts too. */
-                if (c->line.len > 0 && send_line(c, (const char *) buffer_data(&c->line), c->line.len) < 0)
-                        return -EINVAL;
-                (void) agentix_request_close_inbox(c->request);
-                return 0;
+                r = agentix_request_close_inbox(c->request);
+                return r == -ENOBUFS ? r : 0;
         }
         if (buffer_append(&c->line, data, size) < 0) {
                 call_fail_local(c, fail(EXIT_SOFTWARE, "out of memory"));
                 return -ENOMEM;
         }
-        while ((nl = memchr(buffer_data(&c->line), '\n', c->line.len))) {
-                size_t len = (size_t) (nl - (char *) buffer_data(&c->line));
-
-                if (send_line(c, (const char *) buffer_data(&c->line), len) < 0)
-                        return -EINVAL;
-                buffer_consume(&c->line, len + 1);
-        }
+        r = flush_lines(c, false);
+        if (r < 0 && r != -ENOBUFS)
+                return r;
         if (c->line.len > INBOX_LINE_MAX) {
                 call_fail_local(c, fail(EXIT_USAGE, "call: stdin line %u is too long", c->line_no + 1));
                 return -E2BIG;
@@ -269,7 +289,7 @@ int verb_call(int argc, char *argv[]) {
         if (r < 0)
                 return fail_errno(EXIT_SOFTWARE, r, "call: cannot set up an event loop: %m");
         call.event = event;
-        status = ctl_connect(event, &client);
+        status = ctl_connect(event, 0, &client);
         if (status != EXIT_OK)
                 goto finish;
 

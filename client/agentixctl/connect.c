@@ -41,7 +41,7 @@ static bool url_is_plausible(const char *url) {
         return true;
 }
 
-int ctl_connect(sd_event *event, agentix_client **ret) {
+int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret) {
         agentix_client *c = NULL;
         agentix_error e = AGENTIX_ERROR_NULL;
         int r, status;
@@ -56,6 +56,7 @@ int ctl_connect(sd_event *event, agentix_client **ret) {
                 .token = arg_token,
                 .transport = arg_transport,
                 .connect_timeout_usec = arg_connect_timeout_usec,
+                .max_message = max_message,
         };
         r = agentix_client_new(&o, event, &c);
         if (r < 0)

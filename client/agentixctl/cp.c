@@ -342,7 +342,7 @@ int verb_cp(int argc, char *argv[]) {
                         status = fail(EXIT_IOERR, "cp: '%s' is not a regular file or directory", src.path);
                         goto finish;
                 }
-                status = ctl_connect(cp.event, &cp.client);
+                status = ctl_connect(cp.event, 0, &cp.client);
                 if (status != EXIT_OK)
                         goto finish;
                 status = remote_kind(&cp, dst.path, &kind, NULL);
@@ -354,7 +354,7 @@ int verb_cp(int argc, char *argv[]) {
                 start = now_usec();
                 cp_upload(&cp, src.path, target, S_ISDIR(st.st_mode));
         } else {
-                status = ctl_connect(cp.event, &cp.client);
+                status = ctl_connect(cp.event, 0, &cp.client);
                 if (status != EXIT_OK)
                         goto finish;
                 status = remote_kind(&cp, src.path, &kind, &listing);

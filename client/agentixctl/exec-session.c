@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -14,6 +15,10 @@
 #include "output.h"
 #include "stdin-reader.h"
 #include "terminal.h"
+
+/* Items of an exec stream are small (the server sends at most 32 KiB of output per item), and
+ * a small limit keeps the send queue small too: stdin waits while 2 × this is queued. */
+#define EXEC_MAX_MESSAGE (4u * 1024 * 1024)
 
 typedef struct Session {
         const char *verb;
@@ -49,7 +54,43 @@ static void session_done(Session *s) {
         buffer_done(&s->err);
 }
 
-static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsigned cols, Buffer *b) {
+/* A regular file as stdin, small enough to travel as the call's `stdin` argument: the server
+ * then feeds it to the command at the command's pace. Streamed through the bidi inbox instead,
+ * it could outrun a slow reader (the inbox holds 64 items and the protocol has no flow control
+ * for it). */
+#define STDIN_ARGUMENT_MAX (64u * 1024 * 1024)
+
+/* Our stdin when it is a regular file of at most STDIN_ARGUMENT_MAX bytes: 1 with its contents
+ * in ret, 0 when it is anything else. */
+static int read_stdin_file(Buffer *ret) {
+        struct stat st;
+
+        if (fstat(STDIN_FILENO, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        off_t pos = lseek(STDIN_FILENO, 0, SEEK_CUR);
+        if (pos < 0 || st.st_size - pos > (off_t) STDIN_ARGUMENT_MAX)
+                return 0;
+        for (;;) {
+                ssize_t n;
+                int r = buffer_reserve(ret, 64 * 1024);
+
+                if (r < 0)
+                        return r;
+                n = read(STDIN_FILENO, buffer_data(ret) + ret->len, 64 * 1024);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 1;
+                ret->len += (size_t) n;
+                if (ret->len > STDIN_ARGUMENT_MAX)
+                        return -EFBIG;
+        }
+}
+
+static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsigned cols, const Buffer *stdin_data,
+                       Buffer *b) {
         const char *term = spec->tty ? getenv("TERM") : NULL;
         size_t n_env = 0, n = 4; /* command, timeout, max_output, pty */
         msgpack_packer pk;
@@ -64,7 +105,7 @@ static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsi
         }
         if (term)
                 n_env++;
-        n += !!spec->cwd + !!n_env + !!spec->shell + (with_size ? 2 : 0);
+        n += !!spec->cwd + !!n_env + !!spec->shell + (with_size ? 2 : 0) + !!stdin_data;
 
         r |= msgpack_pack_map(&pk, n);
         r |= mp_pack_cstr(&pk, "command");
@@ -80,6 +121,10 @@ static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsi
                 r |= msgpack_pack_unsigned_int(&pk, rows);
                 r |= mp_pack_cstr(&pk, "cols");
                 r |= msgpack_pack_unsigned_int(&pk, cols);
+        }
+        if (stdin_data) {
+                r |= mp_pack_cstr(&pk, "stdin");
+                r |= msgpack_pack_bin_with_body(&pk, buffer_data(stdin_data), stdin_data->len);
         }
         if (spec->cwd) {
                 r |= mp_pack_cstr(&pk, "cwd");
@@ -148,9 +193,11 @@ static void send_resize(Session *s) {
 static int on_stdin(const void *data, size_t size, void *userdata) {
         Session *s = userdata;
 
+        int r;
+
         if (!data) {
-                (void) agentix_request_close_inbox(s->request);
-                return 0;
+                r = agentix_request_close_inbox(s->request);
+                return r == -ENOBUFS ? r : 0;
         }
         return send_item(s, "stdin", pack_bin, data, size);
 }
@@ -282,22 +329,34 @@ int exec_session_run(const char *verb, const ExecSpec *spec) {
                 .spec = spec,
                 .bidi = spec->interactive || spec->tty,
         };
-        _cleanup_buffer_ Buffer kwargs = BUFFER_NULL;
+        _cleanup_buffer_ Buffer kwargs = BUFFER_NULL, stdin_file = BUFFER_NULL;
         unsigned rows = 0, cols = 0;
-        bool with_size;
+        bool with_size, stdin_as_argument = false;
         sigset_t mask;
         int r, status;
 
         r = sd_event_new(&s.event);
         if (r < 0)
                 return fail_errno(EXIT_SOFTWARE, r, "%s: cannot set up an event loop: %m", verb);
-        status = ctl_connect(s.event, &s.client);
+        if (spec->interactive && !spec->tty) {
+                r = read_stdin_file(&stdin_file);
+                if (r < 0)
+                        return fail_errno(r == -ENOMEM ? EXIT_SOFTWARE : EXIT_IOERR, r, "%s: cannot read stdin: %m", verb);
+                if (r > 0) {
+                        stdin_as_argument = true;
+                        s.bidi = false; /* nothing left to forward: a stream call */
+                }
+        }
+
+        /* With stdin as an argument, the call itself is as large as that. */
+        status = ctl_connect(s.event, stdin_as_argument ? 0 : EXEC_MAX_MESSAGE, &s.client);
         if (status != EXIT_OK)
                 return status;
 
         with_size = spec->tty && terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0;
-        if (pack_kwargs(spec, with_size, rows, cols, &kwargs) < 0)
+        if (pack_kwargs(spec, with_size, rows, cols, stdin_as_argument ? &stdin_file : NULL, &kwargs) < 0)
                 return fail(EXIT_SOFTWARE, "out of memory");
+        buffer_done(&stdin_file);
 
         /* Our signals become events, so that every way out restores the terminal and ends the
          * remote command. */
@@ -323,7 +382,7 @@ int exec_session_run(const char *verb, const ExecSpec *spec) {
         if (r < 0)
                 return fail_errno(EXIT_SOFTWARE, r, "%s: cannot start the call: %m", verb);
 
-        if (spec->interactive) {
+        if (s.bidi && spec->interactive) {
                 r = stdin_reader_new(s.event, on_stdin, &s, &s.stdin_reader);
                 if (r < 0)
                         return fail_errno(EXIT_IOERR, r, "%s: cannot read stdin: %m", verb);

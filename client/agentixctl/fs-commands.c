@@ -22,7 +22,7 @@
 #define WRITE_MAX (255u * 1024u * 1024u)
 
 static int connect_blocking(agentix_client **ret) {
-        return ctl_connect(NULL, ret);
+        return ctl_connect(NULL, 0, ret);
 }
 
 static inline void agentix_client_unrefp(agentix_client **c) {

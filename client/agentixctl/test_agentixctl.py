@@ -162,6 +162,18 @@ def exec_stdin_interactive():
         r = subprocess.run([CTL, "--url", server().url, "--token", TOKEN, "exec", "-i", "--", "cat"], stdin=f,
                            capture_output=True, timeout=60)
     assert r.returncode == 0 and r.stdout == b"from a file\n", r
+    # A slow reader: a file on stdin travels as the call's argument, fed at the command's pace.
+    with tempfile.TemporaryFile() as f:
+        blob = os.urandom(20 << 20)
+        f.write(blob)
+        f.seek(0)
+        r = subprocess.run([CTL, "--url", server().url, "--token", TOKEN, "exec", "-i", "--", "sh", "-c",
+                            "sleep 1; sha256sum"], stdin=f, capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split()[0].decode() == hashlib.sha256(blob).hexdigest(), r
+    # A pipe streams through the inbox, in chunks that keep a fast reader fed.
+    blob = os.urandom(40 << 20)
+    p = ctl("exec", "-i", "--", "sha256sum", input=blob, check_rc=0)
+    assert p.stdout.split()[0].decode() == hashlib.sha256(blob).hexdigest()
     # Without -i, the command reads nothing.
     p = ctl("exec", "--", "cat", input=b"ignored", check_rc=0)
     assert p.stdout == b""
