@@ -23,6 +23,10 @@
 /* The server enforces deadline_ms; the client gives it this long on top before it fails the
  * call itself (a server that does not answer at all, e.g. a silent network). */
 #define DEADLINE_GRACE_USEC (2u * 1000000u)
+/* Acks an unlucky drop may have swallowed (sent, never flushed) are sent again after a
+ * reconnect: the last this many. A lost ack only costs the server memory until it evicts
+ * the result, so this is bounded, not exhaustive. */
+#define ACK_RING 1024u
 /* call_ids per resume message. */
 #define RESUME_BATCH 4096u
 
@@ -60,8 +64,10 @@ struct agentix_client {
         agentix_options options; /* url/token point at our copies (token: NULL, it is in auth_json) */
 
         SioClient *sio;
+        bool sio_reconnects;           /* sio retries by itself (after the first drop) */
         SioClient *sio_dead;           /* a finished Socket.IO client, freed outside its callbacks */
         sd_event_source *reap_source;  /* frees sio_dead (and the client, see free_pending) */
+        sd_event_source *kick_source;  /* one more loop iteration after an emit (client_kick()) */
         ClientState state;
         bool connected_once;           /* in this session */
         bool closing;                  /* agentix_client_close() under way */
@@ -79,6 +85,9 @@ struct agentix_client {
          * the unfinished ones are also in `calls` by call_id. */
         agentix_request *requests_head, *requests_tail;
         StrMap *calls;
+
+        char *acked[ACK_RING];         /* recent acks, see ACK_RING */
+        unsigned acked_next;
 
         OutMsg *out_head, *out_tail;
         size_t queued_bytes;
@@ -136,6 +145,10 @@ void client_leave(agentix_client *c);
  * -ENOTCONN (not connected, not queued), -ENOBUFS (queue full), -EMSGSIZE. */
 int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue);
 void client_account(agentix_client *c, ssize_t delta);
+/* Send an ack (and remember it, see ACK_RING). */
+void client_ack(agentix_client *c, const char *id);
+/* A call_id starts a new call: no old ack for it may be repeated. */
+void client_forget_ack(agentix_client *c, const char *id);
 /* Run the client's event loop until cond() holds or timeout_usec (0: none) passes. */
 int client_run_until(agentix_client *c, bool (*cond)(void *userdata), void *userdata, uint64_t timeout_usec,
                      agentix_error *ret_error);
@@ -150,4 +163,6 @@ void request_fail(agentix_request *r, const agentix_error *e);
 /* (Re)send the call on a fresh connection: emits `call` if never sent, else returns 1 when the
  * call_id must go into a resume. */
 int request_on_connected(agentix_request *r);
+/* The server sent an event for r larger than max_message (skipped). */
+void request_too_large(agentix_request *r, const char *event, size_t size);
 void request_detach(agentix_request *r);

@@ -11,11 +11,14 @@
 #include "error.h"
 #include "log.h"
 #include "mp-check.h"
+#include "value.h"
 
 #define USEC_PER_SEC 1000000ULL
 
 static void client_free_now(agentix_client *c);
 static void client_session_end(agentix_client *c, const agentix_error *e);
+static int client_start_sio(agentix_client *c, bool reconnect);
+static void ack_ring_clear(agentix_client *c);
 
 static bool url_is_supported(const char *url) {
         static const char *const schemes[] = { "http://", "https://", "ws://", "wss://" };
@@ -32,6 +35,7 @@ AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, ag
 
         if (!o || !ret || !o->url || !url_is_supported(o->url))
                 return -EINVAL;
+        log_parse_env(); /* AGENTIX_LOG_LEVEL=debug shows what the client does */
         if (o->transport < AGENTIX_TRANSPORT_AUTO || o->transport > AGENTIX_TRANSPORT_POLLING)
                 return -EINVAL;
 
@@ -163,9 +167,11 @@ static void client_free_now(agentix_client *c) {
         while ((r = c->requests_head))
                 request_detach(r);
         outbox_clear(c);
+        ack_ring_clear(c);
         sio_client_free(c->sio);
         sio_client_free(c->sio_dead);
         sd_event_source_disable_unref(c->reap_source);
+        sd_event_source_disable_unref(c->kick_source);
         sd_event_source_disable_unref(c->connect_timer);
         strmap_free(c->calls);
         sd_event_unref(c->event);
@@ -183,7 +189,8 @@ AGENTIX_API bool agentix_client_is_connected(agentix_client *c) {
 }
 
 bool client_is_connected(agentix_client *c) {
-        return c->state == CLIENT_CONNECTED && c->sio;
+        /* The Socket.IO client knows of a drop before its callback tells us. */
+        return c->state == CLIENT_CONNECTED && sio_client_is_connected(c->sio);
 }
 
 AGENTIX_API const char *agentix_client_transport(agentix_client *c) {
@@ -213,6 +220,25 @@ int client_not_connected_error(agentix_client *c, agentix_error *ret_error) {
                          "not connected to %s: call agentix_client_connect() first", c->url);
 }
 
+static int on_kick(sd_event_source *s, void *userdata) {
+        return 0;
+}
+
+/* Make the loop go round once more. An emit made outside the loop (the blocking API) leaves
+ * a write that libwebsockets only asks for on its libuv loop, and libuv applies that to its
+ * epoll set only when it runs — which it does after any sd-event iteration that dispatched
+ * something (uv-event's post source). An empty defer source is that something. */
+static void client_kick(agentix_client *c) {
+        int r;
+
+        if (c->kick_source)
+                r = sd_event_source_set_enabled(c->kick_source, SD_EVENT_ONESHOT);
+        else
+                r = sd_event_add_defer(c->event, &c->kick_source, on_kick, c);
+        if (r < 0)
+                log_debug_errno(r, "Failed to wake the event loop: %m");
+}
+
 int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue) {
         OutMsg *m;
         int r;
@@ -221,6 +247,8 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
                 return -EMSGSIZE;
         if (client_is_connected(c)) {
                 r = sio_client_emit_binary1(c->sio, event, data, size);
+                if (r >= 0)
+                        client_kick(c);
                 if (r != -ENOTCONN)
                         return r;
         }
@@ -243,6 +271,38 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
         c->out_tail = m;
         client_account(c, (ssize_t) size);
         return 0;
+}
+
+static char *free_str(char *s) {
+        free(s);
+        return NULL;
+}
+
+static void emit_ack(agentix_client *c, const char *id) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+
+        if (rpc_envelope_call_id(&b, id, strlen(id)) >= 0)
+                (void) client_emit(c, EV_ACK, buffer_data(&b), b.len, true);
+}
+
+void client_ack(agentix_client *c, const char *id) {
+        char **slot = &c->acked[c->acked_next];
+
+        emit_ack(c, id);
+        free(*slot);
+        *slot = strdup(id);
+        c->acked_next = (c->acked_next + 1) % ACK_RING;
+}
+
+void client_forget_ack(agentix_client *c, const char *id) {
+        for (unsigned i = 0; i < ACK_RING; i++)
+                if (c->acked[i] && streq(c->acked[i], id))
+                        c->acked[i] = free_str(c->acked[i]);
+}
+
+static void ack_ring_clear(agentix_client *c) {
+        for (unsigned i = 0; i < ACK_RING; i++)
+                c->acked[i] = free_str(c->acked[i]);
 }
 
 /* ---- the Socket.IO session -------------------------------------------------------------- */
@@ -395,8 +455,13 @@ static void client_flush(agentix_client *c) {
                         agentix_error_done(&e);
                 }
         }
-        if (n_ids > 0 && client_is_connected(c))
+        for (unsigned i = 0; i < ACK_RING && client_is_connected(c); i++)
+                if (c->acked[i])
+                        emit_ack(c, c->acked[i]);
+        if (n_ids > 0 && client_is_connected(c)) {
+                log_debug("Resuming %zu call(s) on %s.", n_ids, c->url);
                 emit_resume(c, ids, n_ids);
+        }
         release_snapshot(a, n);
         flush_outbox(c);
 }
@@ -429,7 +494,14 @@ static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
 
 /* The error a final disconnect stands for, phrased for a person. */
 static void disconnect_error(agentix_client *c, int error, const char *message, agentix_error *ret) {
-        const char *why = !strempty(message) ? message : error < 0 ? strerror(-error) : "connection closed";
+        char why[512];
+
+        /* The errno says what happened in words everyone knows, the message where it happened. */
+        if (error < 0 && !strempty(message) && !strcasestr(message, strerror(-error)))
+                snprintf(why, sizeof(why), "%s (%s)", strerror(-error), message);
+        else
+                snprintf(why, sizeof(why), "%s",
+                         !strempty(message) ? message : error < 0 ? strerror(-error) : "connection closed");
 
         if (c->closing)
                 error_set(ret, AGENTIX_E_CONNECTION, -ECONNABORTED, "the connection to %s was closed by the client",
@@ -439,7 +511,8 @@ static void disconnect_error(agentix_client *c, int error, const char *message, 
                           c->url, (unsigned long long) (c->options.connect_timeout_usec / 1000));
         else if (error == -EACCES)
                 error_set_typed(ret, AGENTIX_E_UNAUTHORIZED, -EACCES, RPC_ERR_UNAUTHORIZED,
-                                "%s refused the token (%s): check the token for this sandbox", c->url, why);
+                                "%s refused the token (%s): check the token for this sandbox", c->url,
+                                strempty(message) ? "unauthorized" : message);
         else if (!c->connected_once)
                 error_set(ret, AGENTIX_E_CONNECTION, error < 0 ? error : -ECONNREFUSED, "cannot connect to %s: %s",
                           c->url, why);
@@ -451,25 +524,35 @@ static void disconnect_error(agentix_client *c, int error, const char *message, 
 static void on_sio_disconnected(SioClient *s, bool final, int error, const char *message, void *userdata) {
         agentix_client *c = userdata;
         agentix_error e = AGENTIX_ERROR_NULL;
+        int r;
 
         if (s != c->sio)
                 return;
         c->in_sio++;
         client_enter(c);
 
-        if (!final && c->state == CLIENT_CONNECTED) {
+        if (!final) {
+                /* The reconnecting Socket.IO client lost its connection and tries again. */
                 log_debug("Lost the connection to %s (%s); reconnecting.", c->url, strna(message));
                 c->state = CLIENT_RECONNECTING;
-        } else if (!final && c->state == CLIENT_RECONNECTING) {
-                /* Another attempt failed; the Socket.IO client keeps trying. */
+        } else if (c->state == CLIENT_CONNECTED && !c->sio_reconnects && !c->options.no_reconnect &&
+                   !c->closing && error != -EACCES) {
+                /* The first connection dropped: reconnect (and resume) with a client that retries. */
+                log_debug("Lost the connection to %s (%s); reconnecting.", c->url, strna(message));
+                c->state = CLIENT_RECONNECTING;
+                r = client_start_sio(c, true);
+                if (r < 0) {
+                        disconnect_error(c, r, message, &e);
+                        client_session_end(c, &e);
+                }
         } else {
-                /* Final, or the very first connection failed: a server that cannot be reached
-                 * now is an error for whoever is waiting, not a reason to retry for a minute. */
+                /* For good: refused, gave up reconnecting, closed; or the first connection
+                 * failed — reported at once rather than retried for a minute. */
                 disconnect_error(c, error, message, &e);
                 log_debug("%s", strna(e.message));
                 client_session_end(c, &e);
-                agentix_error_done(&e);
         }
+        agentix_error_done(&e);
 
         client_leave(c);
         c->in_sio--;
@@ -527,10 +610,33 @@ finish:
         msgpack_unpacked_destroy(&u);
 }
 
+/* An event over max_message was skipped: end its call, it cannot be complete any more. */
+static void on_sio_too_large(SioClient *s, const char *event, const uint8_t *head, size_t head_size, size_t size,
+                             void *userdata) {
+        agentix_client *c = userdata;
+        char id[RPC_CALL_ID_MAX + 1];
+        agentix_request *r;
+
+        if (s != c->sio)
+                return;
+        if (value_scan_call_id(head, head_size, id, sizeof(id)) < 0 || !(r = strmap_get(c->calls, id, strlen(id)))) {
+                log_debug("Skipped a '%s' event of %zu bytes from %s that names no call in flight.", event, size, c->url);
+                return;
+        }
+        c->in_sio++;
+        client_enter(c);
+        agentix_request_ref(r);
+        request_too_large(r, event, size);
+        agentix_request_unref(r);
+        client_leave(c);
+        c->in_sio--;
+}
+
 static const SioClientCallbacks sio_callbacks = {
         .connected = on_sio_connected,
         .disconnected = on_sio_disconnected,
         .event = on_sio_event,
+        .message_too_large = on_sio_too_large,
 };
 
 static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -549,13 +655,42 @@ static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata)
         return 0;
 }
 
-AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_handler h, void *userdata) {
+/* A Socket.IO client for this session. The first connection is made without the Socket.IO
+ * client's own retries, so that a server that cannot be reached (or refuses the token) is
+ * reported at once; after a drop a second one is started that does retry (with backoff, for
+ * reconnect_timeout). */
+static int client_start_sio(agentix_client *c, bool reconnect) {
         static const SioClientTransport transports[] = {
                 [AGENTIX_TRANSPORT_AUTO] = SIO_CLIENT_TRANSPORT_AUTO,
                 [AGENTIX_TRANSPORT_WEBSOCKET] = SIO_CLIENT_TRANSPORT_WEBSOCKET,
                 [AGENTIX_TRANSPORT_POLLING] = SIO_CLIENT_TRANSPORT_POLLING,
         };
-        SioClientConfig config;
+        SioClientConfig config = {
+                .url = c->url,
+                .nsp = "/rpc",
+                .auth_json = c->auth_json,
+                .transport = transports[c->options.transport],
+                .connect_timeout_usec = c->options.connect_timeout_usec,
+                .reconnect = reconnect,
+                .reconnect_timeout_usec = c->options.reconnect_timeout_usec,
+                .max_message = c->options.max_message,
+        };
+        int r;
+
+        retire_sio(c);
+        r = sio_client_new(c->event, &config, &sio_callbacks, c, &c->sio);
+        if (r < 0)
+                return r;
+        r = sio_client_start(c->sio);
+        if (r < 0) {
+                c->sio = sio_client_free(c->sio);
+                return r;
+        }
+        c->sio_reconnects = reconnect;
+        return 0;
+}
+
+AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_handler h, void *userdata) {
         uint64_t now, budget;
         int r;
 
@@ -566,22 +701,6 @@ AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_
         if (c->state != CLIENT_IDLE)
                 return -EALREADY;
 
-        config = (SioClientConfig) {
-                .url = c->url,
-                .nsp = "/rpc",
-                .auth_json = c->auth_json,
-                .transport = transports[c->options.transport],
-                .connect_timeout_usec = c->options.connect_timeout_usec,
-                .reconnect = !c->options.no_reconnect,
-                .reconnect_timeout_usec = c->options.reconnect_timeout_usec,
-                .max_message = c->options.max_message,
-        };
-
-        retire_sio(c);
-        r = sio_client_new(c->event, &config, &sio_callbacks, c, &c->sio);
-        if (r < 0)
-                return r;
-
         /* The Socket.IO client bounds each attempt; this bounds the whole first connection
          * (AUTO may try WebSocket and then polling). */
         budget = c->options.connect_timeout_usec * (c->options.transport == AGENTIX_TRANSPORT_AUTO ? 2 : 1) +
@@ -590,25 +709,19 @@ AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_
         if (r >= 0)
                 r = sd_event_add_time(c->event, &c->connect_timer, CLOCK_MONOTONIC, now + budget, 0,
                                       on_connect_timeout, c);
+        if (r < 0)
+                return r;
+
+        r = client_start_sio(c, false);
         if (r < 0) {
-                c->sio = sio_client_free(c->sio);
+                c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
                 return r;
         }
-
         c->state = CLIENT_CONNECTING;
         c->connected_once = false;
         c->connect_timed_out = false;
         c->connect_handler = h;
         c->connect_userdata = userdata;
-
-        r = sio_client_start(c->sio);
-        if (r < 0) {
-                c->state = CLIENT_IDLE;
-                c->connect_handler = NULL;
-                c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
-                c->sio = sio_client_free(c->sio);
-                return r;
-        }
         return 0;
 }
 

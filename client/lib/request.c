@@ -116,11 +116,8 @@ static int unpack_value(const uint8_t *raw, size_t size, msgpack_unpacked *ret) 
 }
 
 static void request_send_ack(agentix_request *r) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
-
-        if (!r->client || rpc_envelope_call_id(&b, r->id, strlen(r->id)) < 0)
-                return;
-        (void) client_emit(r->client, EV_ACK, buffer_data(&b), b.len, true);
+        if (r->client)
+                client_ack(r->client, r->id);
 }
 
 /* Deliver the end of the call, once. value: the unary result (raw/size: its envelope);
@@ -156,6 +153,7 @@ static void request_finish(agentix_request *r, const msgpack_object *value, cons
         if (r->async && r->handlers.done)
                 r->handlers.done(r, error ? NULL : value, error, r->userdata);
 
+        log_debug("Call %s ended%s%s.", r->id, error ? ": " : "", error ? strna(error->message) : "");
         if (from_server)
                 request_send_ack(r);
         if (table_ref)
@@ -281,6 +279,22 @@ void request_dispatch(agentix_request *r, const char *event, const msgpack_objec
         log_debug("Ignoring unknown event '%s' for call %s.", event, r->id);
 }
 
+void request_too_large(agentix_request *r, const char *event, size_t size) {
+        bool terminal = !streq(event, EV_ITEM);
+
+        if (r->done || !r->client)
+                return;
+        if (!terminal)
+                request_send_cancel(r); /* a stream with a hole in it is of no use */
+        request_fail_local(r, AGENTIX_E_MESSAGE_TOO_LARGE, -EMSGSIZE, RPC_ERR_TOO_LARGE, false,
+                           "the server sent a message of %zu bytes for call %s, over this client's max_message of %zu "
+                           "bytes (raise agentix_options.max_message)",
+                           size, r->id, r->client->options.max_message);
+        /* The server keeps a result until acked; this one can never be taken. */
+        if (terminal)
+                request_send_ack(r);
+}
+
 int request_on_connected(agentix_request *r) {
         int k;
 
@@ -369,6 +383,8 @@ static int request_start(agentix_client *c, const char *callable, const agentix_
                         return error_set(ret_error, AGENTIX_E_INVALID, k, "cannot make a call_id: %s", strerror(-k));
                 }
         }
+        if (o && o->call_id)
+                client_forget_ack(c, r->id);
         if (strmap_get(c->calls, r->id, strlen(r->id))) {
                 k = error_set(ret_error, AGENTIX_E_INVALID, -EEXIST, "call_id %s is already in flight", r->id);
                 free(r);

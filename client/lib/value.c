@@ -118,3 +118,62 @@ int value_get_bytes(const msgpack_object *map, const char *key, char **ret, size
 
         return r == -EINVAL ? -EPROTO : r;
 }
+
+/* A str header at p: its length in *ret_len, the header's size as the result (0: not a str,
+ * or cut off). */
+static size_t str_header(const uint8_t *p, size_t n, size_t *ret_len) {
+        if (n >= 1 && (p[0] & 0xe0) == 0xa0) {
+                *ret_len = p[0] & 0x1f;
+                return 1;
+        }
+        if (n >= 2 && p[0] == 0xd9) {
+                *ret_len = p[1];
+                return 2;
+        }
+        if (n >= 3 && p[0] == 0xda) {
+                *ret_len = (size_t) p[1] << 8 | p[2];
+                return 3;
+        }
+        if (n >= 5 && p[0] == 0xdb) {
+                *ret_len = (size_t) p[1] << 24 | (size_t) p[2] << 16 | (size_t) p[3] << 8 | p[4];
+                return 5;
+        }
+        return 0;
+}
+
+int value_scan_call_id(const uint8_t *head, size_t size, char *buf, size_t buf_size) {
+        size_t off, n_pairs;
+
+        if (size >= 1 && (head[0] & 0xf0) == 0x80)
+                n_pairs = head[0] & 0x0f, off = 1;
+        else if (size >= 3 && head[0] == 0xde)
+                n_pairs = (size_t) head[1] << 8 | head[2], off = 3;
+        else if (size >= 5 && head[0] == 0xdf)
+                n_pairs = (size_t) head[1] << 24 | (size_t) head[2] << 16 | (size_t) head[3] << 8 | head[4], off = 5;
+        else
+                return -ENOENT;
+
+        /* Only str keys and str values can be stepped over; call_id comes first anyway. */
+        for (size_t i = 0; i < n_pairs; i++) {
+                size_t klen, vlen, kh, vh;
+                bool is_id;
+
+                kh = str_header(head + off, size - off, &klen);
+                if (kh == 0 || klen > size - off - kh)
+                        return -ENOENT;
+                is_id = klen == 7 && memcmp(head + off + kh, "call_id", 7) == 0;
+                off += kh + klen;
+                vh = str_header(head + off, size - off, &vlen);
+                if (vh == 0 || vlen > size - off - vh)
+                        return -ENOENT;
+                if (is_id) {
+                        if (vlen == 0 || vlen >= buf_size || memchr(head + off + vh, 0, vlen))
+                                return -ENOENT;
+                        memcpy(buf, head + off + vh, vlen);
+                        buf[vlen] = 0;
+                        return 0;
+                }
+                off += vh + vlen;
+        }
+        return -ENOENT;
+}
