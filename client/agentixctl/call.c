@@ -254,7 +254,7 @@ int verb_call(int argc, char *argv[]) {
                 return fail_usage("call", "too many arguments: at most one JSON array and one JSON object");
 
         for (int i = optind; i < argc; i++) {
-                json_t *j;
+                json_t *j = NULL;
 
                 if (streq(argv[i], "-") && shape == AGENTIX_CALL_BIDI)
                         return fail_usage("call", "'-' cannot be used with --bidi (stdin is the inbox)");

@@ -41,7 +41,6 @@ typedef struct Session {
 
         Buffer out, err;         /* --json: the output, gathered */
         StdinReader *stdin_reader;
-        bool raw;
 } Session;
 
 static void session_done(Session *s) {
@@ -192,7 +191,6 @@ static void send_resize(Session *s) {
 
 static int on_stdin(const void *data, size_t size, void *userdata) {
         Session *s = userdata;
-
         int r;
 
         if (!data) {
@@ -230,21 +228,21 @@ static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, vo
         return 0;
 }
 
-static int output_write(Session *s, int fd, const void *data, size_t n) {
+static void output_write(Session *s, int fd, const void *data, size_t n) {
         int r;
 
         if (s->output_broken)
-                return 0;
+                return;
         if (arg_json)
-                return buffer_append(fd == STDERR_FILENO ? &s->err : &s->out, data, n);
-        r = write_all(fd, data, n);
+                r = buffer_append(fd == STDERR_FILENO ? &s->err : &s->out, data, n);
+        else
+                r = write_all(fd, data, n);
         if (r < 0) {
                 /* Like `cmd | head`: the reader is gone, so the command may go too. */
                 s->output_broken = true;
                 s->output_error = r;
                 (void) agentix_request_cancel(s->request);
         }
-        return 0;
 }
 
 static bool map_get_bool(const msgpack_object *map, const char *key) {
@@ -261,8 +259,7 @@ static void on_item(agentix_request *r, const msgpack_object *v, void *userdata)
         if (stream && data && (data->type == MSGPACK_OBJECT_BIN || data->type == MSGPACK_OBJECT_STR)) {
                 int fd = mp_str_eq(stream, "stderr") ? STDERR_FILENO : STDOUT_FILENO;
 
-                if (output_write(s, fd, data->via.bin.ptr, data->via.bin.size) < 0)
-                        (void) agentix_request_cancel(s->request);
+                output_write(s, fd, data->via.bin.ptr, data->via.bin.size);
                 return;
         }
         if (mp_map_get_int(v, "exit_code", &code) >= 0) {
@@ -300,8 +297,9 @@ static int print_json_result(Session *s) {
 
 static int session_status(Session *s) {
         if (s->output_broken)
-                return s->output_error == -EPIPE ? 128 + SIGPIPE
-                                                 : fail_errno(EXIT_IOERR, s->output_error, "%s: cannot write the output: %m", s->verb);
+                return s->output_error == -EPIPE    ? 128 + SIGPIPE
+                     : s->output_error == -ENOMEM ? fail(EXIT_SOFTWARE, "out of memory")
+                                                  : fail_errno(EXIT_IOERR, s->output_error, "%s: cannot write the output: %m", s->verb);
         if (s->signal != 0 && (!s->done || (s->failed && s->error.kind == AGENTIX_E_CANCELLED)))
                 return 128 + s->signal;
         if (s->failed)
@@ -387,8 +385,8 @@ int exec_session_run(const char *verb, const ExecSpec *spec) {
                 if (r < 0)
                         return fail_errno(EXIT_IOERR, r, "%s: cannot read stdin: %m", verb);
         }
-        if (spec->tty && spec->interactive && terminal_make_raw(STDIN_FILENO) >= 0)
-                s.raw = true;
+        if (spec->tty && spec->interactive)
+                (void) terminal_make_raw(STDIN_FILENO); /* -ENOTTY: not a terminal, nothing to do */
 
         r = sd_event_loop(s.event);
         terminal_restore();

@@ -10,11 +10,15 @@
 #include "output.h"
 
 int print_json(json_t *j) {
+        return print_json_flags(j, 0);
+}
+
+int print_json_flags(json_t *j, size_t flags) {
         char *s;
 
         if (!j)
                 return fail(EXIT_SOFTWARE, "out of memory");
-        s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | flags);
         json_decref(j);
         if (!s)
                 return fail(EXIT_SOFTWARE, "out of memory");

@@ -281,6 +281,7 @@ class Pty:
 @test
 def shell_interactive():
     t = Pty([CTL, "--url", server().url, "--token", TOKEN, "shell"], rows=30, cols=100)
+    t.expect(rb"[#$] ")  # the login shell's prompt
     # Markers are computed by the remote shell, so the echo of what we type never matches.
     t.send(b"echo READY$((40+2))\r")
     t.expect(rb"READY42")
