@@ -477,6 +477,38 @@ def cp_tree_up_and_down():
 
 
 @test
+def cp_symlinks_and_special_files():
+    """Links to files travel as files; links to directories and FIFOs are skipped with a note,
+    and the copy still succeeds."""
+    d = remote_tmpdir()
+    with tempfile.TemporaryDirectory() as local:
+        src = os.path.join(local, "s")
+        os.makedirs(os.path.join(src, "dir"))
+        with open(os.path.join(src, "dir", "real"), "w") as f:
+            f.write("real\n")
+        os.symlink("dir/real", os.path.join(src, "link"))
+        os.symlink("dir", os.path.join(src, "dirlink"))
+        os.symlink("nowhere", os.path.join(src, "dangling"))
+        os.mkfifo(os.path.join(src, "fifo"))
+        p = ctl("cp", src, f":{d}/s", check_rc=0)
+        notes = p.stderr.decode()
+        assert notes.count("\n") == 3 and "dirlink" in notes and "dangling" in notes and "fifo" in notes, notes
+        p = ctl("exec", "--cwd", f"{d}/s", "--", "sh", "-c", "cat link; test -L link || echo notlink; ls", check_rc=0)
+        assert p.stdout.decode().split() == ["real", "notlink", "dir", "link"], p.stdout
+        assert ctl("-q", "cp", src, f":{d}/q", check_rc=0).stderr == b""
+
+        # Down: the same rules for links in the sandbox.
+        ctl("exec", "--cwd", f"{d}/s", "--", "sh", "-c", "ln -s dir dirlink && ln -s dir/real link2 && mkfifo fifo",
+            check_rc=0)
+        down = os.path.join(local, "down")
+        p = ctl("cp", f":{d}/s", down, check_rc=0)
+        assert "dirlink" in p.stderr.decode() and "fifo" in p.stderr.decode(), p.stderr
+        assert sorted(os.listdir(down)) == ["dir", "link", "link2"], os.listdir(down)
+        with open(os.path.join(down, "link2")) as f:
+            assert f.read() == "real\n"
+
+
+@test
 def cp_large_file_in_parts():
     """A file above the one-message batch limit goes up in parts and comes down through cat."""
     d = remote_tmpdir()
