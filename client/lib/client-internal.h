@@ -65,8 +65,6 @@ struct agentix_client {
 
         SioClient *sio;
         bool sio_reconnects;           /* sio retries by itself (after the first drop) */
-        SioClient *sio_dead;           /* a finished Socket.IO client, freed outside its callbacks */
-        sd_event_source *reap_source;  /* frees sio_dead (and the client, see free_pending) */
         sd_event_source *kick_source;  /* one more loop iteration after an emit (client_kick()) */
         ClientState state;
         bool connected_once;           /* in this session */
@@ -93,10 +91,8 @@ struct agentix_client {
         size_t queued_bytes;
 
         /* The last reference may be dropped from a handler we called: the free then waits until
-         * the outermost of our frames returns, and — while a Socket.IO callback is on the
-         * stack, which must not free its own client — until the next loop iteration. */
-        unsigned dispatching;          /* our frames that call user code, on the stack */
-        unsigned in_sio;               /* Socket.IO callbacks on the stack */
+         * the outermost of our frames that call user code has returned. */
+        unsigned dispatching;
         bool free_pending;
 };
 

@@ -94,39 +94,15 @@ AGENTIX_API agentix_client *agentix_client_ref(agentix_client *c) {
         return c;
 }
 
-static int on_reap(sd_event_source *s, void *userdata) {
-        agentix_client *c = userdata;
-
-        if (c->sio_dead && c->in_sio == 0)
-                c->sio_dead = sio_client_free(c->sio_dead);
-        if (c->free_pending && c->dispatching == 0 && c->in_sio == 0)
-                client_free_now(c);
-        return 0;
-}
-
-/* Run on_reap on the next loop iteration. */
-static void schedule_reap(agentix_client *c) {
-        int r;
-
-        if (c->reap_source)
-                r = sd_event_source_set_enabled(c->reap_source, SD_EVENT_ONESHOT);
-        else
-                r = sd_event_add_defer(c->event, &c->reap_source, on_reap, c);
-        if (r < 0)
-                log_debug_errno(r, "Failed to schedule the release of a Socket.IO client: %m");
-}
-
 void client_enter(agentix_client *c) {
         c->dispatching++;
 }
 
+/* The Socket.IO client may be freed from inside its own callbacks, so the only frames that
+ * must finish first are ours. */
 void client_leave(agentix_client *c) {
-        if (--c->dispatching > 0 || !c->free_pending)
-                return;
-        if (c->in_sio == 0)
+        if (--c->dispatching == 0 && c->free_pending)
                 client_free_now(c);
-        else
-                schedule_reap(c);
 }
 
 AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c) {
@@ -135,10 +111,8 @@ AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c) {
         if (c->n_ref == 0 || --c->n_ref > 0 || c->freeing)
                 return NULL;
         c->freeing = true;
-        if (c->dispatching > 0 || c->in_sio > 0) {
-                c->free_pending = true;
-                if (c->dispatching == 0)
-                        schedule_reap(c);
+        if (c->dispatching > 0) {
+                c->free_pending = true; /* client_leave() frees it */
                 return NULL;
         }
         client_free_now(c);
@@ -159,6 +133,7 @@ static void outbox_clear(agentix_client *c) {
 static void client_free_now(agentix_client *c) {
         agentix_request *r;
 
+        log_debug("Freeing the client of %s.", c->url);
         c->freeing = true;
         c->free_pending = false;
         c->dispatching++; /* handlers run below; nothing may free us twice */
@@ -169,8 +144,6 @@ static void client_free_now(agentix_client *c) {
         outbox_clear(c);
         ack_ring_clear(c);
         sio_client_free(c->sio);
-        sio_client_free(c->sio_dead);
-        sd_event_source_disable_unref(c->reap_source);
         sd_event_source_disable_unref(c->kick_source);
         sd_event_source_disable_unref(c->connect_timer);
         strmap_free(c->calls);
@@ -307,14 +280,10 @@ static void ack_ring_clear(agentix_client *c) {
 
 /* ---- the Socket.IO session -------------------------------------------------------------- */
 
+/* Done with this Socket.IO client (it may be the one whose callback is running: it allows
+ * that). */
 static void retire_sio(agentix_client *c) {
-        if (!c->sio)
-                return;
-        /* An older finished client is never on the stack any more: its last callback ran. */
-        if (c->sio_dead && c->sio_dead != c->sio)
-                sio_client_free(c->sio_dead);
-        c->sio_dead = TAKE_PTR(c->sio);
-        schedule_reap(c);
+        c->sio = sio_client_free(c->sio);
 }
 
 /* Unfinished requests, each with a reference, so handlers may do anything meanwhile. */
@@ -472,7 +441,6 @@ static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
 
         if (s != c->sio)
                 return;
-        c->in_sio++;
         client_enter(c);
 
         log_debug("Connected to %s over %s%s.", c->url, strna(sio_client_transport_name(s)),
@@ -489,7 +457,6 @@ static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
                 h(c, NULL, c->connect_userdata);
 
         client_leave(c);
-        c->in_sio--;
 }
 
 /* The error a final disconnect stands for, phrased for a person. */
@@ -528,7 +495,6 @@ static void on_sio_disconnected(SioClient *s, bool final, int error, const char 
 
         if (s != c->sio)
                 return;
-        c->in_sio++;
         client_enter(c);
 
         if (!final) {
@@ -555,7 +521,6 @@ static void on_sio_disconnected(SioClient *s, bool final, int error, const char 
         agentix_error_done(&e);
 
         client_leave(c);
-        c->in_sio--;
 }
 
 static void on_sio_event(SioClient *s, const char *event, const uint8_t *data, size_t size, void *userdata) {
@@ -598,13 +563,11 @@ static void on_sio_event(SioClient *s, const char *event, const uint8_t *data, s
                 goto finish;
         }
 
-        c->in_sio++;
         client_enter(c);
         agentix_request_ref(r);
         request_dispatch(r, event, env, data, size);
         agentix_request_unref(r);
         client_leave(c);
-        c->in_sio--;
 
 finish:
         msgpack_unpacked_destroy(&u);
@@ -623,13 +586,11 @@ static void on_sio_too_large(SioClient *s, const char *event, const uint8_t *hea
                 log_debug("Skipped a '%s' event of %zu bytes from %s that names no call in flight.", event, size, c->url);
                 return;
         }
-        c->in_sio++;
         client_enter(c);
         agentix_request_ref(r);
         request_too_large(r, event, size);
         agentix_request_unref(r);
         client_leave(c);
-        c->in_sio--;
 }
 
 static const SioClientCallbacks sio_callbacks = {

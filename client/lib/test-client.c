@@ -7,7 +7,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -563,8 +565,11 @@ static void async_done(agentix_request *r, const msgpack_object *result, const a
                 run->blocking_kind = e.kind;
                 agentix_error_done(&e);
         }
-        if (run->done == N_ASYNC)
+        if (run->done == N_ASYNC) {
+                /* The last reference may go from inside a handler: the free waits for it. */
+                run->c = agentix_client_unref(run->c);
                 (void) sd_event_exit(run->event, 0);
+        }
 }
 
 static void async_item(agentix_request *r, const msgpack_object *v, void *userdata) {
@@ -620,8 +625,9 @@ static void test_async_many(void **state) {
         assert_int_equal(run.item_calls, 0);
         assert_int_equal(run.blocking_r, -EBUSY);
         assert_int_equal(run.blocking_kind, AGENTIX_E_INVALID);
+        assert_null(run.c);
 
-        agentix_client_unref(run.c);
+        /* The freed client's sources go with the loop. */
         sd_event_unref(run.event);
 }
 
@@ -662,8 +668,21 @@ static void test_close(void **state) {
         assert_int_equal(agentix_call(c, "sandbox::echo", NULL, NULL, NULL, NULL), -ENOTCONN);
         assert_int_equal(agentix_client_connect(c, NULL), 0);
         assert_int_equal(agentix_call(c, "sandbox::echo", NULL, NULL, NULL, NULL), 0);
+
+        /* Freeing the client ends what is in flight too; a request held stays valid. */
+        x = (CloseRun) {};
+        assert_int_equal(agentix_call_async(c, "sandbox::exec", &a, NULL,
+                                            &(agentix_request_handlers) { .done = close_done }, &x, &r),
+                         0);
         agentix_client_unref(c);
         assert_int_equal(x.done, 1);
+        assert_int_equal(x.kind, AGENTIX_E_CONNECTION);
+        print_message("    %s\n", x.message);
+        assert_true(agentix_request_is_done(r));
+        assert_int_equal(agentix_request_cancel(r), 0);
+        assert_int_equal(agentix_request_wait(r, 0), 0);
+        assert_int_equal(agentix_request_send(r, "\xc0", 1), -EBADR);
+        agentix_request_unref(r);
 }
 
 /* ---- reconnect and resume ----------------------------------------------------------------- */
@@ -790,6 +809,67 @@ static void test_call_while_reconnecting(void **state) {
         agentix_client_unref(c);
 }
 
+/* A server that goes away for good: reconnecting gives up, the calls in flight end with
+ * AGENTIX_E_CONNECTION, the disconnect handler runs once. */
+typedef struct GoneRun {
+        unsigned disconnects;
+        agentix_error_kind kind;
+} GoneRun;
+
+static void gone_disconnected(agentix_client *c, const agentix_error *error, void *userdata) {
+        GoneRun *x = userdata;
+
+        x->disconnects++;
+        x->kind = error->kind;
+}
+
+static void test_server_gone(void **state) {
+        _cleanup_buffer_ Buffer args = exec_args("sleep 10");
+        agentix_error e = AGENTIX_ERROR_NULL;
+        agentix_args a = args_of(&args, NULL);
+        unsigned long long t0;
+        agentix_client *c;
+        agentix_request *r;
+        TestServer server;
+        GoneRun x = {};
+        int64_t ms;
+        int k;
+
+        assert_int_equal(test_server_start(&server, TOKEN), 0);
+        assert_int_equal(agentix_client_new(&(agentix_options) { .url = server.url, .token = TOKEN,
+                                                                 .transport = F.transport,
+                                                                 .reconnect_timeout_usec = 1 * SEC },
+                                            NULL, &c),
+                         0);
+        agentix_client_set_disconnect_handler(c, gone_disconnected, &x);
+        assert_int_equal(agentix_client_connect(c, NULL), 0);
+        assert_int_equal(agentix_call_start(c, "sandbox::exec", &a, NULL, &r), 0);
+        assert_int_equal(agentix_request_wait(r, 200 * MSEC), -ETIMEDOUT);
+
+        assert_int_equal(kill(server.pid, SIGKILL), 0);
+        (void) waitpid(server.pid, NULL, 0);
+        t0 = now_usec();
+        k = agentix_request_next(r, NULL, 20 * SEC, &e);
+        ms = elapsed_ms(t0);
+        assert_true(k < 0);
+        assert_int_equal(k, e.code);
+        assert_int_equal(e.kind, AGENTIX_E_CONNECTION);
+        assert_true(strneq(e.message, "lost the connection to ", 23));
+        print_message("    after %lld ms: %s\n", (long long) ms, e.message);
+        assert_true(ms < 5000);
+        assert_int_equal(x.disconnects, 1);
+        assert_int_equal(x.kind, AGENTIX_E_CONNECTION);
+        assert_false(agentix_client_is_connected(c));
+        agentix_request_unref(r);
+
+        /* Calls now fail at once, and say why. */
+        assert_int_equal(agentix_call(c, "sandbox::echo", NULL, NULL, NULL, &e), -ENOTCONN);
+        assert_int_equal(e.kind, AGENTIX_E_CONNECTION);
+        agentix_client_unref(c);
+        assert_int_equal(x.disconnects, 1);
+        agentix_error_done(&e);
+}
+
 /* ---- fixture ------------------------------------------------------------------------------- */
 
 static int group_setup(void **state) {
@@ -845,6 +925,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_reconnect_resume),
                 cmocka_unit_test(test_result_during_drop),
                 cmocka_unit_test(test_call_while_reconnecting),
+                cmocka_unit_test(test_server_gone),
         };
         const char *t = argc > 1 ? argv[1] : "websocket";
 
