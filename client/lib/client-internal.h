@@ -141,6 +141,8 @@ void client_leave(agentix_client *c);
  * -ENOTCONN (not connected, not queued), -ENOBUFS (queue full), -EMSGSIZE. */
 int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue);
 void client_account(agentix_client *c, ssize_t delta);
+/* CLIENT_MAX_QUEUED_BYTES, or max_message when larger (one call of any size may wait). */
+size_t client_queue_limit(agentix_client *c);
 /* Send an ack (and remember it, see ACK_RING). */
 void client_ack(agentix_client *c, const char *id);
 /* A call_id starts a new call: no old ack for it may be repeated. */

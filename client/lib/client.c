@@ -184,6 +184,10 @@ void client_account(agentix_client *c, ssize_t delta) {
         c->queued_bytes += (size_t) delta;
 }
 
+size_t client_queue_limit(agentix_client *c) {
+        return MAX((size_t) CLIENT_MAX_QUEUED_BYTES, c->options.max_message);
+}
+
 int client_not_connected_error(agentix_client *c, agentix_error *ret_error) {
         if (c->freeing)
                 return error_set(ret_error, AGENTIX_E_CONNECTION, -ENOTCONN, "the client is being freed");
@@ -227,7 +231,7 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
         }
         if (!queue || c->state == CLIENT_IDLE)
                 return -ENOTCONN;
-        if (c->queued_bytes + size > CLIENT_MAX_QUEUED_BYTES)
+        if (c->queued_bytes + size > client_queue_limit(c))
                 return -ENOBUFS;
 
         m = malloc(sizeof(*m) + size);

@@ -443,7 +443,7 @@ static int request_start(agentix_client *c, const char *callable, const agentix_
                 } else if (k != -ENOTCONN)
                         goto fail;
         }
-        if (!r->sent && c->queued_bytes > CLIENT_MAX_QUEUED_BYTES) {
+        if (!r->sent && c->queued_bytes > client_queue_limit(c)) {
                 k = -ENOBUFS;
                 goto fail;
         }
@@ -455,10 +455,13 @@ static int request_start(agentix_client *c, const char *callable, const agentix_
         return 0;
 
 fail:
-        if (k == -ENOBUFS)
+        if (k == -ENOBUFS && !r->sent && !client_is_connected(c))
                 (void) error_set(ret_error, AGENTIX_E_OVERFLOW, k,
-                                 "%s is not connected and the calls waiting for it take more than %u MiB", c->url,
-                                 CLIENT_MAX_QUEUED_BYTES / MIB);
+                                 "%s is not connected and the calls waiting for it take more than %zu MiB", c->url,
+                                 client_queue_limit(c) / MIB);
+        else if (k == -ENOBUFS)
+                (void) error_set(ret_error, AGENTIX_E_OVERFLOW, k,
+                                 "the send queue to %s is full: let the event loop run, then try again", c->url);
         else if (k == -EMSGSIZE)
                 (void) error_set_typed(ret_error, AGENTIX_E_MESSAGE_TOO_LARGE, k, RPC_ERR_TOO_LARGE,
                                        "the call is larger than the message limit");
