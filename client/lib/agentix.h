@@ -106,14 +106,17 @@ AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, ag
 AGENTIX_API agentix_client *agentix_client_ref(agentix_client *c);
 AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c);
 
-/* Connect and join /rpc. Blocking: returns once connected (or failed). */
+/* Connect and join /rpc. Blocking: returns once connected (or failed: a server that cannot be
+ * reached or refuses the token is reported at once, not retried). Once connected, drops are
+ * reconnected and the calls resumed behind the scenes. */
 AGENTIX_API int agentix_client_connect(agentix_client *c, agentix_error *ret_error);
 typedef void (*agentix_connect_handler)(agentix_client *c, const agentix_error *error, void *userdata);
 AGENTIX_API int agentix_client_connect_async(agentix_client *c, agentix_connect_handler h, void *userdata);
 AGENTIX_API bool agentix_client_is_connected(agentix_client *c);
 /* The transport in use right now ("websocket", "polling"), or NULL. */
 AGENTIX_API const char *agentix_client_transport(agentix_client *c);
-/* Close the connection; calls in flight fail with AGENTIX_E_CONNECTION. */
+/* Close the connection; calls in flight fail with AGENTIX_E_CONNECTION (on the server they
+ * keep running: cancel them first if they should stop). Connecting again is allowed. */
 AGENTIX_API void agentix_client_close(agentix_client *c);
 AGENTIX_API sd_event *agentix_client_get_event(agentix_client *c);
 /* Called once each time the connection is gone for good (not for drops that are reconnected
@@ -180,15 +183,18 @@ AGENTIX_API int agentix_call_async(agentix_client *c, const char *callable, cons
 /* Bidi inbox: one msgpack-packed item; then close it. */
 AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_t item_size);
 AGENTIX_API int agentix_request_close_inbox(agentix_request *r);
-/* Cancel: the call ends with AGENTIX_E_CANCELLED. */
+/* Cancel: the call ends with AGENTIX_E_CANCELLED (or its result, if that came first). A call
+ * not sent yet, or cancelled while the connection is down, ends at once: done may run before
+ * this returns. */
 AGENTIX_API int agentix_request_cancel(agentix_request *r);
 AGENTIX_API const char *agentix_request_id(agentix_request *r);
 AGENTIX_API bool agentix_request_is_done(agentix_request *r);
 AGENTIX_API agentix_request *agentix_request_ref(agentix_request *r);
 AGENTIX_API agentix_request *agentix_request_unref(agentix_request *r);
 
-/* Run the client's private loop until `r` is done or the timeout passes (for blocking callers
- * that started several requests). */
+/* Run the client's loop until `r` is done (0) or timeout_usec (0: none) passes (-ETIMEDOUT),
+ * for blocking callers that started several requests. Like every blocking function it runs
+ * the loop itself, so it must not be called from inside one of the loop's handlers (-EBUSY). */
 AGENTIX_API int agentix_request_wait(agentix_request *r, uint64_t timeout_usec);
 
 /* ---- typed helpers for the built-in modules (blocking) ------------------------------------ */
