@@ -870,6 +870,46 @@ static void test_server_gone(void **state) {
         agentix_error_done(&e);
 }
 
+/* Bounded memory: items nobody reads stop at the client's limit (the call is cancelled and
+ * fails with AGENTIX_E_OVERFLOW); a result over max_message ends its call, not the connection. */
+static void test_limits(void **state) {
+        _cleanup_buffer_ Buffer flood = exec_args("head -c 100000000 /dev/zero");
+        _cleanup_buffer_ Buffer flood_kw = packed("{\"max_output\":200000000}");
+        _cleanup_buffer_ Buffer big = exec_args("head -c 100000 /dev/zero | tr '\\0' x");
+        agentix_error e = AGENTIX_ERROR_NULL;
+        agentix_args a = args_of(&flood, &flood_kw);
+        agentix_client *c;
+        agentix_request *r;
+        unsigned n = 0;
+        int k;
+
+        assert_int_equal(agentix_call_start(F.c, "sandbox::exec", &a,
+                                            &(agentix_call_options) { .shape = AGENTIX_CALL_STREAM }, &r),
+                         0);
+        assert_int_equal(agentix_request_wait(r, 60 * SEC), 0);
+        while ((k = agentix_request_next(r, NULL, 0, &e)) > 0)
+                n++;
+        assert_int_equal(k, -ENOBUFS);
+        assert_int_equal(e.kind, AGENTIX_E_OVERFLOW);
+        print_message("    %u items kept, then: %s\n", n, e.message);
+        agentix_request_unref(r);
+        assert_int_equal(agentix_call(F.c, "sandbox::echo", NULL, NULL, NULL, NULL), 0);
+
+        assert_int_equal(agentix_client_new(&(agentix_options) { .url = F.server.url, .token = TOKEN,
+                                                                 .transport = F.transport, .max_message = 65536 },
+                                            NULL, &c),
+                         0);
+        assert_int_equal(agentix_client_connect(c, NULL), 0);
+        a = args_of(&big, NULL);
+        assert_int_equal(agentix_call(c, "sandbox::exec", &a, NULL, NULL, &e), -EMSGSIZE);
+        assert_int_equal(e.kind, AGENTIX_E_MESSAGE_TOO_LARGE);
+        print_message("    %s\n", e.message);
+        assert_true(agentix_client_is_connected(c));
+        assert_int_equal(agentix_call(c, "sandbox::echo", NULL, NULL, NULL, NULL), 0);
+        agentix_client_unref(c);
+        agentix_error_done(&e);
+}
+
 /* ---- fixture ------------------------------------------------------------------------------- */
 
 static int group_setup(void **state) {
@@ -926,6 +966,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_result_during_drop),
                 cmocka_unit_test(test_call_while_reconnecting),
                 cmocka_unit_test(test_server_gone),
+                cmocka_unit_test(test_limits),
         };
         const char *t = argc > 1 ? argv[1] : "websocket";
 
