@@ -284,11 +284,20 @@ static int send_text_packet(Conn *conn, const SioPacket *p) {
         return eio_client_send(conn->eio, false, &b);
 }
 
+/* Only the current connection speaks to the user: one that is closing (sio_client_close())
+ * or dead may still receive, and what it receives is dropped. */
+static bool conn_is_live(const Conn *conn) {
+        return !conn->dead && conn->client->current == conn;
+}
+
 static void on_eio_open(void *userdata) {
         Conn *conn = userdata;
         SioClient *c = conn->client;
         SioPacket p = { .type = SIO_CONNECT, .nsp = c->nsp, .ack_id = -1, .data = c->auth };
         int r;
+
+        if (!conn_is_live(conn))
+                return;
 
         r = send_text_packet(conn, &p);
         if (r < 0)
@@ -454,7 +463,7 @@ static void on_attachment(Conn *conn, const uint8_t *data, size_t size) {
 static void on_eio_message(void *userdata, bool binary, const uint8_t *data, size_t size) {
         Conn *conn = userdata;
 
-        if (conn->dead)
+        if (!conn_is_live(conn))
                 return;
         if (binary)
                 on_attachment(conn, data, size);
@@ -467,7 +476,7 @@ static void on_eio_too_large(void *userdata, bool binary, const uint8_t *head, s
         SioClient *c = conn->client;
         char text[128];
 
-        if (conn->dead)
+        if (!conn_is_live(conn))
                 return;
         if (binary && conn->pending_attachments > 0) {
                 if (conn->pending_event && conn->pending_first) {

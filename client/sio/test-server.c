@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,33 @@
 #include "test-server.h"
 
 /* ---- agentix-server ---------------------------------------------------------------------------- */
+
+static pid_t running[16];
+
+static void running_add(pid_t pid) {
+        for (size_t i = 0; i < ELEMENTSOF(running); i++)
+                if (running[i] == 0) {
+                        running[i] = pid;
+                        return;
+                }
+        fail_msg("too many servers");
+}
+
+static void running_remove(pid_t pid) {
+        for (size_t i = 0; i < ELEMENTSOF(running); i++)
+                if (running[i] == pid)
+                        running[i] = 0;
+}
+
+int test_server_kill_all(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(running); i++)
+                if (running[i] > 0) {
+                        (void) kill(running[i], SIGKILL);
+                        (void) waitpid(running[i], NULL, 0);
+                        running[i] = 0;
+                }
+        return 0;
+}
 
 unsigned test_free_port(void) {
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -80,12 +108,14 @@ void test_server_start(TestServer *s, unsigned port, const char *const *extra) {
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
+                /* Never outlive the test, however it ends. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 setenv("AGENTIX_TOKEN", "t", 1);
-                /* The server's ASan would report the test's leaks check settings; keep its own. */
                 execv(server, (char *const *) argv);
                 _exit(127);
         }
         s->pid = pid;
+        running_add(pid);
 
         for (int i = 0; i < 200; i++) {
                 int status;
@@ -104,6 +134,7 @@ void test_server_stop(TestServer *s) {
                 return;
         assert_int_equal(kill(s->pid, SIGTERM), 0);
         assert_int_equal(waitpid(s->pid, &status, 0), s->pid);
+        running_remove(s->pid);
         s->pid = 0;
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 0);

@@ -23,6 +23,9 @@ unsigned test_free_port(void);
 void test_server_start(TestServer *s, unsigned port, const char *const *extra);
 /* SIGTERM, wait, and check it exits 0. */
 void test_server_stop(TestServer *s);
+/* SIGKILL every server still running (after a failed test: none may outlive it, or they would
+ * hold the test's output pipe open). Fits a cmocka teardown. */
+int test_server_kill_all(void **state);
 
 typedef struct TestRelay TestRelay;
 

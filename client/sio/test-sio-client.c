@@ -296,6 +296,32 @@ static void test_connect_and_close(void **state) {
         test_server_stop(&s);
 }
 
+static void test_hostname(void **state) {
+        /* "localhost" is looked up without blocking (libuv's thread pool for WebSocket, curl's
+         * resolver for polling); it may name ::1 first, where nobody listens: the next address
+         * is tried. */
+        char url[64];
+        Harness h;
+        TestServer s;
+
+        test_server_start(&s, 0, NULL);
+        snprintf(url, sizeof(url), "ws://localhost:%u/socket.io/", s.port);
+        harness_init(&h, param(state));
+        harness_connect(&h, url, "t", NULL);
+        wait_connected(&h, 1);
+        echo_once(&h, 1);
+        harness_done(&h);
+        test_server_stop(&s);
+
+        /* A name that does not resolve fails the attempt, as a refused connection would. */
+        SioClientConfig config = { .reconnect = false, .connect_timeout_usec = 5000000 };
+        harness_init(&h, param(state));
+        harness_connect(&h, "http://nonexistent.invalid:80", "t", &config);
+        assert_true(RUN_UNTIL(&h, h.final, 10000));
+        assert_int_equal(h.final_error, -EHOSTUNREACH);
+        harness_done(&h);
+}
+
 static void test_wrong_token(void **state) {
         Harness h;
         TestServer s;
@@ -694,12 +720,13 @@ static void measure_p50(void **state) {
         test_server_stop(&s);
 }
 
-#define ONE(f, t, name) { name, f, NULL, NULL, (void *) (intptr_t) (t) }
+#define ONE(f, t, name) { name, f, NULL, test_server_kill_all, (void *) (intptr_t) (t) }
 #define BOTH(f) ONE(f, SIO_CLIENT_TRANSPORT_WEBSOCKET, #f "/websocket"), ONE(f, SIO_CLIENT_TRANSPORT_POLLING, #f "/polling")
 
 int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 BOTH(test_connect_and_close),
+                BOTH(test_hostname),
                 BOTH(test_wrong_token),
                 BOTH(test_unknown_namespace),
                 BOTH(test_many_in_flight),
@@ -727,6 +754,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         curl_global_init(CURL_GLOBAL_DEFAULT);
         r = cmocka_run_group_tests(tests, NULL, NULL);
+        (void) test_server_kill_all(NULL);
         curl_global_cleanup();
         return r;
 }

@@ -15,6 +15,8 @@
 #define WS_CHUNK (256u * 1024u)
 /* Written per writeable callback, to stay fair to other connections on the loop. */
 #define WS_WRITE_BUDGET (4u * 1024u * 1024u)
+/* Addresses of a name tried in turn ("localhost" is ::1 and 127.0.0.1). */
+#define WS_ADDRESSES_MAX 8
 
 /* A name lookup on libuv's thread pool. It outlives its transport when the transport goes
  * first (libuv still calls back): then `owner` is NULL and the callback only frees it. */
@@ -27,7 +29,8 @@ typedef struct Resolve {
 struct WsTransport {
         WsContext *ctx;
         char *host, *host_header, *path;
-        char address[INET6_ADDRSTRLEN];
+        char addresses[WS_ADDRESSES_MAX][INET6_ADDRSTRLEN];
+        unsigned n_addresses, next_address;
         unsigned port;
         size_t max_message;
         OutQueue *queue;
@@ -40,6 +43,7 @@ struct WsTransport {
         bool closed;       /* no handler calls any more */
         bool established;
         bool shutting_down;
+        bool retry_pending; /* the next address is to be tried */
 
         /* reassembly of the message being received */
         bool rx_active, rx_binary, rx_oversized;
@@ -213,8 +217,16 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *
                         return 0;
                 /* "HS: …" errors come after the server answered the upgrade request. */
                 refused = strneq(msg, "HS:", 3);
-                snprintf(text, sizeof(text), "WebSocket connection to %s failed: %s", t->host_header, msg);
                 detach_wsi(t, wsi);
+                if (!refused && !t->closed && t->next_address < t->n_addresses) {
+                        /* The name has another address: try it, from the loop. */
+                        log_debug("WebSocket connection to %s failed (%s), trying %s.", t->host_header, msg,
+                                  t->addresses[t->next_address]);
+                        t->retry_pending = true;
+                        (void) sd_event_source_set_enabled(t->start, SD_EVENT_ONESHOT);
+                        return 0;
+                }
+                snprintf(text, sizeof(text), "WebSocket connection to %s failed: %s", t->host_header, msg);
                 report_closed(t, refused ? -EPROTO : -ECONNREFUSED, text, refused);
                 return 0;
         }
@@ -270,7 +282,7 @@ const struct lws_protocols ws_transport_protocols[] = {
 static void connect_now(WsTransport *t) {
         struct lws_client_connect_info info = {
                 .context = ws_context_lws(t->ctx),
-                .address = t->address,
+                .address = t->addresses[t->next_address++],
                 .port = (int) t->port,
                 .path = t->path,
                 .host = t->host_header,
@@ -282,10 +294,13 @@ static void connect_now(WsTransport *t) {
         };
         struct lws *wsi;
 
+        t->retry_pending = false;
         wsi = lws_client_connect_via_info(&info);
         if (!wsi) {
-                /* Usually CONNECTION_ERROR was called already; if not, report here. */
-                report_closed(t, -ECONNREFUSED, "WebSocket connection failed", false);
+                /* Usually CONNECTION_ERROR was called already (and may have scheduled the next
+                 * address); if not, report here. */
+                if (!t->retry_pending)
+                        report_closed(t, -ECONNREFUSED, "WebSocket connection failed", false);
                 return;
         }
         /* A connection that failed inside the call was reported and is lws's to free. */
@@ -297,8 +312,7 @@ static void connect_now(WsTransport *t) {
 static int on_start(sd_event_source *s, void *userdata) {
         WsTransport *t = userdata;
 
-        t->start = sd_event_source_disable_unref(t->start);
-        if (!t->closed)
+        if (!t->closed && t->next_address < t->n_addresses)
                 connect_now(t);
         ws_context_run(t->ctx);
         return 0;
@@ -317,11 +331,16 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                                  status < 0 ? uv_strerror(status) : "no address");
                         report_closed(t, -EHOSTUNREACH, text, false);
                 } else {
-                        const void *a = res->ai_family == AF_INET6
-                                                ? (const void *) &((struct sockaddr_in6 *) res->ai_addr)->sin6_addr
-                                                : (const void *) &((struct sockaddr_in *) res->ai_addr)->sin_addr;
-                        if (!inet_ntop(res->ai_family, a, t->address, sizeof(t->address)))
-                                report_closed(t, -EHOSTUNREACH, "Failed to format a resolved address", false);
+                        for (struct addrinfo *ai = res; ai && t->n_addresses < WS_ADDRESSES_MAX; ai = ai->ai_next) {
+                                const void *a = ai->ai_family == AF_INET6
+                                                        ? (const void *) &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr
+                                                        : (const void *) &((struct sockaddr_in *) ai->ai_addr)->sin_addr;
+                                if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+                                    inet_ntop(ai->ai_family, a, t->addresses[t->n_addresses], INET6_ADDRSTRLEN))
+                                        t->n_addresses++;
+                        }
+                        if (t->n_addresses == 0)
+                                report_closed(t, -EHOSTUNREACH, "no usable address", false);
                         else
                                 connect_now(t);
                 }
@@ -344,8 +363,6 @@ int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message,
 
         if (target->tls)
                 return -EPROTONOSUPPORT;
-        if (strlen(target->host) >= sizeof(t->address))
-                return -EINVAL;
 
         t = calloc(1, sizeof(*t));
         if (!t)
@@ -364,16 +381,20 @@ int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message,
                 goto fail;
         }
 
+        /* Connections start from the loop, so that handlers never run inside this call. */
+        r = sd_event_add_defer(ws_context_event(ctx), &t->start, on_start, t);
+        if (r < 0)
+                goto fail;
         if (is_address_literal(t->host)) {
-                strcpy(t->address, t->host);
-                /* Connect from the loop, so that handlers never run inside this call. */
-                r = sd_event_add_defer(ws_context_event(ctx), &t->start, on_start, t);
-                if (r < 0)
-                        goto fail;
+                strcpy(t->addresses[0], t->host);
+                t->n_addresses = 1;
         } else {
                 struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG };
-                Resolve *rs = calloc(1, sizeof(*rs));
+                Resolve *rs;
 
+                /* A name: look it up on libuv's thread pool first; the lookup starts the connection. */
+                (void) sd_event_source_set_enabled(t->start, SD_EVENT_OFF);
+                rs = calloc(1, sizeof(*rs));
                 if (!rs) {
                         r = -ENOMEM;
                         goto fail;
@@ -414,7 +435,7 @@ void ws_transport_close(WsTransport *t) {
         if (!t)
                 return;
         t->closed = true;
-        t->start = sd_event_source_disable_unref(t->start);
+        (void) sd_event_source_set_enabled(t->start, SD_EVENT_OFF);
         if (t->resolve) {
                 t->resolve->owner = NULL;
                 (void) uv_cancel((uv_req_t *) &t->resolve->req);
@@ -437,6 +458,7 @@ WsTransport *ws_transport_free(WsTransport *t) {
         if (!t)
                 return NULL;
         ws_transport_close(t);
+        sd_event_source_disable_unref(t->start);
         buffer_done(&t->rx);
         free(t->host);
         free(t->host_header);
