@@ -177,6 +177,17 @@ static void test_unauthorized(void **state) {
         agentix_error_done(&e);
 }
 
+/* AUTO takes WebSocket when the server offers it (polling is the fallback). */
+static void test_auto_transport(void **state) {
+        agentix_client *c;
+
+        assert_int_equal(agentix_client_new(&(agentix_options) { .url = F.server.url, .token = TOKEN }, NULL, &c), 0);
+        assert_int_equal(agentix_client_connect(c, NULL), 0);
+        assert_string_equal(agentix_client_transport(c), "websocket");
+        assert_int_equal(agentix_call(c, "sandbox::echo", NULL, NULL, NULL, NULL), 0);
+        agentix_client_unref(c);
+}
+
 /* ---- the three shapes ------------------------------------------------------------------ */
 
 static void test_unary(void **state) {
@@ -951,6 +962,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_connect_refused),
                 cmocka_unit_test(test_unauthorized),
+                cmocka_unit_test(test_auto_transport),
                 cmocka_unit_test(test_unary),
                 cmocka_unit_test(test_stream),
                 cmocka_unit_test(test_bidi),
