@@ -140,11 +140,47 @@ static void test_unpack_owned(void **state) {
         assert_int_equal(value_unpack_owned(scalar, 0, &u), -EBADMSG);
 }
 
+/* The call_id of a message too large to keep, from its first bytes. */
+static void test_scan_call_id(void **state) {
+        msgpack_unpacked u;
+        char id[129];
+        Buffer b;
+
+        test_mp("{\"call_id\":\"abc123\",\"value\":\"bin:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}", &b, &u);
+        msgpack_unpacked_destroy(&u);
+        assert_int_equal(value_scan_call_id(buffer_data(&b), b.len, id, sizeof(id)), 0);
+        assert_string_equal(id, "abc123");
+        /* Only the head of the message: enough. Cut inside the id: not found. */
+        assert_int_equal(value_scan_call_id(buffer_data(&b), 16, id, sizeof(id)), 0);
+        assert_string_equal(id, "abc123");
+        assert_int_equal(value_scan_call_id(buffer_data(&b), 12, id, sizeof(id)), -ENOENT);
+        assert_int_equal(value_scan_call_id(buffer_data(&b), b.len, id, 4), -ENOENT); /* does not fit */
+        buffer_done(&b);
+
+        /* After other str fields it is still found; after a non-str value it is not looked for. */
+        test_mp("{\"kind\":\"x\",\"call_id\":\"id2\"}", &b, &u);
+        msgpack_unpacked_destroy(&u);
+        assert_int_equal(value_scan_call_id(buffer_data(&b), b.len, id, sizeof(id)), 0);
+        assert_string_equal(id, "id2");
+        buffer_done(&b);
+        test_mp("{\"n\":1,\"call_id\":\"id3\"}", &b, &u);
+        msgpack_unpacked_destroy(&u);
+        assert_int_equal(value_scan_call_id(buffer_data(&b), b.len, id, sizeof(id)), -ENOENT);
+        buffer_done(&b);
+        test_mp("[\"call_id\",\"x\"]", &b, &u);
+        msgpack_unpacked_destroy(&u);
+        assert_int_equal(value_scan_call_id(buffer_data(&b), b.len, id, sizeof(id)), -ENOENT);
+        buffer_done(&b);
+        /* A map announcing 4 billion pairs over a few bytes. */
+        assert_int_equal(value_scan_call_id((const uint8_t *) "\xdf\xff\xff\xff\xff\xa1", 6, id, sizeof(id)), -ENOENT);
+        assert_int_equal(value_scan_call_id(NULL, 0, id, sizeof(id)), -ENOENT);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_call_id),       cmocka_unit_test(test_call),
                 cmocka_unit_test(test_item_and_resume), cmocka_unit_test(test_packed_checks),
-                cmocka_unit_test(test_unpack_owned),
+                cmocka_unit_test(test_unpack_owned),   cmocka_unit_test(test_scan_call_id),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
