@@ -879,6 +879,7 @@ static void test_server_gone(void **state) {
         agentix_client_unref(c);
         assert_int_equal(x.disconnects, 1);
         agentix_error_done(&e);
+        (void) unlink(server.log_path);
 }
 
 /* Bounded memory: items nobody reads stop at the client's limit (the call is cancelled and

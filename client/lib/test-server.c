@@ -121,7 +121,10 @@ int test_server_stop(TestServer *s) {
         for (int i = 0; i < 1000; i++) {
                 if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
                         s->pid = 0;
-                        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                        status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                        if (status == 0)
+                                (void) unlink(s->log_path); /* kept for a look when it failed */
+                        return status;
                 }
                 usleep(10000);
         }

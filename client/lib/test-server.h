@@ -19,6 +19,7 @@ typedef struct TestServer {
 uint16_t test_free_port(void);
 
 int test_server_start(TestServer *s, const char *token);
-/* SIGTERM, wait (10 s at most, then SIGKILL): the exit status (0 for a clean exit), or -1. */
+/* SIGTERM, wait (10 s at most, then SIGKILL): the exit status (0 for a clean exit, and the
+ * log is removed), or -1. */
 int test_server_stop(TestServer *s);
 void test_server_print_log(const TestServer *s);
