@@ -9,8 +9,16 @@ struct WsContext {
         sd_event *event;
         UvEvent *uv;
         struct lws_context *lws;
+        sd_event_source *wakeup;
         unsigned n_resolving;
 };
+
+static int on_wakeup(sd_event_source *s, void *userdata) {
+        WsContext *ctx = userdata;
+
+        uv_event_run(ctx->uv);
+        return 0;
+}
 
 static void lws_log_emit(int level, const char *line) {
         size_t n = strlen(line);
@@ -34,6 +42,11 @@ int ws_context_new(sd_event *event, uint64_t connect_timeout_usec, WsContext **r
         r = uv_event_new(event, &ctx->uv);
         if (r < 0)
                 goto fail;
+        r = sd_event_add_defer(event, &ctx->wakeup, on_wakeup, ctx);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(ctx->wakeup, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(ctx->wakeup, "ws-wakeup");
 
         /* lws logs connection failures at error level; they are ours to report (the
          * `disconnected` callback says what happened), so lws only speaks at debug level. */
@@ -83,6 +96,7 @@ WsContext *ws_context_free(WsContext *ctx) {
                 if (uv_run(uv_event_loop(ctx->uv), UV_RUN_ONCE) == 0 && ctx->n_resolving > 0)
                         break;
         ctx->uv = uv_event_free(ctx->uv);
+        sd_event_source_disable_unref(ctx->wakeup);
         sd_event_unref(ctx->event);
         free(ctx);
         return NULL;
@@ -102,6 +116,10 @@ sd_event *ws_context_event(WsContext *ctx) {
 
 void ws_context_run(WsContext *ctx) {
         uv_event_run(ctx->uv);
+}
+
+void ws_context_wakeup(WsContext *ctx) {
+        (void) sd_event_source_set_enabled(ctx->wakeup, SD_EVENT_ONESHOT);
 }
 
 void ws_context_resolve_started(WsContext *ctx) {

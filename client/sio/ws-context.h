@@ -25,6 +25,9 @@ sd_event *ws_context_event(WsContext *ctx);
 
 /* Let libuv (and so lws) run once now, without blocking. */
 void ws_context_run(WsContext *ctx);
+/* Let libuv run on the next loop iteration: lws work was queued from outside its callbacks
+ * (lws_callback_on_writable() only takes effect when the uv loop runs). */
+void ws_context_wakeup(WsContext *ctx);
 
 void ws_context_resolve_started(WsContext *ctx);
 void ws_context_resolve_done(WsContext *ctx);

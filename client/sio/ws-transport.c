@@ -420,8 +420,10 @@ fail:
 }
 
 void ws_transport_kick(WsTransport *t) {
-        if (t && t->wsi && t->established && !t->closed)
+        if (t && t->wsi && t->established && !t->closed) {
                 lws_callback_on_writable(t->wsi);
+                ws_context_wakeup(t->ctx);
+        }
 }
 
 void ws_transport_shutdown(WsTransport *t) {
@@ -451,6 +453,7 @@ void ws_transport_close(WsTransport *t) {
                         (void) shutdown(fd, SHUT_RDWR);
                 detach_wsi(t, wsi);
                 lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+                ws_context_wakeup(t->ctx);
         }
 }
 
