@@ -9,6 +9,8 @@
 #   QUICK=1           small counts: a smoke run in well under a minute (numbers not meaningful)
 #   SKIP_DOCKER=1     do not start dockerd / measure `docker exec`
 #   SKIP_PEER=1       agentix only
+#   SKIP_CP=1         do not compare `agentixctl cp` with `docker cp` (needs dockerd)
+#   CP_RUNS=N         rounds of the cp comparison (default 5; QUICK: 1)
 #   OUT=FILE          where the JSON goes (default bench/rpc/results.json)
 set -euo pipefail
 
@@ -23,8 +25,10 @@ TOKEN=bench-$RANDOM$RANDOM
 
 if [ "$QUICK" = 1 ]; then
         ECHO_N=2000 ECHO_WARM=200 TP_SECONDS=2 EXEC_N=100 EXEC_WARM=10 DOCKER_N=10 DL_N=3 DL_WARM=1
+        CP_RUNS=${CP_RUNS:-1}
 else
         ECHO_N=20000 ECHO_WARM=2000 TP_SECONDS=10 EXEC_N=1000 EXEC_WARM=50 DOCKER_N=100 DL_N=10 DL_WARM=2
+        CP_RUNS=${CP_RUNS:-5}
 fi
 
 WORK=$(mktemp -d /tmp/agentix-bench-rpc.XXXXXX)
@@ -33,6 +37,7 @@ LINES=$WORK/lines.jsonl
 STARTED=()      # pids we started, stopped in reverse order
 DOCKERD_PID=""
 CONTAINER=""
+CP_CONTAINER=""
 
 log() { printf '[bench/rpc] %s\n' "$*" >&2; }
 
@@ -50,9 +55,9 @@ stop_pid() {
 cleanup() {
         local rc=$? i
         set +e
-        if [ -n "$CONTAINER" ]; then
-                DOCKER_HOST=unix://$WORK/docker/docker.sock $DOCKER rm -f "$CONTAINER" >/dev/null 2>&1
-        fi
+        for c in $CONTAINER $CP_CONTAINER; do
+                DOCKER_HOST=unix://$WORK/docker/docker.sock $DOCKER rm -f "$c" >/dev/null 2>&1
+        done
         for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
                 # Its children (the worker) too, should it not take them down itself.
                 local kids
@@ -65,6 +70,10 @@ cleanup() {
                 # dockerd stops the containerd it started; make sure, by its pidfile.
                 if [ -f "$WORK/docker/exec/containerd/containerd.pid" ]; then
                         stop_pid "$(cat "$WORK/docker/exec/containerd/containerd.pid")"
+                fi
+                # dockerd leaves its network namespace mounted: unmount it, or $WORK cannot go.
+                if mountpoint -q "$WORK/docker/exec/netns/default" 2>/dev/null; then
+                        umount "$WORK/docker/exec/netns/default"
                 fi
         fi
         if [ $rc -ne 0 ]; then
@@ -134,6 +143,22 @@ measure() { # scenario label port loadgen-args…
         fi
 }
 
+# libagentix-bench wrapper: the same measurements through the C client library.
+measure_lib() { # scenario label port libagentix-bench-args…
+        local scenario=$1 label=$2 port=$3 out
+        shift 3
+        if out=$("$BUILD/bench/rpc/libagentix-bench" --url "http://127.0.0.1:$port" --token "$TOKEN" --label "$label" "$@" \
+                2>"$WORK/libagentix-bench.err"); then
+                printf '%s\n' "${out%\}},\"scenario\":\"$scenario\"}" >>"$LINES"
+                log "$scenario/$label: $(printf '%s' "$out" | cut -c1-160)…"
+        else
+                local err
+                err=$(tail -3 "$WORK/libagentix-bench.err" | tr '\n"\\' '   ')
+                printf '{"scenario":"%s","label":"%s","failed":"%s"}\n' "$scenario" "$label" "$err" >>"$LINES"
+                log "$scenario/$label FAILED: $err"
+        fi
+}
+
 spawn_measure() { # scenario label loadgen-args… -- cmd…
         local scenario=$1 label=$2 out
         shift 2
@@ -153,7 +178,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
         log "configuring $BUILD (release)"
         (cd "$ROOT" && meson setup "$BUILD" -Dbuildtype=release >"$WORK/meson.log") || { cat "$WORK/meson.log" >&2; exit 1; }
 fi
-TARGETS=(runtime/server/agentix-server runtime/server/agentix-worker bench/rpc/loadgen bench/rpc/pingpong)
+TARGETS=(runtime/server/agentix-server runtime/server/agentix-worker bench/rpc/loadgen bench/rpc/pingpong
+         bench/rpc/libagentix-bench client/agentixctl/agentixctl)
 log "building ${TARGETS[*]} in $BUILD"
 ninja -C "$BUILD" "${TARGETS[@]}" >"$WORK/ninja.log" || { tail -30 "$WORK/ninja.log" >&2; exit 1; }
 
@@ -201,6 +227,18 @@ done
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         measure 1-echo "$label" "$port" --callable sandbox::echo --arg-str hello --count $ECHO_N --warmup $ECHO_WARM
+        if [ "$label" = agentix ]; then
+                # Right after, same server, same call: what libagentix's blocking API adds.
+                measure_lib 1-echo libagentix "$port" --mode latency --callable sandbox::echo --arg-str hello \
+                        --count $ECHO_N --warmup $ECHO_WARM
+                # The ratio moves with the machine's load: three more short pairs, alternating.
+                for round in 1 2 3; do
+                        measure 1-echo-pairs "agentix-$round" "$port" --callable sandbox::echo --arg-str hello \
+                                --count $((ECHO_N / 4)) --warmup $((ECHO_WARM / 4))
+                        measure_lib 1-echo-pairs "libagentix-$round" "$port" --mode latency --callable sandbox::echo \
+                                --arg-str hello --count $((ECHO_N / 4)) --warmup $((ECHO_WARM / 4))
+                done
+        fi
 done
 # The floor under those numbers: the same machine's process-to-process round trip.
 "$BUILD/bench/rpc/pingpong" | sed 's/}$/,"scenario":"1-floor"}/' >>"$LINES"
@@ -212,6 +250,10 @@ for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         measure 2-throughput "$label" "$port" --mode throughput --inflight 64 --duration $TP_SECONDS \
                 --callable sandbox::echo --arg-str hello
+        if [ "$label" = agentix ]; then
+                measure_lib 2-throughput libagentix-async "$port" --mode throughput --inflight 64 --duration $TP_SECONDS \
+                        --callable sandbox::echo --arg-str hello
+        fi
 done
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
@@ -252,13 +294,24 @@ if [ "${SKIP_DOCKER:-0}" != 1 ]; then
                 sleep 0.2
         done
         cp /bin/busybox "$D/rootfs/bin/busybox"
-        for a in sh true sleep; do ln -s busybox "$D/rootfs/bin/$a"; done
+        for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$D/rootfs/bin/$a"; done
+        # The cp comparison runs agentix-server in this image with the host's /usr mounted on
+        # /usr: the merged-/usr links make the host's loader and libraries resolve.
+        mkdir -p "$D/rootfs/usr" "$D/rootfs/tmp" "$D/rootfs/dst"
+        ln -s usr/lib "$D/rootfs/lib"
+        ln -s usr/lib64 "$D/rootfs/lib64"
         tar -C "$D/rootfs" -c . | $DOCKER import - agentix-bench-busybox:latest >/dev/null
         CONTAINER=agentix-bench-exec-$$
         $DOCKER run -d --network none --name "$CONTAINER" agentix-bench-busybox /bin/sleep 3600 >/dev/null
         spawn_measure 3-exec docker-exec --count $DOCKER_N --warmup 5 -- $DOCKER exec "$CONTAINER" true
         $DOCKER rm -f "$CONTAINER" >/dev/null
         CONTAINER=""
+
+        # ---- agentixctl cp vs docker cp: 256 MiB tree, both directions (cp-bench.sh) ----
+        if [ "${SKIP_CP:-0}" != 1 ]; then
+                . "$HERE/cp-bench.sh"
+                cp_bench || log "cp comparison did not complete"
+        fi
         unset DOCKER_HOST
 fi
 

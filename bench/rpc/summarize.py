@@ -5,6 +5,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -30,7 +31,8 @@ def machine():
         "os": sh(". /etc/os-release && echo $PRETTY_NAME"), "python": sh("/usr/bin/python3 --version"),
         "packages": pkgs, "load_at_end": os.getloadavg()[0],
         "agentix_commit": sh("git -C '%s' rev-parse --short HEAD" % ROOT)
-        + (" (+ uncommitted changes in runtime/)" if sh("git -C '%s' status --porcelain runtime" % ROOT) else ""),
+        + (" (+ uncommitted changes in runtime/ or client/)"
+           if sh("git -C '%s' status --porcelain runtime client" % ROOT) else ""),
     }
 
 
@@ -39,6 +41,8 @@ def main():
     rows = [json.loads(l) for l in open(lines_path) if l.strip()]
     by = {}
     for r in rows:
+        if r["scenario"] == "6-cp":
+            continue  # one line per copy: gathered by cp_medians()
         by.setdefault(r["scenario"], {})[r["label"] + ("/" + r["phase"] if "phase" in r else "")] = r
 
     def get(scenario, label, key):
@@ -71,6 +75,26 @@ def main():
     rss = by.get("rss", {}).get("agentix/after-warmup")
     target("5 RSS server+worker after warm-up (agentix)", None if rss is None else rss["rss_kib"] / 1024, "<=", 8, "MiB")
 
+    # libagentix over the bare load generator, same server, same call, run right after it.
+    l50 = get("1-echo", "libagentix", "p50_us")
+    target("1 echo p50 libagentix/loadgen", ratio(l50, a50), "<=", 1.10, "×")
+    pair_ratios = [ratio(get("1-echo-pairs", f"libagentix-{i}", "p50_us"), get("1-echo-pairs", f"agentix-{i}", "p50_us"))
+                   for i in (1, 2, 3)]
+    pair_ratios = [x for x in pair_ratios if x is not None]
+    target("1 echo p50 libagentix/loadgen (median of 3 pairs)",
+           statistics.median(pair_ratios) if pair_ratios else None, "<=", 1.10, "×")
+
+    # agentixctl cp vs docker cp: medians over the runs of verified copies.
+    def cp_medians(label, direction):
+        ts = [r["seconds"] for r in rows if r["scenario"] == "6-cp" and r["label"] == label
+              and r["direction"] == direction and r.get("verified")]
+        return (statistics.median(ts) if ts else None), len(ts)
+
+    cp = {(tool, d): cp_medians(tool, d) for tool in ("docker-cp", "agentixctl") for d in ("up", "down")}
+    for d, name in (("up", "into"), ("down", "out of")):
+        target(f"6 cp {name} the sandbox: docker cp / agentixctl time",
+               ratio(cp[("docker-cp", d)][0], cp[("agentixctl", d)][0]), ">=", 1.0, "×")
+
     # ---- table ----
     def f(v, fmt="{:.0f}"):
         return "—" if v is None else fmt.format(v)
@@ -85,6 +109,8 @@ def main():
     a, p = get("2-throughput", "agentix", "calls_per_s"), get("2-throughput", "peer", "calls_per_s")
     out.append(f"{'2 throughput 64 in flight calls/s':<34}{f(a):>14}{f(p):>14}{f(ratio(a, p), '{:.1f}× less'):>14}")
     a, p = get("4-download", "agentix", "mb_per_s_median"), get("4-download", "peer", "mb_per_s_median")
+    ta, tl = get("2-throughput", "agentix", "calls_per_s"), get("2-throughput", "libagentix-async", "calls_per_s")
+    out.append(f"{'2 throughput libagentix async':<34}{f(tl):>14}{'':>14}{f(ratio(tl, ta), '{:.2f}× loadgen'):>14}")
     out.append(f"{'4 download 64 MiB MB/s (median)':<34}{f(a):>14}{f(p):>14}{f(ratio(a, p), '{:.1f}× less'):>14}")
     def mem(label, phase, key):
         r = by.get("rss", {}).get(label + "/" + phase)
@@ -96,6 +122,33 @@ def main():
             out.append(f"{'5 ' + name + ' ' + phase + ' MiB':<34}{f(va, '{:.1f}'):>14}{f(vp, '{:.1f}'):>14}"
                        f"{f(ratio(vp, va), '{:.1f}×'):>14}")
     out.append("")
+    out.append(f"{'1 echo, same server':<34}{'loadgen':>14}{'libagentix':>14}{'lib/loadgen':>14}")
+    for k in ("p50_us", "p90_us", "p99_us"):
+        a, l = get("1-echo", "agentix", k), get("1-echo", "libagentix", k)
+        out.append(f"{'1 echo sandbox::echo ' + k[:3] + ' µs':<34}{f(a, '{:.1f}'):>14}{f(l, '{:.1f}'):>14}"
+                   f"{f(ratio(l, a), '{:.2f}×'):>14}")
+    for i in (1, 2, 3):
+        a, l = get("1-echo-pairs", f"agentix-{i}", "p50_us"), get("1-echo-pairs", f"libagentix-{i}", "p50_us")
+        if a is not None or l is not None:
+            out.append(f"{'  alternating pair ' + str(i) + ' p50 µs':<34}{f(a, '{:.1f}'):>14}{f(l, '{:.1f}'):>14}"
+                       f"{f(ratio(l, a), '{:.2f}×'):>14}")
+    l = get("1-echo", "libagentix", "client_cpu_us_per_call")
+    if l is not None:
+        out.append(f"{'  libagentix client CPU per call µs':<34}{'':>14}{f(l, '{:.1f}'):>14}")
+    out.append("")
+    if any(n for _, n in cp.values()):
+        where = {r.get("server") for r in rows if r["scenario"] == "6-cp"}
+        out.append(f"6 cp 256 MiB tree (1024 × 256 KiB), median s  (agentix-server in a {'/'.join(sorted(where))})")
+        out.append(f"{'':<34}{'docker cp':>14}{'agentixctl':>14}{'docker/ctl':>14}")
+        for d in ("up", "down"):
+            (dt, dn), (at, an) = cp[("docker-cp", d)], cp[("agentixctl", d)]
+            out.append(f"{'6 cp ' + d + ' s (runs: ' + str(dn) + '/' + str(an) + ')':<34}{f(dt, '{:.3f}'):>14}"
+                       f"{f(at, '{:.3f}'):>14}{f(ratio(dt, at), '{:.2f}×'):>14}")
+            for tool in ("docker-cp", "agentixctl"):
+                ts = [r["seconds"] for r in rows if r["scenario"] == "6-cp" and r["label"] == tool
+                      and r["direction"] == d and r.get("verified")]
+                out.append(f"    {tool} {d} runs: " + ", ".join(f"{t:.3f}" for t in ts))
+        out.append("")
     for label in ("floor-socketpair", "floor-tcp-loopback"):
         v = get("1-floor", label, "p50_us")
         out.append(f"{'1 floor: ' + label + ' p50 µs':<34}{f(v, '{:.1f}'):>14}   (one round trip between two processes;"
@@ -110,10 +163,11 @@ def main():
     out.append("")
     for t in targets:
         v = t["value"]
-        out.append(f"target {t['target']:<44} {f(v, '{:.2f}'):>10} {t['unit']:<8} {t['op']} {t['goal']:<8} {t['status']}")
+        out.append(f"target {t['target']:<52} {f(v, '{:.2f}'):>10} {t['unit']:<8} {t['op']} {t['goal']:<8} {t['status']}")
     failed = [r for r in rows if "failed" in r]
     for r in failed:
-        out.append(f"FAILED {r['scenario']}/{r['label']}: {r['failed']}")
+        out.append(f"FAILED {r['scenario']}/{r['label']}{' ' + r['direction'] + ' run ' + str(r['run']) if 'run' in r else ''}:"
+                   f" {r['failed']}")
     print("\n".join(out))
 
     doc = {
