@@ -3,6 +3,7 @@
  * long-polling: auth, /rpc calls with msgpack attachments, many calls in flight, a 20 MiB
  * round trip, heartbeats, drops and reconnects, giving up, AUTO's choice and its fallback when
  * a proxy refuses the upgrade, and the message size bounds. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -272,8 +273,14 @@ static SioClientTransport param(void **state) {
 /* ---- tests ----------------------------------------------------------------------------------- */
 
 static void test_connect_and_close(void **state) {
+        int fds[200];
         Harness h;
         TestServer s;
+
+        /* A library lives in processes with many fds: its sockets get high numbers (lws must
+         * not index a small table by fd). */
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                assert_true((fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0);
 
         test_server_start(&s, 0, NULL);
         harness_init(&h, param(state));
@@ -294,6 +301,8 @@ static void test_connect_and_close(void **state) {
         (void) RUN_UNTIL(&h, false, 200);
         harness_done(&h);
         test_server_stop(&s);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                safe_close(fds[i]);
 }
 
 static void test_hostname(void **state) {
@@ -427,9 +436,12 @@ static void test_heartbeat(void **state) {
          * pingTimeout (500 ms), keeps trying while it is stopped, and is back once it runs. */
         assert_int_equal(kill(s.pid, SIGSTOP), 0);
         unsigned long long t0 = now_usec();
-        assert_true(RUN_UNTIL(&h, h.n_lost == 1, 3000));
+        assert_true(RUN_UNTIL(&h, h.n_lost == 1, 5000));
         assert_int_equal(h.lost_error, -ETIMEDOUT);
-        assert_true(now_usec() - t0 < 1500 * 1000);
+        /* The last ping came at most 200 ms before the stop: 300 to 500 ms later, with room
+         * for a loaded machine. */
+        assert_true(now_usec() - t0 >= 250 * 1000);
+        assert_true(now_usec() - t0 < 3000 * 1000);
         (void) RUN_UNTIL(&h, false, 1000);
         assert_int_equal(h.n_connected, 1);
         assert_int_equal(kill(s.pid, SIGCONT), 0);
@@ -510,7 +522,7 @@ static void test_give_up(void **state) {
         assert_true(RUN_UNTIL(&h, h.n_lost == 1, 5000));
         t0 = now_usec();
         assert_true(RUN_UNTIL(&h, h.final, 5000));
-        assert_true(now_usec() - t0 < 2500 * 1000);
+        assert_true(now_usec() - t0 < 4000 * 1000); /* 1 s, with room for a loaded machine */
         assert_int_equal(h.final_error, -ECONNREFUSED);
         assert_non_null(strstr(h.final_message, "giving up"));
         assert_null(h.client); /* freed from the callback */
