@@ -6,7 +6,7 @@
  * Usage: libagentix-calls URL TOKEN websocket|polling DIR TABLE
  *
  * A table entry: {"name", "callable", "shape"?: "unary"|"stream", "args"?: [...],
- * "kwargs"?: {...}, "deadline_ms"?: N, "cancel_after_ms"?: N}. Every "$DIR" in a string is
+ * "kwargs"?: {...}, "deadline_ms"?: N, "cancel_after_ms"?: N, "cancel_after_items"?: N}. Every "$DIR" in a string is
  * replaced by DIR; {"$bytes": base64} is a msgpack bin. Output per call:
  *   {"name": …, "items": [...]?, "result": v}          unary success
  *   {"name": …, "items": [...], "end": true}           stream end
@@ -113,8 +113,10 @@ static int print_line(json_t *line) {
         return 0;
 }
 
-/* Drive a started request to its end, collecting items into `line`. */
-static int collect(agentix_request *r, bool unary, uint64_t cancel_after_usec, json_t *line) {
+/* Drive a started request to its end, collecting items into `line`; cancel it once
+ * cancel_after_usec have passed or cancel_after_items have arrived (0: never). */
+static int collect(agentix_request *r, bool unary, uint64_t cancel_after_usec, size_t cancel_after_items,
+                   json_t *line) {
         _cleanup_(agentix_error_done) agentix_error e = AGENTIX_ERROR_NULL;
         json_t *items = json_array();
         uint64_t cancel_at = cancel_after_usec ? now_usec() + cancel_after_usec : 0;
@@ -157,6 +159,11 @@ static int collect(agentix_request *r, bool unary, uint64_t cancel_after_usec, j
                 msgpack_unpacked_destroy(&item);
                 if (k < 0)
                         return -ENOMEM;
+                if (cancel_after_items > 0 && json_array_size(items) == cancel_after_items) {
+                        k = agentix_request_cancel(r);
+                        if (k < 0)
+                                return k;
+                }
         }
 }
 
@@ -169,7 +176,8 @@ static int run_one(agentix_client *c, const json_t *entry) {
                    *callable = json_string_value(json_object_get(entry, "callable")),
                    *shape = json_string_value(json_object_get(entry, "shape")) ?: "unary";
         json_int_t deadline_ms = json_integer_value(json_object_get(entry, "deadline_ms")),
-                   cancel_after_ms = json_integer_value(json_object_get(entry, "cancel_after_ms"));
+                   cancel_after_ms = json_integer_value(json_object_get(entry, "cancel_after_ms")),
+                   cancel_after_items = json_integer_value(json_object_get(entry, "cancel_after_items"));
         agentix_call_options o = {
                 .shape = streq(shape, "stream") ? AGENTIX_CALL_STREAM : AGENTIX_CALL_UNARY,
                 .deadline_ms = (uint64_t) deadline_ms,
@@ -192,7 +200,7 @@ static int run_one(agentix_client *c, const json_t *entry) {
         if (!line)
                 return -ENOMEM;
 
-        if (o.shape == AGENTIX_CALL_UNARY && cancel_after_ms <= 0) {
+        if (o.shape == AGENTIX_CALL_UNARY && cancel_after_ms <= 0 && cancel_after_items <= 0) {
                 msgpack_unpacked res;
 
                 k = agentix_call(c, callable, &a, &o, &res, &e);
@@ -208,7 +216,8 @@ static int run_one(agentix_client *c, const json_t *entry) {
                         fprintf(stderr, "%s: cannot start the call: %s\n", name, strerror(-k));
                         return k;
                 }
-                k = collect(r, o.shape == AGENTIX_CALL_UNARY, (uint64_t) cancel_after_ms * 1000, line);
+                k = collect(r, o.shape == AGENTIX_CALL_UNARY, (uint64_t) MAX(cancel_after_ms, 0) * 1000,
+                            (size_t) MAX(cancel_after_items, 0), line);
         }
         if (k < 0)
                 return -ENOMEM;

@@ -120,12 +120,15 @@ class PyClient:
     def emit(self, event, payload):
         self.sio.emit(event, msgpack.packb(payload, use_bin_type=True), namespace="/rpc")
 
-    def wait_terminal(self, call_id, until):
+    def wait_terminal(self, call_id, until, items=None):
+        """The call's events once it has ended (or has `items` items); None at `until`."""
         with self.cond:
             while True:
                 evs = self.events.get(call_id, [])
                 if any(ev in ("call:result", "call:end", "call:error") for ev, _ in evs):
                     return evs
+                if items is not None and sum(ev == "call:item" for ev, _ in evs) >= items:
+                    return None
                 left = until - time.time()
                 if left <= 0:
                     return None
@@ -141,6 +144,9 @@ class PyClient:
         if entry.get("cancel_after_ms"):
             if self.wait_terminal(call_id, time.time() + entry["cancel_after_ms"] / 1000) is None:
                 self.emit("cancel", {"call_id": call_id})
+        if entry.get("cancel_after_items"):
+            if self.wait_terminal(call_id, time.time() + 30, items=entry["cancel_after_items"]) is None:
+                self.emit("cancel", {"call_id": call_id})
         evs = self.wait_terminal(call_id, time.time() + 30)
         assert evs is not None, f"{entry['name']}: no answer"
         self.emit("ack", {"call_id": call_id})
@@ -149,7 +155,7 @@ class PyClient:
         unary = m["shape"] == "unary"
         # libagentix-calls prints "items" whenever it reads the call item by item (streams,
         # and unary calls it cancels); a unary result replaces them.
-        if not unary or entry.get("cancel_after_ms"):
+        if not unary or entry.get("cancel_after_ms") or entry.get("cancel_after_items"):
             line["items"] = [to_json(x["value"]) for ev, x in evs if ev == "call:item"]
         ev, x = evs[-1]
         if ev == "call:result":
