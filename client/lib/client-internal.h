@@ -65,7 +65,6 @@ struct agentix_client {
 
         SioClient *sio;
         bool sio_reconnects;           /* sio retries by itself (after the first drop) */
-        sd_event_source *kick_source;  /* one more loop iteration after an emit (client_kick()) */
         ClientState state;
         bool connected_once;           /* in this session */
         bool closing;                  /* agentix_client_close() under way */

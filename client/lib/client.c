@@ -144,7 +144,6 @@ static void client_free_now(agentix_client *c) {
         outbox_clear(c);
         ack_ring_clear(c);
         sio_client_free(c->sio);
-        sd_event_source_disable_unref(c->kick_source);
         sd_event_source_disable_unref(c->connect_timer);
         strmap_free(c->calls);
         sd_event_unref(c->event);
@@ -197,25 +196,6 @@ int client_not_connected_error(agentix_client *c, agentix_error *ret_error) {
                          "not connected to %s: call agentix_client_connect() first", c->url);
 }
 
-static int on_kick(sd_event_source *s, void *userdata) {
-        return 0;
-}
-
-/* Make the loop go round once more. An emit made outside the loop (the blocking API) leaves
- * a write that libwebsockets only asks for on its libuv loop, and libuv applies that to its
- * epoll set only when it runs — which it does after any sd-event iteration that dispatched
- * something (uv-event's post source). An empty defer source is that something. */
-static void client_kick(agentix_client *c) {
-        int r;
-
-        if (c->kick_source)
-                r = sd_event_source_set_enabled(c->kick_source, SD_EVENT_ONESHOT);
-        else
-                r = sd_event_add_defer(c->event, &c->kick_source, on_kick, c);
-        if (r < 0)
-                log_debug_errno(r, "Failed to wake the event loop: %m");
-}
-
 int client_emit(agentix_client *c, const char *event, const void *data, size_t size, bool queue) {
         OutMsg *m;
         int r;
@@ -224,8 +204,6 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
                 return -EMSGSIZE;
         if (client_is_connected(c)) {
                 r = sio_client_emit_binary1(c->sio, event, data, size);
-                if (r >= 0)
-                        client_kick(c);
                 if (r != -ENOTCONN)
                         return r;
         }

@@ -674,6 +674,42 @@ static void test_auto_fallback(void **state) {
         test_server_stop(&s);
 }
 
+/* An emit made outside the loop's callbacks (as the blocking API does) leaves at once over
+ * WebSocket: the server runs the call while this process does not run the loop at all. */
+static void test_emit_outside_loop(void **state) {
+        char dir[] = "/tmp/test-sio-emit-XXXXXX", path[64], cmd[128];
+        msgpack_sbuffer sb;
+        Harness h;
+        TestServer s;
+        bool seen = false;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/ran", dir);
+        snprintf(cmd, sizeof(cmd), "touch %s", path);
+
+        test_server_start(&s, 0, NULL);
+        harness_init(&h, param(state));
+        harness_connect(&h, s.url, "t", NULL);
+        wait_connected(&h, 1);
+
+        pack_call(&sb, 1, "sandbox::exec", cmd, strlen(cmd), false);
+        assert_int_equal(sio_client_emit_binary1(h.client, "call", sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+        for (unsigned i = 0; i < 500 && !seen; i++) {
+                seen = access(path, F_OK) == 0;
+                if (!seen)
+                        usleep(10 * 1000);
+        }
+        assert_true(seen);
+        assert_true(RUN_UNTIL(&h, h.n_results == 1, 10000));
+        assert_int_equal(h.n_errors, 0);
+
+        (void) unlink(path);
+        (void) rmdir(dir);
+        harness_done(&h);
+        test_server_stop(&s);
+}
+
 static void test_conformance_root(void **state) {
         /* agentix-server --conformance: namespace "/" echoes "message" as "message-back" with
          * its attachments; its "auth" event (JSON, no attachment) is dropped by the client. */
@@ -777,6 +813,7 @@ int main(int argc, char **argv) {
                 BOTH(test_queue_bound),
                 ONE(test_auto_websocket, SIO_CLIENT_TRANSPORT_AUTO, "test_auto_websocket"),
                 ONE(test_auto_fallback, SIO_CLIENT_TRANSPORT_AUTO, "test_auto_fallback"),
+                ONE(test_emit_outside_loop, SIO_CLIENT_TRANSPORT_WEBSOCKET, "test_emit_outside_loop/websocket"),
                 BOTH(test_conformance_root),
                 BOTH(measure),
         };
