@@ -27,6 +27,9 @@
  * reconnect: the last this many. A lost ack only costs the server memory until it evicts
  * the result, so this is bounded, not exhaustive. */
 #define ACK_RING 1024u
+/* Acks of delivered results wait to go out behind the next message the client sends, or
+ * until its loop has nothing else to do (or a close): at most this many. */
+#define ACKS_PENDING_MAX 64u
 /* call_ids per resume message. */
 #define RESUME_BATCH 4096u
 
@@ -85,6 +88,9 @@ struct agentix_client {
 
         char *acked[ACK_RING];         /* recent acks, see ACK_RING */
         unsigned acked_next;
+        char pending_acks[ACKS_PENDING_MAX][RPC_CALL_ID_MAX + 1]; /* not sent yet */
+        unsigned n_pending_acks;
+        sd_event_source *ack_source;   /* idle-priority defer that sends them */
 
         OutMsg *out_head, *out_tail;
         size_t queued_bytes;
@@ -142,8 +148,10 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
 void client_account(agentix_client *c, ssize_t delta);
 /* CLIENT_MAX_QUEUED_BYTES, or max_message when larger (one call of any size may wait). */
 size_t client_queue_limit(agentix_client *c);
-/* Send an ack (and remember it, see ACK_RING). */
+/* Ack a delivered result (soon, see ACKS_PENDING_MAX; and remember it, see ACK_RING). */
 void client_ack(agentix_client *c, const char *id);
+/* Send the acks that wait now (see client_ack()). */
+void client_flush_acks(agentix_client *c);
 /* A call_id starts a new call: no old ack for it may be repeated. */
 void client_forget_ack(agentix_client *c, const char *id);
 /* Run the client's event loop until cond() holds or timeout_usec (0: none) passes. */

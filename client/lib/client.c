@@ -137,6 +137,7 @@ static void client_free_now(agentix_client *c) {
         c->freeing = true;
         c->free_pending = false;
         c->dispatching++; /* handlers run below; nothing may free us twice */
+        client_flush_acks(c); /* over WebSocket they still leave before the socket closes */
         client_session_end(c, &(agentix_error) { .kind = AGENTIX_E_CONNECTION, .code = -ECONNABORTED,
                                                   .message = (char *) "the client was freed while the call ran" });
         while ((r = c->requests_head))
@@ -145,6 +146,7 @@ static void client_free_now(agentix_client *c) {
         ack_ring_clear(c);
         sio_client_free(c->sio);
         sd_event_source_disable_unref(c->connect_timer);
+        sd_event_source_disable_unref(c->ack_source);
         strmap_free(c->calls);
         sd_event_unref(c->event);
         free(c->url);
@@ -203,7 +205,12 @@ int client_emit(agentix_client *c, const char *event, const void *data, size_t s
         if (size > c->options.max_message)
                 return -EMSGSIZE;
         if (client_is_connected(c)) {
+                sio_client_hold(c->sio);
                 r = sio_client_emit_binary1(c->sio, event, data, size);
+                /* Acks waiting to be sent go right behind, in the same write. */
+                if (r >= 0)
+                        client_flush_acks(c);
+                sio_client_release(c->sio);
                 if (r != -ENOTCONN)
                         return r;
         }
@@ -240,16 +247,71 @@ static void emit_ack(agentix_client *c, const char *id) {
                 (void) client_emit(c, EV_ACK, buffer_data(&b), b.len, true);
 }
 
+/* Acks do not go out the moment a result is delivered: that would put a write (and the
+ * server's handling of the ack) between the result and the caller's next call. They wait
+ * and go out behind the next message the client sends (in the same write), when the loop
+ * finds nothing else to do, before a close, or when ACKS_PENDING_MAX of them wait. The
+ * server keeps a result until its ack, so waiting only costs server memory meanwhile. */
+void client_flush_acks(agentix_client *c) {
+        unsigned n = c->n_pending_acks;
+
+        if (n == 0)
+                return;
+        c->n_pending_acks = 0;
+        (void) sd_event_source_set_enabled(c->ack_source, SD_EVENT_OFF);
+        /* Without a connection the ring sends them again after the reconnect. */
+        if (!client_is_connected(c))
+                return;
+        sio_client_hold(c->sio);
+        for (unsigned i = 0; i < n; i++)
+                emit_ack(c, c->pending_acks[i]);
+        sio_client_release(c->sio);
+}
+
+static int on_ack_idle(sd_event_source *s, void *userdata) {
+        client_flush_acks(userdata);
+        return 0;
+}
+
 void client_ack(agentix_client *c, const char *id) {
         char **slot = &c->acked[c->acked_next];
+        int r;
 
-        emit_ack(c, id);
         free(*slot);
         *slot = strdup(id);
         c->acked_next = (c->acked_next + 1) % ACK_RING;
+
+        if (!client_is_connected(c) || strlen(id) > RPC_CALL_ID_MAX) {
+                emit_ack(c, id); /* queued for the next connection */
+                return;
+        }
+        strcpy(c->pending_acks[c->n_pending_acks++], id);
+        if (c->n_pending_acks >= ACKS_PENDING_MAX) {
+                client_flush_acks(c);
+                return;
+        }
+        if (c->ack_source)
+                r = sd_event_source_set_enabled(c->ack_source, SD_EVENT_ONESHOT);
+        else {
+                r = sd_event_add_defer(c->event, &c->ack_source, on_ack_idle, c);
+                if (r >= 0)
+                        r = sd_event_source_set_priority(c->ack_source, SD_EVENT_PRIORITY_IDLE);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(c->ack_source, SD_EVENT_ONESHOT);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(c->ack_source, "agentix-acks");
+        }
+        if (r < 0)
+                client_flush_acks(c);
 }
 
 void client_forget_ack(agentix_client *c, const char *id) {
+        /* A waiting ack for this call_id must reach the server before the new call does. */
+        for (unsigned i = 0; i < c->n_pending_acks; i++)
+                if (streq(c->pending_acks[i], id)) {
+                        client_flush_acks(c);
+                        break;
+                }
         for (unsigned i = 0; i < ACK_RING; i++)
                 if (c->acked[i] && streq(c->acked[i], id))
                         c->acked[i] = free_str(c->acked[i]);
@@ -323,6 +385,8 @@ static void client_session_end(agentix_client *c, const agentix_error *e) {
         was_connected = c->connected_once;
         c->state = CLIENT_IDLE;
         c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+        c->n_pending_acks = 0;
+        (void) sd_event_source_set_enabled(c->ack_source, SD_EVENT_OFF);
         retire_sio(c);
         outbox_clear(c);
 
@@ -371,7 +435,7 @@ static void flush_outbox(agentix_client *c) {
 
 /* A (re)connection: send the calls that wait, resume the ones the server may have, then what
  * was queued meanwhile (inbox items after their call, as they were made). */
-static void client_flush(agentix_client *c) {
+static void client_flush_held(agentix_client *c) {
         _cleanup_free_ const char **ids = NULL;
         agentix_request **a;
         size_t n = 0, n_ids = 0;
@@ -417,6 +481,15 @@ static void client_flush(agentix_client *c) {
         flush_outbox(c);
 }
 
+static void client_flush(agentix_client *c) {
+        SioClient *s = c->sio; /* freed only after its callback (ours) returns */
+
+        /* All of it leaves together. */
+        sio_client_hold(s);
+        client_flush_held(c);
+        sio_client_release(s);
+}
+
 static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
         agentix_client *c = userdata;
         agentix_connect_handler h;
@@ -430,6 +503,9 @@ static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
         c->state = CLIENT_CONNECTED;
         c->connected_once = true;
         c->connect_timer = sd_event_source_disable_unref(c->connect_timer);
+        /* Acks that waited when the connection dropped are in the ring, sent again below. */
+        c->n_pending_acks = 0;
+        (void) sd_event_source_set_enabled(c->ack_source, SD_EVENT_OFF);
 
         client_flush(c);
 
@@ -719,6 +795,7 @@ AGENTIX_API void agentix_client_close(agentix_client *c) {
                 return;
         client_enter(c);
         c->closing = true;
+        client_flush_acks(c); /* before the DISCONNECT */
         if (c->sio)
                 sio_client_close(c->sio); /* → on_sio_disconnected(final) → client_session_end() */
         if (c->state != CLIENT_IDLE) {

@@ -805,6 +805,76 @@ static void test_result_during_drop(void **state) {
         agentix_client_unref(c);
 }
 
+/* Has the server forgotten this call_id, i.e. has its result been acked? Asked from another
+ * connection: the server answers a call_id it knows from its result cache, and one it has
+ * forgotten with ResultUnavailable. */
+static bool server_forgot(const char *id) {
+        _cleanup_buffer_ Buffer args = packed("[\"probe\"]");
+        agentix_args a = args_of(&args, NULL);
+        agentix_error e = AGENTIX_ERROR_NULL;
+        msgpack_unpacked res;
+        int r;
+
+        r = agentix_call(F.c, "sandbox::echo", &a, &(agentix_call_options) { .call_id = id }, &res, &e);
+        if (r >= 0) {
+                /* The replayed result: the first call's value, not "probe". */
+                assert_true(mp_str_eq(&res.data, "acked"));
+                msgpack_unpacked_destroy(&res);
+                return false;
+        }
+        assert_int_equal(e.kind, AGENTIX_E_RESULT_UNAVAILABLE);
+        agentix_error_done(&e);
+        return true;
+}
+
+static void run_loop_for(agentix_client *c, uint64_t usec) {
+        uint64_t end = now_usec() + usec, t;
+
+        while ((t = now_usec()) < end)
+                assert_true(sd_event_run(agentix_client_get_event(c), end - t) >= 0);
+}
+
+static void call_with_id(agentix_client *c, const char *id) {
+        _cleanup_buffer_ Buffer args = packed("[\"acked\"]");
+        agentix_args a = args_of(&args, NULL);
+        msgpack_unpacked res;
+
+        assert_int_equal(agentix_call(c, "sandbox::echo", &a, &(agentix_call_options) { .call_id = id }, &res, NULL), 0);
+        assert_true(mp_str_eq(&res.data, "acked"));
+        msgpack_unpacked_destroy(&res);
+}
+
+/* Acks do not go out with the result: they wait for the next message, for the loop to have
+ * nothing else to do, or for a close — but they do go out. */
+static void test_acks(void **state) {
+        agentix_client *c = new_connected_client();
+        char id[4][64];
+
+        for (unsigned i = 0; i < ELEMENTSOF(id); i++)
+                snprintf(id[i], sizeof(id[i]), "ack-%s-%d-%u", F.transport_name, (int) getpid(), i);
+
+        /* A result that nothing follows: acked once the loop runs idle. */
+        call_with_id(c, id[0]);
+        run_loop_for(c, 300 * MSEC);
+        assert_true(server_forgot(id[0]));
+
+        /* Acked behind the next call. */
+        call_with_id(c, id[1]);
+        call_with_id(c, id[2]);
+        usleep(100 * 1000);
+        assert_true(server_forgot(id[1]));
+
+        /* Acked before a close. Over polling a close drops the connection at once, so the
+         * last ack (like the DISCONNECT) would need a POST that is never made. */
+        call_with_id(c, id[3]);
+        agentix_client_close(c);
+        usleep(100 * 1000);
+        assert_true(server_forgot(id[2]));
+        if (F.transport == AGENTIX_TRANSPORT_WEBSOCKET)
+                assert_true(server_forgot(id[3]));
+        agentix_client_unref(c);
+}
+
 /* A call made while the connection is down waits for it and then runs. */
 static void test_call_while_reconnecting(void **state) {
         _cleanup_buffer_ Buffer args = packed("[\"later\"]");
@@ -978,6 +1048,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_reconnect_resume),
                 cmocka_unit_test(test_result_during_drop),
                 cmocka_unit_test(test_call_while_reconnecting),
+                cmocka_unit_test(test_acks),
                 cmocka_unit_test(test_server_gone),
                 cmocka_unit_test(test_limits),
         };

@@ -238,7 +238,7 @@ EioClient *eio_client_free(EioClient *e) {
         return NULL;
 }
 
-int eio_client_send(EioClient *e, bool binary, Buffer *data) {
+int eio_client_queue(EioClient *e, bool binary, Buffer *data) {
         int r;
 
         if (e->closed || !e->open) {
@@ -250,8 +250,23 @@ int eio_client_send(EioClient *e, bool binary, Buffer *data) {
                 buffer_done(data);
                 return r;
         }
+        return 0;
+}
+
+void eio_client_flush(EioClient *e) {
+        if (e->closed || out_queue_is_empty(&e->queue))
+                return;
         ws_transport_kick(e->ws);
         polling_transport_kick(e->polling);
+}
+
+int eio_client_send(EioClient *e, bool binary, Buffer *data) {
+        int r;
+
+        r = eio_client_queue(e, binary, data);
+        if (r < 0)
+                return r;
+        eio_client_flush(e);
         return 0;
 }
 

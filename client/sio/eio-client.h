@@ -56,8 +56,13 @@ int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClie
 EioClient *eio_client_free(EioClient *e);
 
 /* Queue one MESSAGE, taking over `data` (text: "4" + the Socket.IO packet; binary: raw bytes;
- * either with LWS_PRE bytes of headroom). */
+ * either with LWS_PRE bytes of headroom), and send what is queued (over WebSocket at once when
+ * the socket is idle and this is not called from inside the transport). */
 int eio_client_send(EioClient *e, bool binary, Buffer *data);
+/* Queue one MESSAGE as eio_client_send() does, without sending yet: messages queued together
+ * and then flushed leave together (one write over WebSocket, one POST over polling). */
+int eio_client_queue(EioClient *e, bool binary, Buffer *data);
+void eio_client_flush(EioClient *e);
 
 /* Bytes waiting to be sent (queued, or in a POST on its way). */
 size_t eio_client_queued(const EioClient *e);

@@ -94,6 +94,7 @@ struct SioClient {
         sd_event_source *reaper;
         sd_event_source *dispatcher;
         Notice *notices, *notices_tail;
+        unsigned hold;        /* sio_client_hold() depth: emits are queued, not sent */
         bool dispatching;
         bool free_requested;
 };
@@ -763,16 +764,31 @@ int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, s
         if (size > 0)
                 (void) buffer_append(&bin, data, size);
 
-        r = eio_client_send(conn->eio, false, &text);
+        /* Both frames are queued before either is sent, so that they leave together. */
+        r = eio_client_queue(conn->eio, false, &text);
         if (r < 0)
                 return r;
-        r = eio_client_send(conn->eio, true, &bin);
+        r = eio_client_queue(conn->eio, true, &bin);
         if (r < 0) {
-                /* The text went out without its attachment: the stream is broken. */
+                /* The text is queued without its attachment: the stream is broken. */
                 conn_lost(conn, r, "Failed to queue an attachment", false);
                 return r;
         }
+        if (c->hold == 0)
+                eio_client_flush(conn->eio);
         return 0;
+}
+
+void sio_client_hold(SioClient *c) {
+        if (c)
+                c->hold++;
+}
+
+void sio_client_release(SioClient *c) {
+        if (!c || c->hold == 0)
+                return;
+        if (--c->hold == 0 && c->current && c->current->eio)
+                eio_client_flush(c->current->eio);
 }
 
 bool sio_client_is_connected(const SioClient *c) {

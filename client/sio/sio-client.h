@@ -81,6 +81,12 @@ int sio_client_start(SioClient *c);
  * JSON escaping. */
 int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, size_t size);
 
+/* Hold emits back until the matching sio_client_release(): what is emitted in between leaves
+ * together, in order (one write over WebSocket when the socket is idle, one POST over
+ * polling). Nests. Use it around emits made back to back. */
+void sio_client_hold(SioClient *c);
+void sio_client_release(SioClient *c);
+
 bool sio_client_is_connected(const SioClient *c);
 /* "websocket" or "polling" while connected, else NULL. */
 const char *sio_client_transport_name(const SioClient *c);
