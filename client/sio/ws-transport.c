@@ -8,11 +8,15 @@
 #include "log.h"
 #include "uv-event.h"
 #include "ws-context.h"
+#include "ws-frame.h"
 #include "ws-transport.h"
 
-/* Bytes handed to lws_write() at once: bigger writes are copied into lws's own buffer when the
- * socket cannot take them whole. */
+/* Payload of one frame of a large message, handed to lws at once (what the socket does not
+ * take lws copies into its own buffer). */
 #define WS_CHUNK (256u * 1024u)
+/* Messages whose frames fit in this together are copied into one buffer and written with one
+ * send(). */
+#define WS_GATHER_MAX (64u * 1024u)
 /* Written per writeable callback, to stay fair to other connections on the loop. */
 #define WS_WRITE_BUDGET (4u * 1024u * 1024u)
 /* Addresses of a name tried in turn ("localhost" is ::1 and 127.0.0.1). */
@@ -51,7 +55,9 @@ struct WsTransport {
         size_t rx_total;
         Buffer rx;
 
-        size_t tx_offset; /* bytes of the queue head already written */
+        size_t tx_offset;  /* payload bytes of the queue head already written */
+        Buffer tx_gather;  /* small messages framed into one write */
+        WsMaskKeys keys;
 };
 
 /* ---- reporting ------------------------------------------------------------------------------- */
@@ -154,35 +160,99 @@ static int on_receive(WsTransport *t, struct lws *wsi, const uint8_t *in, size_t
 
 /* ---- sending ----------------------------------------------------------------------------- */
 
-/* Write what is queued, as far as the socket takes it without lws buffering. Returns -EIO
- * when a write failed (the connection is unusable). Called from lws's writeable callback, and
- * directly by ws_transport_kick() when a message is queued while the socket is idle. */
+/* Frames are made here rather than by lws_write(), which in lws 4.1 reads /dev/urandom for
+ * every frame's key, masks byte by byte and sends every frame with a send() of its own (four
+ * per call: an event's text and attachment, and an ack's). lws gets raw bytes instead
+ * (LWS_WRITE_RAW goes straight to its send path, which keeps what the socket does not take
+ * and sends it before anything else, its own control frames included). Small messages are
+ * gathered into one buffer, so an event, its attachment and the acks behind it leave in one
+ * send(). A large message goes as frames of at most WS_CHUNK, each handed to lws whole, so
+ * that a frame lws sends of its own accord (a pong) falls between them. */
+
+static size_t frame_size(const OutMessage *m) {
+        return ws_frame_header_size(m->data.len) + m->data.len;
+}
+
+static int write_raw(struct lws *wsi, uint8_t *p, size_t n) {
+        return lws_write(wsi, p, n, LWS_WRITE_RAW) < (int) n ? -EIO : 0;
+}
+
+/* Frame the small messages at the head of the queue into one buffer, and write it. */
+static int send_gathered(WsTransport *t, struct lws *wsi, size_t *ret_n) {
+        OutMessage *m;
+        int r;
+
+        buffer_clear(&t->tx_gather);
+        while ((m = t->queue->head) && frame_size(m) <= WS_GATHER_MAX - t->tx_gather.len) {
+                size_t len = m->data.len;
+                uint8_t key[4], *h;
+
+                r = ws_mask_key(&t->keys, key);
+                if (r >= 0)
+                        r = buffer_reserve(&t->tx_gather, frame_size(m));
+                if (r < 0)
+                        return r;
+                h = buffer_data(&t->tx_gather) + t->tx_gather.len;
+                h += ws_frame_header(h, m->binary ? WS_OP_BINARY : WS_OP_TEXT, true, len, key);
+                if (len > 0)
+                        ws_mask(h, buffer_data(&m->data), len, key);
+                t->tx_gather.len += frame_size(m);
+                out_message_free(out_queue_pop(t->queue));
+        }
+        *ret_n = t->tx_gather.len;
+        return write_raw(wsi, buffer_data(&t->tx_gather), t->tx_gather.len);
+}
+
+/* Write the next frame of a large message, masked in place, its header in the bytes just
+ * before the chunk: the headroom, or the end of the previous chunk, which lws has sent or
+ * copied by now. The message is not reused after this. */
+static int send_chunk(WsTransport *t, struct lws *wsi, size_t *ret_n) {
+        OutMessage *m = t->queue->head;
+        uint8_t *p = buffer_data(&m->data) + t->tx_offset, h[WS_FRAME_HEADER_MAX], key[4];
+        size_t left = m->data.len - t->tx_offset, n = MIN(left, (size_t) WS_CHUNK), hl;
+        bool first = t->tx_offset == 0, last = n == left;
+        int r;
+
+        if (first && m->data.headroom < WS_FRAME_HEADER_MAX)
+                return -EINVAL; /* every message is queued with LWS_PRE bytes of headroom */
+        r = ws_mask_key(&t->keys, key);
+        if (r < 0)
+                return r;
+        hl = ws_frame_header(h, first ? (m->binary ? WS_OP_BINARY : WS_OP_TEXT) : WS_OP_CONTINUATION, last, n, key);
+        ws_mask(p, p, n, key);
+        memcpy(p - hl, h, hl);
+        r = write_raw(wsi, p - hl, hl + n);
+        if (r < 0)
+                return r;
+        t->tx_offset += n;
+        if (last) {
+                t->tx_offset = 0;
+                out_message_free(out_queue_pop(t->queue));
+        }
+        *ret_n = hl + n;
+        return 0;
+}
+
+/* Write what is queued, as far as the socket takes it without lws buffering. Called from
+ * lws's writeable callback, and directly by ws_transport_kick() when a message is queued
+ * while the socket is idle. A negative errno means the connection is unusable. */
 static int send_queued(WsTransport *t, struct lws *wsi) {
         size_t budget = WS_WRITE_BUDGET, since_check = 0;
         OutMessage *m;
 
         while ((m = t->queue->head) && budget > 0) {
-                uint8_t *d = buffer_data(&m->data);
-                size_t len = m->data.len, left = len - t->tx_offset, n = MIN(left, (size_t) WS_CHUNK);
-                bool first = t->tx_offset == 0, last = n == left;
-                int flags;
+                size_t n = 0;
+                int r;
 
-                flags = first ? (m->binary ? LWS_WRITE_BINARY : LWS_WRITE_TEXT) : LWS_WRITE_CONTINUATION;
-                if (!last)
-                        flags |= LWS_WRITE_NO_FIN;
-                /* lws writes the frame header into the LWS_PRE bytes before the chunk (the
-                 * headroom, or bytes of the previous chunk, already sent or copied) and masks
-                 * the payload in place: the message is not reused after this. */
-                if (lws_write(wsi, d + t->tx_offset, n, flags) < (int) n)
-                        return -EIO;
-                t->tx_offset += n;
+                if (t->tx_offset == 0 && frame_size(m) <= WS_GATHER_MAX)
+                        r = send_gathered(t, wsi, &n);
+                else
+                        r = send_chunk(t, wsi, &n);
+                if (r < 0)
+                        return r;
                 budget -= MIN(budget, n);
                 since_check += n;
 
-                if (last) {
-                        t->tx_offset = 0;
-                        out_message_free(out_queue_pop(t->queue));
-                }
                 /* What the socket did not take lws keeps: wait for the next writeable. Asking
                  * whether the pipe is choked costs a poll(), so only bulk data asks. */
                 if (lws_partial_buffered(wsi))
@@ -193,12 +263,18 @@ static int send_queued(WsTransport *t, struct lws *wsi) {
                                 break;
                 }
         }
+        /* Do not keep a large gather buffer around on an idle connection. */
+        if (t->tx_gather.cap > 2 * WS_GATHER_MAX)
+                buffer_done(&t->tx_gather);
         return 0;
 }
 
 static int on_writeable(WsTransport *t, struct lws *wsi) {
-        if (send_queued(t, wsi) < 0)
-                return fail(t, wsi, -EIO, "WebSocket write failed");
+        int r;
+
+        r = send_queued(t, wsi);
+        if (r < 0)
+                return fail(t, wsi, r, "WebSocket write failed");
         if (t->queue->head) {
                 lws_callback_on_writable(wsi);
                 return 0;
@@ -295,6 +371,8 @@ const struct lws_protocols ws_transport_protocols[] = {
                 .callback = ws_callback,
                 .per_session_data_size = 0, /* the transport is the user data */
                 .rx_buffer_size = 64 * 1024,
+                /* lws sends at most this (plus a little) of a raw write at once: a whole frame */
+                .tx_packet_size = WS_CHUNK + WS_FRAME_HEADER_MAX,
         },
         { NULL, NULL, 0, 0, 0, NULL, 0 }
 };
@@ -449,8 +527,9 @@ void ws_transport_kick(WsTransport *t) {
          * writeable callback instead costs a trip through the libuv loop (which only applies
          * the request to its epoll set when it runs) and four epoll_ctl()s. */
         if (!t->in_callback && !t->shutting_down && !lws_partial_buffered(t->wsi)) {
-                if (send_queued(t, t->wsi) < 0) {
-                        report_closed(t, -EIO, "WebSocket write failed", false);
+                int r = send_queued(t, t->wsi);
+                if (r < 0) {
+                        report_closed(t, r, "WebSocket write failed", false);
                         ws_transport_close(t);
                         return;
                 }
@@ -498,6 +577,7 @@ WsTransport *ws_transport_free(WsTransport *t) {
         ws_transport_close(t);
         sd_event_source_disable_unref(t->start);
         buffer_done(&t->rx);
+        buffer_done(&t->tx_gather);
         free(t->host);
         free(t->host_header);
         free(t->path);
