@@ -42,6 +42,8 @@ int ws_context_new(sd_event *event, uint64_t connect_timeout_usec, WsContext **r
         r = uv_event_new(event, &ctx->uv);
         if (r < 0)
                 goto fail;
+        /* lws's idle handle after each socket event: run it at once, not through a timer. */
+        uv_event_set_reruns(ctx->uv, 2);
         r = sd_event_add_defer(event, &ctx->wakeup, on_wakeup, ctx);
         if (r < 0)
                 goto fail;

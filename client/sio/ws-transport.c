@@ -533,8 +533,12 @@ void ws_transport_kick(WsTransport *t) {
                         ws_transport_close(t);
                         return;
                 }
-                if (!t->queue->head)
+                /* lws asked for POLLOUT itself if it kept a remainder: let uv apply that. */
+                if (!t->queue->head) {
+                        if (lws_partial_buffered(t->wsi))
+                                ws_context_wakeup(t->ctx);
                         return;
+                }
         }
         lws_callback_on_writable(t->wsi);
         ws_context_wakeup(t->ctx);
