@@ -4,19 +4,39 @@
 #include "call-envelope.h"
 #include "envelope.h"
 
-int call_id_new(char buf[static 33]) {
-        static const char hex[] = "0123456789abcdef";
-        uint8_t raw[16];
-        ssize_t n;
+static int random_bytes(void *p, size_t n) {
+        ssize_t k;
 
         /* GRND_NONBLOCK: never stall an event loop; the pool is long initialized when a
-         * client runs (a fresh boot's early-boot window is the only case, and it fails loudly). */
-        n = getrandom(raw, sizeof(raw), GRND_NONBLOCK);
-        if (n < 0)
+         * client runs (a fresh boot's early-boot window is the only case, and it fails loudly).
+         * Up to 256 bytes come whole. */
+        k = getrandom(p, n, GRND_NONBLOCK);
+        if (k < 0)
                 return negative_errno();
-        if ((size_t) n != sizeof(raw))
-                return -EIO;
-        for (size_t i = 0; i < sizeof(raw); i++) {
+        return (size_t) k == n ? 0 : -EIO;
+}
+
+int call_id_new(CallIdPool *pool, char buf[static 33]) {
+        static const char hex[] = "0123456789abcdef";
+        uint8_t own[16];
+        const uint8_t *raw = own;
+        int r;
+
+        if (pool) {
+                if (pool->left < 16) {
+                        r = random_bytes(pool->bytes, sizeof(pool->bytes));
+                        if (r < 0)
+                                return r;
+                        pool->left = sizeof(pool->bytes);
+                }
+                raw = pool->bytes + sizeof(pool->bytes) - pool->left;
+                pool->left -= 16;
+        } else {
+                r = random_bytes(own, sizeof(own));
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < 16; i++) {
                 buf[2 * i] = hex[raw[i] >> 4];
                 buf[2 * i + 1] = hex[raw[i] & 15];
         }

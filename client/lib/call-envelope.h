@@ -20,8 +20,17 @@
 #define EV_END "call:end"
 #define EV_ERROR "call:error"
 
-/* A fresh call_id: 32 lower-case hex digits of getrandom() (buf: at least 33 bytes). */
-int call_id_new(char buf[static 33]);
+/* Random bytes for call_ids, fetched 256 at a time: a getrandom() per 16 calls, not per
+ * call. One per client (a client is used from one thread; a forked child that makes its own
+ * client starts from an empty pool). */
+typedef struct CallIdPool {
+        uint8_t bytes[256];
+        size_t left;
+} CallIdPool;
+
+/* A fresh call_id: 32 lower-case hex digits of getrandom() bytes (buf: at least 33 bytes),
+ * taken from pool (NULL: a getrandom() for this one). */
+int call_id_new(CallIdPool *pool, char buf[static 33]);
 
 const char *call_shape_name(agentix_call_shape shape);
 

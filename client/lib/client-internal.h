@@ -5,6 +5,7 @@
 
 #include "agentix.h"
 #include "buffer.h"
+#include "call-envelope.h"
 #include "envelope.h"
 #include "sio-client.h"
 #include "strmap.h"
@@ -85,6 +86,8 @@ struct agentix_client {
          * the unfinished ones are also in `calls` by call_id. */
         agentix_request *requests_head, *requests_tail;
         StrMap *calls;
+
+        CallIdPool call_ids;           /* randomness for the call_ids made here */
 
         char *acked[ACK_RING];         /* recent acks, see ACK_RING */
         unsigned acked_next;

@@ -377,7 +377,7 @@ static int request_start(agentix_client *c, const char *callable, const agentix_
         if (o && o->call_id)
                 strcpy(r->id, o->call_id);
         else {
-                k = call_id_new(r->id);
+                k = call_id_new(&c->call_ids, r->id);
                 if (k < 0) {
                         free(r);
                         return error_set(ret_error, AGENTIX_E_INVALID, k, "cannot make a call_id: %s", strerror(-k));

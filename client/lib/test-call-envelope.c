@@ -19,13 +19,23 @@ static const msgpack_object *unpack_buffer(const Buffer *b, msgpack_unpacked *u)
 }
 
 static void test_call_id(void **state) {
-        char a[33], b[33];
+        char a[33], b[33], ids[40][33];
+        CallIdPool pool = {};
 
-        assert_int_equal(call_id_new(a), 0);
-        assert_int_equal(call_id_new(b), 0);
+        assert_int_equal(call_id_new(NULL, a), 0);
+        assert_int_equal(call_id_new(NULL, b), 0);
         assert_int_equal(strlen(a), 32);
         assert_int_equal(strspn(a, "0123456789abcdef"), 32);
         assert_string_not_equal(a, b);
+
+        /* From a pool: more ids than one fill of it gives, every one different. */
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                assert_int_equal(call_id_new(&pool, ids[i]), 0);
+                assert_int_equal(strlen(ids[i]), 32);
+                assert_int_equal(strspn(ids[i], "0123456789abcdef"), 32);
+                for (size_t k = 0; k < i; k++)
+                        assert_string_not_equal(ids[i], ids[k]);
+        }
 }
 
 static void test_call(void **state) {
