@@ -25,6 +25,7 @@ struct CurlEvent {
         sd_event *event;
         CURLM *multi;
         sd_event_source *timer;
+        sd_event_source *due;  /* defer: curl's timeout is 0 ("call me now") */
         CurlSocket *sockets;
         CurlTransfer *transfers;
         unsigned n_transfers;
@@ -133,8 +134,7 @@ static int on_io(sd_event_source *source, int fd, uint32_t revents, void *userda
         return 0;
 }
 
-static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
-        CurlEvent *g = userdata;
+static void run_timeout(CurlEvent *g) {
         int running;
 
         enter(g);
@@ -142,6 +142,15 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
                 log_debug("curl_multi_socket_action() failed on the timeout.");
         check_finished(g);
         (void) leave(g);
+}
+
+static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        run_timeout(userdata);
+        return 0;
+}
+
+static int on_due(sd_event_source *source, void *userdata) {
+        run_timeout(userdata);
         return 0;
 }
 
@@ -203,6 +212,11 @@ static int timer_callback(CURLM *multi, long timeout_ms, void *userp) {
 
         if (timeout_ms < 0)
                 return sd_event_source_set_enabled(g->timer, SD_EVENT_OFF) < 0 ? -1 : 0;
+        /* "Now" (curl says so for every transfer it starts) runs from a defer source: a timer
+         * armed for now costs a timerfd_settime() to arm it, a wake-up and a read(), and one
+         * more to move it back. The timer keeps its deadline; an early expiry is harmless. */
+        if (timeout_ms == 0)
+                return sd_event_source_set_enabled(g->due, SD_EVENT_ONESHOT) < 0 ? -1 : 0;
 
         r = sd_event_now(g->event, CLOCK_MONOTONIC, &now);
         if (r >= 0)
@@ -236,6 +250,11 @@ int curl_event_new(sd_event *event, CurlEvent **ret) {
                 goto fail;
         (void) sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
         (void) sd_event_source_set_description(g->timer, "curl-timer");
+        r = sd_event_add_defer(event, &g->due, on_due, g);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(g->due, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(g->due, "curl-due");
 
         if (curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, socket_callback) != CURLM_OK ||
             curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g) != CURLM_OK ||
@@ -317,6 +336,7 @@ static void curl_event_destroy(CurlEvent *g) {
         while (g->sockets)
                 socket_free(g->sockets);
         sd_event_source_disable_unref(g->timer);
+        sd_event_source_disable_unref(g->due);
         sd_event_unref(g->event);
         free(g);
 }
