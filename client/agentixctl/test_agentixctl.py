@@ -536,8 +536,15 @@ def cp_progress_on_a_terminal():
         for i in range(40):
             with open(os.path.join(src, f"f{i}"), "wb") as f:
                 f.write(os.urandom(2 << 20))
-        t = Pty([CTL, "--url", server().url, "--token", TOKEN, "cp", "--batch-size=1048576", "--jobs=1", src,
+        srv = server()
+        t = Pty([CTL, "--url", srv.url, "--token", TOKEN, "cp", "--batch-size=1048576", "--jobs=1", src,
                  f":{d}/p"])
+        # The bar appears only for a transfer that lasts (over 0.3 s); a fast machine copies 80 MiB
+        # sooner. Stall the server for a moment, as a slow network would.
+        time.sleep(0.05)
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        time.sleep(0.6)
+        os.kill(srv.proc.pid, signal.SIGCONT)
         t.expect(rb"\d+% \[[#.]+\] .*MiB/s .*files", timeout=60)
         t.expect(rb"Copied 40 files", timeout=120)
         assert t.wait(60) == 0

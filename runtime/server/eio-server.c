@@ -50,6 +50,7 @@ struct EioSession {
         sd_event_source *ping_timer;
         bool waiting_pong;
         sd_event_source *upgrade_timer;
+        sd_event_source *poll_flush; /* answers a parked GET once this loop iteration is done */
 
         void *userdata;
         struct EioSession *dead_next;
@@ -68,6 +69,7 @@ struct EioServer {
 
 static void session_schedule_free(EioSession *s);
 static void session_kick(EioSession *s);
+static int on_poll_flush(sd_event_source *source, void *userdata);
 static void unpark(EioSession *s);
 static void respond_noop(HttpConn *c);
 
@@ -242,6 +244,10 @@ static int session_new(EioServer *server, Transport transport, EioSession **ret)
         if (r < 0)
                 goto fail;
         (void) sd_event_source_set_enabled(s->upgrade_timer, SD_EVENT_OFF);
+        r = sd_event_add_defer(server->event, &s->poll_flush, on_poll_flush, s);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(s->poll_flush, SD_EVENT_OFF);
         r = strmap_put(server->sessions, s->sid, strlen(s->sid), s);
         if (r < 0)
                 goto fail;
@@ -252,6 +258,7 @@ static int session_new(EioServer *server, Transport transport, EioSession **ret)
 fail:
         sd_event_source_disable_unref(s->ping_timer);
         sd_event_source_disable_unref(s->upgrade_timer);
+        sd_event_source_disable_unref(s->poll_flush);
         free(s);
         return r;
 }
@@ -352,6 +359,7 @@ static void session_free(EioSession *s) {
         }
         sd_event_source_disable_unref(s->ping_timer);
         sd_event_source_disable_unref(s->upgrade_timer);
+        sd_event_source_disable_unref(s->poll_flush);
         free(s);
 }
 
@@ -488,11 +496,22 @@ static void session_kick(EioSession *s) {
                         http_conn_want_write(s->ws_conn);
                 return;
         }
-        if (s->poll_conn) {
+        /* Answer the parked GET after everything queued in this loop iteration, not at the
+         * first packet: an event and its attachment go out in one response, not two round
+         * trips. */
+        if (s->poll_conn)
+                (void) sd_event_source_set_enabled(s->poll_flush, SD_EVENT_ONESHOT);
+}
+
+static int on_poll_flush(sd_event_source *source, void *userdata) {
+        EioSession *s = userdata;
+
+        if (s->poll_conn && s->out_head && !s->closed) {
                 HttpConn *c = s->poll_conn;
                 unpark(s);
                 respond_poll(s, c);
         }
+        return 0;
 }
 
 static int parse_request_query(HttpConn *c, bool *ret_has_sid, bool *ret_websocket) {
