@@ -34,6 +34,16 @@ echo "agentix-server (pid $pid) on port $port: $(curl -s "http://127.0.0.1:$port
 
 /usr/bin/python3 scripts/demo-client.py "http://127.0.0.1:$port" "$token" "$workdir"
 
+# The same server through agentixctl (built on libagentix).
+export AGENTIX_URL="http://127.0.0.1:$port" AGENTIX_TOKEN="$token"
+ctl=build/client/agentixctl/agentixctl
+echo "--- agentixctl exec -- sh -c 'echo hi from agentixctl; exit 7'"
+"$ctl" exec -- sh -c 'echo hi from agentixctl; exit 7' && rc=0 || rc=$?
+echo "    (exit status $rc)"
+echo "--- agentixctl cp scripts :$workdir/copied && agentixctl ls $workdir/copied"
+"$ctl" -q cp scripts ":$workdir/copied"
+"$ctl" ls "$workdir/copied"
+
 kill -TERM "$pid"
 wait "$pid" && echo "--- agentix-server stopped cleanly" || { echo "server exit status $?"; cat "$log"; exit 1; }
 pid=
