@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "stats.h"
 #include "agentix.h"
 #include "buffer.h"
 #include "envelope.h"
@@ -250,30 +251,10 @@ static int run_throughput(Bench *b) {
         return b->failure;
 }
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of a sorted array, as loadgen computes it. */
-static double percentile(const double *v, size_t n, double p) {
-        size_t k;
-
-        if (n == 0)
-                return NAN;
-        k = (size_t) ceil(p / 100.0 * (double) n);
-        return v[k == 0 ? 0 : k - 1];
-}
-
-static double load1(void) {
-        double l[1];
-        return getloadavg(l, 1) == 1 ? l[0] : NAN;
-}
-
 static void print_json(Bench *b, const char *transport, double elapsed_s, double cpu_s, uint64_t calls_made) {
         double sum = 0;
 
-        qsort(b->lat_us, b->n_lat, sizeof(double), cmp_double);
+        stats_sort(b->lat_us, b->n_lat);
         for (size_t i = 0; i < b->n_lat; i++)
                 sum += b->lat_us[i];
 

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "stats.h"
 #include "envelope.h"
 #include "log.h"
 #include "rpc-client.h"
@@ -302,31 +303,10 @@ static int run_spawn(Bench *b, char **argv) {
         return 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of a sorted array. */
-static double percentile(const double *v, size_t n, double p) {
-        size_t k;
-
-        if (n == 0)
-                return NAN;
-        k = (size_t) ceil(p / 100.0 * (double) n);
-        return v[k == 0 ? 0 : k - 1];
-}
-
-/* The 1-minute load average at the end of the run: how busy the machine was. */
-static double load1(void) {
-        double l[1];
-        return getloadavg(l, 1) == 1 ? l[0] : NAN;
-}
-
 static void print_json(Bench *b, double elapsed_s) {
         double sum = 0;
 
-        qsort(b->lat_us, b->n_lat, sizeof(double), cmp_double);
+        stats_sort(b->lat_us, b->n_lat);
         for (size_t i = 0; i < b->n_lat; i++)
                 sum += b->lat_us[i];
 
@@ -344,7 +324,7 @@ static void print_json(Bench *b, double elapsed_s) {
                 printf(",\"inflight\":%u,\"duration_s\":%.1f,\"calls_per_s\":%.0f", b->inflight, b->duration_s,
                        (double) b->completed_in_window / b->duration_s);
         if (b->mode == MODE_DOWNLOAD) {
-                qsort(b->mbps, b->n_mbps, sizeof(double), cmp_double);
+                stats_sort(b->mbps, b->n_mbps);
                 printf(",\"bytes\":%" PRIu64 ",\"mb_per_s_median\":%.0f,\"mb_per_s_min\":%.0f,\"mb_per_s_max\":%.0f",
                        b->last_bytes, percentile(b->mbps, b->n_mbps, 50), b->n_mbps ? b->mbps[0] : NAN,
                        b->n_mbps ? b->mbps[b->n_mbps - 1] : NAN);
