@@ -28,6 +28,8 @@ typedef enum FrameKind {
         FRAME_ITEM = 'i',     /* {call_id, value} */
         FRAME_END = 'e',      /* {call_id} terminal (stream, bidi) */
         FRAME_ERROR = 'x',    /* {call_id, error: {type, message, traceback?, cancelled, returncode?}} terminal */
+        FRAME_IN_TAKEN = 't', /* {call_id, count} the function took `count` more IN items (bidi calls
+                               * whose CALL asked for it with in_ack: true; see worker.h) */
 } FrameKind;
 
 #define FRAME_HEADER_SIZE 5u

@@ -34,7 +34,7 @@ static uint8_t *make_frame(uint8_t kind, const void *payload, size_t size, size_
 }
 
 static void test_kinds(void **state) {
-        static const uint8_t valid[] = { 'C', 'I', 'E', 'X', 'Q', 'R', 'r', 'i', 'e', 'x' };
+        static const uint8_t valid[] = { 'C', 'I', 'E', 'X', 'Q', 'R', 'r', 'i', 'e', 'x', 't' };
         unsigned n_valid = 0;
 
         for (unsigned k = 0; k < 256; k++)

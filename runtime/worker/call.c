@@ -72,6 +72,7 @@ agentix_call *call_free(agentix_call *c) {
                 return NULL;
         inbox_done(&c->inbox);
         buffer_done(&c->out);
+        buffer_done(&c->taken_frame);
         free(c->raise_type);
         free(c->raise_message);
         msgpack_zone_destroy(&c->zone);
@@ -90,9 +91,36 @@ static int bad_request(char **ret_error, const char *fmt, ...) {
         return -EINVAL;
 }
 
+/* The inbox's report of taken items (flow control, see inbox.h): an IN_TAKEN frame
+ * {call_id, count}, which the server turns into call:in_ack for the client. */
+static void call_report_taken(void *userdata, unsigned n) {
+        agentix_call *c = userdata;
+        msgpack_packer pk;
+        int r;
+
+        r = frame_sink_prepare(&c->taken_frame);
+        if (r >= 0) {
+                mp_packer_init_buffer(&pk, &c->taken_frame);
+                if (msgpack_pack_map(&pk, 2) < 0 || mp_pack_str(&pk, "call_id", STRLEN("call_id")) < 0 ||
+                    mp_pack_str(&pk, c->id, c->id_len) < 0 || mp_pack_str(&pk, "count", STRLEN("count")) < 0 ||
+                    msgpack_pack_unsigned_int(&pk, n) < 0)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                /* The producer will wait for this credit; better a clear failure than a stall. */
+                log_oom();
+                call_stop(c, CALL_STOP_SHUTDOWN);
+                return;
+        }
+        r = frame_sink_send(c->sink, &c->taken_frame, FRAME_IN_TAKEN);
+        if (r < 0)
+                /* The server is gone: nobody will send more items either. */
+                call_stop(c, CALL_STOP_SHUTDOWN);
+}
+
 int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_object **ret_args,
                        const msgpack_object **ret_kwargs, char **ret_error) {
-        const msgpack_object *shape, *args, *kwargs, *deadline;
+        const msgpack_object *shape, *args, *kwargs, *deadline, *v;
         int r;
 
         if (memchr(c->id, 0, c->id_len))
@@ -136,6 +164,12 @@ int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_
                 /* +1: a deadline of 0 ms has passed already, and 0 means "none" below. */
                 c->deadline_usec = now_usec() + (uint64_t) (ms * 1000.0) + 1;
         }
+
+        v = mp_map_get(&c->request, "in_ack");
+        if (v && v->type != MSGPACK_OBJECT_BOOLEAN && v->type != MSGPACK_OBJECT_NIL)
+                return bad_request(ret_error, "\"in_ack\" must be true or false");
+        if (c->shape == AGENTIX_SHAPE_BIDI && v && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean)
+                inbox_set_taken_handler(&c->inbox, call_report_taken, c);
 
         c->inbox.closed = c->shape != AGENTIX_SHAPE_BIDI;
         c->inbox.absent = c->inbox.closed;

@@ -46,6 +46,8 @@ struct agentix_call {
         uint64_t deadline_usec;            /* CLOCK_MONOTONIC µs, 0: none */
         _Atomic int stop;                  /* CallStop */
         Inbox inbox;
+        Buffer taken_frame;                /* IN_TAKEN reports (in_ack: true), apart from c->out: a
+                                            * function may take items while it packs one */
 
         FrameSink *sink;
         size_t max_frame;                  /* largest frame payload we may send */
@@ -68,7 +70,8 @@ int call_new(const void *payload, size_t size, FrameSink *sink, size_t max_frame
 agentix_call *call_free(agentix_call *c);
 
 /* Check the rest of the request: shape, callable (copied into callable/n), args, kwargs,
- * deadline_ms (relative to now). -EINVAL with a message for a BadRequest. */
+ * deadline_ms (relative to now), in_ack (bidi: report taken inbox items in IN_TAKEN frames).
+ * -EINVAL with a message for a BadRequest. */
 int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_object **ret_args,
                        const msgpack_object **ret_kwargs, char **ret_error);
 

@@ -92,6 +92,28 @@ void inbox_done(Inbox *ib) {
         pthread_cond_destroy(&ib->cond);
 }
 
+void inbox_set_taken_handler(Inbox *ib, inbox_taken_handler handler, void *userdata) {
+        pthread_mutex_lock(&ib->lock);
+        ib->on_taken = handler;
+        ib->on_taken_userdata = userdata;
+        pthread_mutex_unlock(&ib->lock);
+}
+
+/* With the lock held: report the items taken since the last report. The lock is dropped
+ * meanwhile: the handler writes a frame and may block on a busy socket, and the reader thread
+ * must still be able to push (or cancel) then. Callers look at the inbox again afterwards. */
+static void report_taken_locked(Inbox *ib) {
+        unsigned n = ib->n_taken;
+
+        ib->n_taken = 0;
+        ib->taken_bytes = 0;
+        if (n == 0 || !ib->on_taken)
+                return;
+        pthread_mutex_unlock(&ib->lock);
+        ib->on_taken(ib->on_taken_userdata, n);
+        pthread_mutex_lock(&ib->lock);
+}
+
 static bool deadline_passed(const Inbox *ib) {
         return ib->deadline_usec > 0 && now_usec() >= ib->deadline_usec;
 }
@@ -181,6 +203,8 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                         atomic_fetch_sub(&total_bytes, i->size);
                         ib->current = i;
                         *ret_item = i->item;
+                        ib->n_taken++;
+                        ib->taken_bytes += i->size;
                         update_readiness(ib);
                         r = 1;
                         break;
@@ -188,6 +212,12 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                 if (ib->closed) {
                         r = 0;
                         break;
+                }
+                if (ib->n_taken > 0 && ib->on_taken) {
+                        /* Caught up: the producer may be waiting for exactly this credit, so
+                         * it goes out before we time out or sleep. */
+                        report_taken_locked(ib);
+                        continue;
                 }
                 if (timeout_ms == 0 || (until > 0 && now_usec() >= until)) {
                         r = -ETIMEDOUT;
@@ -204,6 +234,9 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                         (void) pthread_cond_timedwait(&ib->cond, &ib->lock, &ts);
                 }
         }
+        /* Working through a full inbox: report in batches, so the producer refills it meanwhile. */
+        if (r == 1 && (ib->n_taken >= INBOX_TAKEN_REPORT_ITEMS || ib->taken_bytes >= INBOX_TAKEN_REPORT_BYTES))
+                report_taken_locked(ib);
         pthread_mutex_unlock(&ib->lock);
         return r;
 }

@@ -23,6 +23,21 @@
 /* And across all inboxes of the process, so that many calls cannot add up to unbounded memory. */
 #define INBOX_TOTAL_MAX_BYTES (512u * 1024u * 1024u)
 
+/* Flow control: the inbox counts the items the function takes and reports them (see
+ * inbox_set_taken_handler()), so that a client can keep at most INBOX_MAX_ITEMS items in flight
+ * and never overflow it. Reports are coalesced — one per item would double the traffic of a
+ * fast stream — but never held back while the function waits: a count is reported
+ *  - before the function blocks or finds the inbox empty (it has caught up: everything it
+ *    took is credit the producer may be waiting for), and
+ *  - while it keeps taking from a full inbox, every INBOX_TAKEN_REPORT_ITEMS items or
+ *    INBOX_TAKEN_REPORT_BYTES bytes (a quarter of the window libagentix keeps, so the producer
+ *    refills the inbox while the function works through it). */
+#define INBOX_TAKEN_REPORT_ITEMS (INBOX_MAX_ITEMS / 4u)
+#define INBOX_TAKEN_REPORT_BYTES (4u * 1024u * 1024u)
+
+/* Called on the function's thread without the inbox lock held: `n` more items were taken. */
+typedef void (*inbox_taken_handler)(void *userdata, unsigned n);
+
 typedef struct InboxItem {
         struct InboxItem *next;
         msgpack_zone zone;
@@ -52,10 +67,17 @@ typedef struct Inbox {
         int timer_fd;              /* fires at the deadline (only with a deadline) */
         int wait_fd;               /* what inbox_wait_fd() hands out: event_fd, or an epoll of both */
         bool signalled;            /* event_fd counter is nonzero */
+        inbox_taken_handler on_taken;  /* NULL: nobody wants to know */
+        void *on_taken_userdata;
+        unsigned n_taken;          /* items taken since the last report */
+        size_t taken_bytes;        /* … and their bytes */
 } Inbox;
 
 int inbox_init(Inbox *ib, bool open, uint64_t deadline_usec);
 void inbox_done(Inbox *ib);
+
+/* Report taken items to `handler` (before the consumer starts). */
+void inbox_set_taken_handler(Inbox *ib, inbox_taken_handler handler, void *userdata);
 
 /* Bytes queued in all inboxes right now. */
 size_t inbox_total_bytes(void);
@@ -68,6 +90,7 @@ void inbox_close(Inbox *ib);
 void inbox_cancel(Inbox *ib);
 
 /* Consumer side (the call's thread). 1 + item, 0 closed and drained, -ETIMEDOUT, -ECANCELED
- * (cancelled or past the deadline: cancellation wins over queued items). */
+ * (cancelled or past the deadline: cancellation wins over queued items). Taken items are
+ * reported from here, see INBOX_TAKEN_REPORT_ITEMS. */
 int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms);
 int inbox_wait_fd(Inbox *ib);

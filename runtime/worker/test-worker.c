@@ -369,6 +369,119 @@ static void test_inbox_overflow(void **state) {
         stop(h);
 }
 
+/* Flow control: the next frame of `id` is IN_TAKEN with this count. */
+static void expect_taken(WorkerHarness *h, const char *id, int64_t count) {
+        WorkerFrame f = {};
+        int64_t n;
+
+        read_terminal(h, id, &f);
+        if (f.kind != FRAME_IN_TAKEN)
+                fail_msg("%s: expected IN_TAKEN %" PRIi64 ", got '%c' %s", id, count, f.kind, strna(f.value_json));
+        assert_int_equal(mp_map_get_int(&f.root, "count", &n), 0);
+        assert_int_equal(n, count);
+        worker_frame_done(&f);
+}
+
+static char *tally_json(unsigned n, const char *item) {
+        uint64_t fnv = 0xcbf29ce484222325ULL;
+        char *s;
+
+        for (unsigned i = 0; i < n; i++)
+                for (const char *p = item; *p; p++)
+                        fnv = (fnv ^ (uint8_t) *p) * 0x100000001b3ULL;
+        assert_true(asprintf(&s, "[{\"items\":%u,\"bytes\":%zu,\"fnv\":\"%016" PRIx64 "\"}]", n, n * strlen(item),
+                             fnv) > 0);
+        return s;
+}
+
+/* With in_ack: true the worker reports the inbox items the function takes (IN_TAKEN {call_id,
+ * count}): in batches of INBOX_TAKEN_REPORT_ITEMS while it works through a full inbox, the
+ * rest as soon as it has caught up, never one frame per item in a burst. */
+static void test_inbox_taken(void **state) {
+        _cleanup_free_ char *items = NULL, *expected = NULL;
+        WorkerHarness *h = start(NULL);
+        WorkerFrame f = {};
+        int64_t sum = 0;
+
+        /* tally() reads nothing for 300 ms: 40 items queue up, then it takes them in one go. */
+        assert_int_equal(worker_harness_call_in_ack(h, "t1", "testmod::tally", "[300]", NULL), 0);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(worker_harness_send_in(h, "t1", "\"ab\""), 0);
+        expect_taken(h, "t1", 16);
+        expect_taken(h, "t1", 16);
+        expect_taken(h, "t1", 8);
+        /* Caught up: an item now is reported as soon as the function waits again. */
+        assert_int_equal(worker_harness_send_in(h, "t1", "\"ab\""), 0);
+        expect_taken(h, "t1", 1);
+        /* A closed inbox needs no credit: the end comes without another report (collect()
+         * fails on any frame that is neither ITEM nor terminal). */
+        assert_int_equal(worker_harness_end_in(h, "t1"), 0);
+        assert_int_equal(worker_harness_collect(h, "t1", TIMEOUT_MS, &items, &f), 0);
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+        expected = tally_json(41, "ab");
+        assert_string_equal(items, expected);
+        free(items);
+        items = NULL;
+
+        /* A function that polls its wait fd and finds the inbox empty (-ETIMEDOUT) reports too:
+         * every item is accounted for, interleaved with the items it yields. */
+        assert_int_equal(worker_harness_call_in_ack(h, "t2", "testmod::upper", NULL, NULL), 0);
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(worker_harness_send_in(h, "t2", "\"x\""), 0);
+        for (unsigned n_items = 0; sum < 5 || n_items < 5;) {
+                int64_t n;
+
+                read_terminal(h, "t2", &f);
+                if (f.kind == FRAME_ITEM)
+                        n_items++;
+                else {
+                        assert_int_equal(f.kind, FRAME_IN_TAKEN);
+                        assert_int_equal(mp_map_get_int(&f.root, "count", &n), 0);
+                        assert_true(n >= 1);
+                        sum += n;
+                }
+                worker_frame_done(&f);
+        }
+        assert_int_equal(sum, 5);
+        assert_int_equal(worker_harness_end_in(h, "t2"), 0);
+        assert_int_equal(worker_harness_collect(h, "t2", TIMEOUT_MS, NULL, &f), 0);
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+
+        /* Without in_ack (older clients) the worker sends no IN_TAKEN at all. */
+        assert_int_equal(worker_harness_call(h, "t3", "testmod::tally", "bidi", "[100]", NULL, -1), 0);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(worker_harness_send_in(h, "t3", "\"ab\""), 0);
+        assert_int_equal(worker_harness_end_in(h, "t3"), 0);
+        assert_int_equal(worker_harness_collect(h, "t3", TIMEOUT_MS, &items, &f), 0);
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+        free(expected);
+        expected = tally_json(40, "ab");
+        assert_string_equal(items, expected);
+
+        /* in_ack must be a bool. */
+        {
+                _cleanup_buffer_ Buffer b = {};
+                msgpack_packer pk;
+
+                mp_packer_init_buffer(&pk, &b);
+                msgpack_pack_map(&pk, 4);
+                mp_pack_cstr(&pk, "call_id");
+                mp_pack_cstr(&pk, "t4");
+                mp_pack_cstr(&pk, "callable");
+                mp_pack_cstr(&pk, "testmod::tally");
+                mp_pack_cstr(&pk, "shape");
+                mp_pack_cstr(&pk, "bidi");
+                mp_pack_cstr(&pk, "in_ack");
+                msgpack_pack_int(&pk, 1);
+                assert_int_equal(worker_harness_send_raw(h, FRAME_CALL, buffer_data(&b), b.len), 0);
+                expect_error(h, "t4", RPC_ERR_BAD_REQUEST, "in_ack", false);
+        }
+        stop(h);
+}
+
 /* ---- cancellation and deadlines ------------------------------------------------------------- */
 
 static void test_cancel(void **state) {
@@ -850,6 +963,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_stream, teardown),
                 cmocka_unit_test_teardown(test_bidi, teardown),
                 cmocka_unit_test_teardown(test_inbox_overflow, teardown),
+                cmocka_unit_test_teardown(test_inbox_taken, teardown),
                 cmocka_unit_test_teardown(test_cancel, teardown),
                 cmocka_unit_test_teardown(test_deadline, teardown),
                 cmocka_unit_test_teardown(test_errors, teardown),

@@ -293,10 +293,10 @@ static int pack_json_or_default(msgpack_packer *pk, const char *json, bool array
 }
 
 static int pack_call_head(msgpack_packer *pk, const char *call_id, const char *callable, const char *shape,
-                          int64_t deadline_ms) {
+                          int64_t deadline_ms, bool in_ack) {
         int r = 0;
 
-        r |= msgpack_pack_map(pk, deadline_ms >= 0 ? 6 : 5);
+        r |= msgpack_pack_map(pk, 5 + (deadline_ms >= 0) + in_ack);
         r |= mp_pack_cstr(pk, "call_id");
         r |= mp_pack_cstr(pk, call_id);
         r |= mp_pack_cstr(pk, "callable");
@@ -307,23 +307,37 @@ static int pack_call_head(msgpack_packer *pk, const char *call_id, const char *c
                 r |= mp_pack_cstr(pk, "deadline_ms");
                 r |= msgpack_pack_int64(pk, deadline_ms);
         }
+        if (in_ack) {
+                r |= mp_pack_cstr(pk, "in_ack");
+                r |= msgpack_pack_true(pk);
+        }
         return r ? -ENOMEM : 0;
 }
 
-int worker_harness_call(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
-                        const char *args_json, const char *kwargs_json, int64_t deadline_ms) {
+static int call_json(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
+                     const char *args_json, const char *kwargs_json, int64_t deadline_ms, bool in_ack) {
         _cleanup_buffer_ Buffer b = {};
         msgpack_packer pk;
         int r;
 
         mp_packer_init_buffer(&pk, &b);
-        r = pack_call_head(&pk, call_id, callable, shape, deadline_ms);
+        r = pack_call_head(&pk, call_id, callable, shape, deadline_ms, in_ack);
         if (r < 0)
                 return r;
         if (mp_pack_cstr(&pk, "args") < 0 || pack_json_or_default(&pk, args_json, true) < 0 ||
             mp_pack_cstr(&pk, "kwargs") < 0 || pack_json_or_default(&pk, kwargs_json, false) < 0)
                 return -EINVAL;
         return send_buffer(h, FRAME_CALL, &b);
+}
+
+int worker_harness_call(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
+                        const char *args_json, const char *kwargs_json, int64_t deadline_ms) {
+        return call_json(h, call_id, callable, shape, args_json, kwargs_json, deadline_ms, false);
+}
+
+int worker_harness_call_in_ack(WorkerHarness *h, const char *call_id, const char *callable, const char *args_json,
+                               const char *kwargs_json) {
+        return call_json(h, call_id, callable, "bidi", args_json, kwargs_json, -1, true);
 }
 
 int worker_harness_call_mp(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
@@ -334,7 +348,7 @@ int worker_harness_call_mp(WorkerHarness *h, const char *call_id, const char *ca
         int r;
 
         mp_packer_init_buffer(&pk, &b);
-        r = pack_call_head(&pk, call_id, callable, shape, deadline_ms);
+        r = pack_call_head(&pk, call_id, callable, shape, deadline_ms, false);
         if (r < 0)
                 return r;
         r = mp_pack_cstr(&pk, "args");

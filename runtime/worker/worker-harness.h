@@ -68,6 +68,9 @@ int worker_harness_wait_ready(WorkerHarness *h, int timeout_ms);
 /* CALL. args_json/kwargs_json: JSON array/object text, NULL for []/{}; deadline_ms < 0: none. */
 int worker_harness_call(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
                         const char *args_json, const char *kwargs_json, int64_t deadline_ms);
+/* A bidi CALL with in_ack: true: the worker reports taken inbox items in IN_TAKEN frames. */
+int worker_harness_call_in_ack(WorkerHarness *h, const char *call_id, const char *callable, const char *args_json,
+                               const char *kwargs_json);
 /* CALL with args (array) and kwargs (map) given as msgpack bytes (NULL: empty). */
 int worker_harness_call_mp(WorkerHarness *h, const char *call_id, const char *callable, const char *shape,
                            const void *args, size_t args_size, const void *kwargs, size_t kwargs_size,

@@ -6,13 +6,21 @@
  * on a thread of its own, and writes RESULT/ITEM/END/ERROR frames back. Exactly one terminal
  * frame per CALL, always — even after a CANCEL — so the server knows when a call's slot frees.
  *
+ * Flow control of bidi inboxes: a CALL with in_ack: true gets IN_TAKEN {call_id, count} frames
+ * telling how many more IN items the function took out of its inbox (coalesced, see inbox.h:
+ * at the latest when the function waits for more, and every 16 items or 4 MiB while it works
+ * through a full inbox; none after the inbox closed). The server relays them to the client as
+ * call:in_ack, and a client that keeps at most INBOX_MAX_ITEMS items unacknowledged never
+ * overflows the inbox. IN_TAKEN frames may come before the terminal frame, never after it.
+ *
  * Before it answers READY {pid} the worker confines itself (worker-confine.h): frame socket
  * moved to fd >= 10 (close-on-exec, blocking), fds 0/1 on /dev/null, every other inherited fd
  * closed, rlimits, PR_SET_PDEATHSIG=SIGKILL, no_new_privs, the seccomp filter.
  *
  * Errors the worker itself produces (ERROR frames, {type, message, traceback: nil, cancelled}):
  *   BadRequest        malformed CALL, unknown shape, callable not "module::function", a shape the
- *                     function does not have, a call_id that is already running here
+ *                     function does not have, a call_id that is already running here, in_ack
+ *                     that is not a bool
  *   NoSuchCallable    no such module or function, or the module failed to load (message says why)
  *   ArgumentError     the arguments do not bind to the function's signature
  *   TooManyCalls      max_calls calls are running already
@@ -24,7 +32,8 @@
  *                     whatever it returns then, the call ends with DeadlineExceeded. A deadline
  *                     already passed on arrival fails the call without running the function.
  *   InboxOverflow     the caller sent more IN items than a bidi function reads (64 items /
- *                     64 MiB per call, 512 MiB for the whole worker); cancelled: false
+ *                     64 MiB per call, 512 MiB for the whole worker); cancelled: false. Only
+ *                     callers that ignore in_ack flow control can cause it.
  *   MessageTooLarge   a result or item larger than max_frame
  *   OSError           the function returned a negative errno (message: strerror)
  *   <any>             what the function raised with agentix_call_raise()

@@ -172,6 +172,69 @@ static int info(agentix_call *call, const msgpack_object *argv, size_t argc) {
         return 0;
 }
 
+/* Sleep `ms`, waking early when the call is cancelled. */
+static void sleep_cancellably(agentix_call *call, int64_t ms) {
+        struct timespec start, now;
+
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        for (;;) {
+                int64_t elapsed;
+
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+                if (elapsed >= ms || agentix_call_cancelled(call))
+                        return;
+                /* Not the wait fd: it is readable while items wait, which is the point here. */
+                (void) poll(NULL, 0, ms - elapsed < 10 ? (int) (ms - elapsed) : 10);
+        }
+}
+
+/* tally(start_ms: int = 0, item_us: int = 0) bidi: a slow reader for flow-control tests. Waits
+ * start_ms before reading anything, then item_us per item, blocking in inbox_next(); at the end
+ * of the inbox it yields {items, bytes, fnv} over the str/bin items' bytes in order (FNV-1a 64
+ * as 16 hex digits), so a lost, doubled or reordered item shows. */
+static int tally(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        int64_t start_ms = argv[0].via.i64, item_us = argv[1].via.i64;
+        uint64_t fnv = 0xcbf29ce484222325ULL, n = 0, bytes = 0;
+        msgpack_packer *pk;
+        char hex[17];
+        int r;
+
+        sleep_cancellably(call, start_ms);
+        for (;;) {
+                msgpack_object item;
+                const uint8_t *p;
+                size_t size;
+
+                r = agentix_call_inbox_next(call, &item, -1);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                if (item.type == MSGPACK_OBJECT_STR || item.type == MSGPACK_OBJECT_BIN) {
+                        p = (const uint8_t *) (item.type == MSGPACK_OBJECT_STR ? item.via.str.ptr : item.via.bin.ptr);
+                        size = item.type == MSGPACK_OBJECT_STR ? item.via.str.size : item.via.bin.size;
+                } else
+                        return agentix_call_raise(call, "TypeError", "tally() items must be str or bytes");
+                for (size_t i = 0; i < size; i++)
+                        fnv = (fnv ^ p[i]) * 0x100000001b3ULL;
+                n++;
+                bytes += size;
+                if (item_us > 0)
+                        (void) nanosleep(&(struct timespec) { .tv_sec = item_us / 1000000,
+                                                              .tv_nsec = (item_us % 1000000) * 1000 },
+                                         NULL);
+        }
+
+        snprintf(hex, sizeof(hex), "%016" PRIx64, fnv);
+        pk = agentix_call_item_begin(call);
+        msgpack_pack_map(pk, 3);
+        agentix_pack_kv_int(pk, "items", (int64_t) n);
+        agentix_pack_kv_int(pk, "bytes", (int64_t) bytes);
+        agentix_pack_kv_str(pk, "fnv", hex);
+        return agentix_call_item_end(call);
+}
+
 /* inbox_hold() bidi: never reads its inbox until cancelled, to overflow it. */
 static int inbox_hold(agentix_call *call, const msgpack_object *argv, size_t argc) {
         int wfd = agentix_call_wait_fd(call);
@@ -418,6 +481,8 @@ static const agentix_function testmod_functions[] = {
           AGENTIX_FUNCTION_INLINE },
         { "pool_thread", AGENTIX_SHAPE_UNARY, "() -> bool", on_reader_thread, "runs on a call thread" },
         { "inbox_hold", AGENTIX_SHAPE_BIDI, "() -> none", inbox_hold, "never read the inbox" },
+        { "tally", AGENTIX_SHAPE_BIDI, "(start_ms: int = 0, item_us: int = 0) -> map", tally,
+          "read the inbox slowly, then yield {items, bytes, fnv}" },
         { "syscalls", AGENTIX_SHAPE_UNARY, "() -> map", syscalls, "probe denied syscalls" },
         { "spawn_probe", AGENTIX_SHAPE_UNARY, "() -> map", spawn_probe, "probe a child's confinement" },
         { "fds", AGENTIX_SHAPE_UNARY, "() -> map", fds, "probe fds" },
