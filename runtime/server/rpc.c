@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
 #include <msgpack.h>
 
 #include "envelope.h"
@@ -20,6 +21,7 @@
 #define EV_ITEM "call:item"
 #define EV_END "call:end"
 #define EV_ERROR "call:error"
+#define EV_IN_ACK "call:in_ack"
 
 /* Respawn delays after the worker dies: immediate, then backing off if it keeps dying early. */
 #define RESPAWN_MAX_DELAY_USEC (5ULL * 1000000ULL)
@@ -45,6 +47,13 @@ struct RpcCall {
         bool done;      /* the terminal event is decided */
         bool in_worker; /* the worker still owes its terminal frame */
         bool cached;    /* on the results list, replayable */
+
+        /* Flow control of a bidi inbox, for clients that asked with in_ack: true. Both counts
+         * are totals since the call started, so a call:in_ack lost with a connection is made
+         * good by the next one, and a resume simply repeats the current total. */
+        bool in_ack;
+        uint64_t in_received; /* call:in items handed to the worker: the next seq expected */
+        uint64_t in_taken;    /* … of which the function has taken this many */
 
         RpcSocket *owner;
         RpcCall *owner_prev, *owner_next;
@@ -159,6 +168,27 @@ static void call_flush_pending(RpcCall *c, SioSocket *to) {
         }
         c->pending_tail = NULL;
         c->pending_bytes = 0;
+}
+
+/* Tell the client how many inbox items the function has taken so far: {call_id, taken}. Only
+ * to clients that asked (in_ack: true) — older ones would not know the event — and never
+ * after the terminal event. */
+static void call_emit_in_ack(RpcCall *c) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        _cleanup_blob_ Blob *blob = NULL;
+        msgpack_packer pk;
+
+        if (!c->in_ack || !c->owner || c->done)
+                return;
+        mp_packer_init_buffer(&pk, &b);
+        if (msgpack_pack_map(&pk, 2) < 0 || mp_pack_cstr(&pk, "call_id") < 0 ||
+            mp_pack_str(&pk, c->id, c->id_len) < 0 || mp_pack_cstr(&pk, "taken") < 0 ||
+            msgpack_pack_uint64(&pk, c->in_taken) < 0 || !(blob = blob_new_copy(buffer_data(&b), b.len))) {
+                /* The next ack carries the total anyway. */
+                log_oom();
+                return;
+        }
+        (void) sio_socket_emit_binary1(c->owner->socket, EV_IN_ACK, blob);
 }
 
 static void results_unlink(Rpc *rpc, RpcCall *c) {
@@ -389,6 +419,8 @@ static int envelope_call_id(SioSocket *s, const Envelope *e, const char **ret, s
 /* Replay a finished call, or re-attach a running one, to this socket. */
 static void call_resume_on(RpcCall *c, RpcSocket *o) {
         call_attach(c, o);
+        /* Acks sent on the old connection may be lost: the current total makes them good. */
+        call_emit_in_ack(c);
         call_flush_pending(c, o->socket);
         if (!c->done)
                 return;
@@ -406,6 +438,7 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         size_t id_len, callable_len, shape_len;
         const msgpack_object *v;
         int64_t deadline_ms = 0;
+        bool in_ack;
         RpcCall *c;
         int r;
 
@@ -449,6 +482,12 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
                 emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "kwargs must be a map" });
                 return;
         }
+        v = mp_map_get(e->map, "in_ack");
+        if (v && v->type != MSGPACK_OBJECT_BOOLEAN && v->type != MSGPACK_OBJECT_NIL) {
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "in_ack must be true or false" });
+                return;
+        }
+        in_ack = shape_len == 4 && v && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
         v = mp_map_get(e->map, "deadline_ms");
         if (v && v->type != MSGPACK_OBJECT_NIL) {
                 if (mp_map_get_int(e->map, "deadline_ms", &deadline_ms) < 0 || deadline_ms <= 0) {
@@ -492,6 +531,7 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         memcpy(c->id, id, id_len);
         c->id_len = id_len;
         c->bidi = shape_len == 4;
+        c->in_ack = in_ack;
         r = strmap_put(rpc->calls, c->id, c->id_len, c);
         if (r < 0) {
                 free(c);
@@ -512,6 +552,9 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         rpc->n_in_worker++;
         rpc->n_running++;
         call_attach(c, o);
+        /* The window is open: this first ack (taken: 0) also tells the client that this server
+         * does flow control, before any item of the call can reach it. */
+        call_emit_in_ack(c);
 
         if (deadline_ms > 0) {
                 uint64_t now;
@@ -532,6 +575,33 @@ static RpcCall *envelope_lookup(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         return strmap_get(rpc->calls, id, id_len);
 }
 
+/* Count an inbox item in; false for a copy the worker has already. Clients doing flow control
+ * number their items (seq, from 0) and send the unacknowledged ones again after a reconnect,
+ * since those may have been lost with the old connection; the copies that were not are
+ * dropped here. Items without seq are simply counted. */
+static bool call_count_in(RpcCall *c, SioSocket *s, const Envelope *e) {
+        const msgpack_object *seq = mp_map_get(e->map, "seq");
+
+        if (!seq || seq->type == MSGPACK_OBJECT_NIL) {
+                c->in_received++;
+                return true;
+        }
+        if (seq->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+                emit_error(s, c->id, c->id_len,
+                           &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "call:in seq must be an integer >= 0" });
+                return false;
+        }
+        if (seq->via.u64 < c->in_received) {
+                log_debug("Dropping item %" PRIu64 " of call %s: sent again, the worker has it.", seq->via.u64, c->id);
+                return false;
+        }
+        if (seq->via.u64 > c->in_received)
+                log_debug("Call %s: items %" PRIu64 " to %" PRIu64 " never came.", c->id, c->in_received,
+                          seq->via.u64 - 1);
+        c->in_received = seq->via.u64 + 1;
+        return true;
+}
+
 static void handle_inbox(Rpc *rpc, RpcSocket *o, const Envelope *e, uint8_t kind) {
         RpcCall *c = envelope_lookup(rpc, o, e);
 
@@ -548,6 +618,8 @@ static void handle_inbox(Rpc *rpc, RpcSocket *o, const Envelope *e, uint8_t kind
                            &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "call:in needs an item" });
                 return;
         }
+        if (kind == FRAME_IN && !call_count_in(c, o->socket, e))
+                return;
         (void) worker_link_send(rpc->worker, kind, e->raw, e->raw_size);
 }
 
@@ -689,13 +761,23 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
         _cleanup_blob_ Blob *blob = NULL;
         Rpc *rpc = userdata;
         msgpack_unpacked u;
+        int64_t count = 0;
         RpcCall *c;
 
         msgpack_unpacked_init(&u);
         c = frame_call(rpc, payload, size, &u);
+        if (c && kind == FRAME_IN_TAKEN && (mp_map_get_int(&u.data, "count", &count) < 0 || count <= 0))
+                c = NULL;
         msgpack_unpacked_destroy(&u);
         if (!c) {
                 log_debug("Dropping a worker frame '%c' for an unknown call.", kind);
+                return;
+        }
+
+        if (kind == FRAME_IN_TAKEN) {
+                /* It cannot have taken more than it got: the worker runs user code. */
+                c->in_taken = MIN(c->in_taken + (uint64_t) count, c->in_received);
+                call_emit_in_ack(c);
                 return;
         }
 
