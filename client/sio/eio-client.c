@@ -2,7 +2,6 @@
 #include <inttypes.h>
 
 #include <jansson.h>
-#include <libwebsockets.h>
 
 #include "eio-client.h"
 #include "log.h"
@@ -120,7 +119,7 @@ static int queue_text(EioClient *e, EioType type, const void *data, size_t n) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
         int r;
 
-        r = buffer_set_headroom(&b, LWS_PRE);
+        r = buffer_set_headroom(&b, EIO_OUT_HEADROOM);
         if (r >= 0)
                 r = eio_text_encode(&b, type, data, n);
         if (r < 0)
@@ -210,7 +209,7 @@ int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClie
         (void) sd_event_source_set_description(e->watchdog, "eio-heartbeat");
 
         if (config->transport == EIO_CLIENT_WEBSOCKET)
-                r = ws_transport_new(config->ws_context, config->ws_target, config->max_message, &e->queue,
+                r = ws_transport_new(event, config->ws_target, config->max_message, &e->queue,
                                      &transport_handlers, e, &e->ws);
         else
                 r = polling_transport_new(event, config->curl, config->polling_url, config->connect_timeout_usec,

@@ -31,7 +31,6 @@ typedef enum EioClientTransport {
 
 typedef struct EioClientConfig {
         EioClientTransport transport;
-        WsContext *ws_context;       /* WEBSOCKET */
         const WsTarget *ws_target;   /* WEBSOCKET */
         CurlEvent *curl;             /* POLLING */
         const char *polling_url;     /* POLLING: the endpoint without a query */
@@ -56,7 +55,7 @@ int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClie
 EioClient *eio_client_free(EioClient *e);
 
 /* Queue one MESSAGE, taking over `data` (text: "4" + the Socket.IO packet; binary: raw bytes;
- * either with LWS_PRE bytes of headroom), and send what is queued (over WebSocket at once when
+ * either with EIO_OUT_HEADROOM bytes of headroom), and send what is queued (over WebSocket at once when
  * the socket is idle and this is not called from inside the transport). */
 int eio_client_send(EioClient *e, bool binary, Buffer *data);
 /* Queue one MESSAGE as eio_client_send() does, without sending yet: messages queued together

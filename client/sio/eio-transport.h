@@ -20,6 +20,8 @@
 
 /* How much of an oversized message is kept for the layer above (enough to name the call). */
 #define EIO_TOO_LARGE_HEAD 4096u
+/* Headroom every outgoing message is queued with: room for a WebSocket frame header (14). */
+#define EIO_OUT_HEADROOM 16u
 
 typedef struct EioTransportHandlers {
         /* Bytes arrived (any part of any message): the peer is alive. */
@@ -36,7 +38,7 @@ typedef struct EioTransportHandlers {
 } EioTransportHandlers;
 
 /* One outgoing Engine.IO packet in WebSocket frame form: text is the type digit + data,
- * binary is the raw bytes of a MESSAGE. `data` has LWS_PRE bytes of headroom (the WebSocket
+ * binary is the raw bytes of a MESSAGE. `data` has EIO_OUT_HEADROOM bytes of headroom (the WebSocket
  * transport writes the frame header there; polling ignores it). */
 typedef struct OutMessage {
         struct OutMessage *next;

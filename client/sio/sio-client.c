@@ -2,14 +2,12 @@
 #include <inttypes.h>
 
 #include <jansson.h>
-#include <libwebsockets.h>
 
 #include "eio-client.h"
 #include "log.h"
 #include "sio-client.h"
 #include "sio-packet.h"
 #include "sio-url.h"
-#include "ws-context.h"
 
 #define USEC_PER_MSEC ((uint64_t) 1000)
 #define USEC_PER_SEC ((uint64_t) 1000000)
@@ -87,7 +85,6 @@ struct SioClient {
         int last_error;
         char last_message[256];
 
-        WsContext *ws;
         CurlEvent *curl;
         sd_event_source *attempt_timer;
         sd_event_source *retry_timer;
@@ -275,7 +272,7 @@ static int send_text_packet(Conn *conn, const SioPacket *p) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
         int r;
 
-        r = buffer_set_headroom(&b, LWS_PRE);
+        r = buffer_set_headroom(&b, EIO_OUT_HEADROOM);
         if (r >= 0)
                 r = buffer_append_byte(&b, '0' + EIO_MESSAGE);
         if (r >= 0)
@@ -604,13 +601,11 @@ static void attempt_start(SioClient *c) {
         conn->client = c;
         conn->transport = config.transport;
 
-        if (config.transport == EIO_CLIENT_WEBSOCKET) {
-                r = c->ws ? 0 : ws_context_new(c->event, c->connect_timeout, &c->ws);
-                config.ws_context = c->ws;
-        } else {
+        if (config.transport == EIO_CLIENT_POLLING) {
                 r = c->curl ? 0 : curl_event_new(c->event, &c->curl);
                 config.curl = c->curl;
-        }
+        } else
+                r = 0;
         if (r >= 0)
                 r = eio_client_new(c->event, &config, &eio_handlers, conn, &conn->eio);
         if (r < 0) {
@@ -691,14 +686,13 @@ fail:
 static void client_destroy(SioClient *c) {
         Conn *conn;
 
-        /* Connections first: they live on the lws context and the curl glue. */
+        /* Connections first: the polling ones live on the curl glue. */
         while ((conn = c->conns)) {
                 c->conns = conn->next;
                 eio_client_free(conn->eio);
                 free(conn->pending_event);
                 free(conn);
         }
-        c->ws = ws_context_free(c->ws);
         c->curl = curl_event_free(c->curl);
         notices_clear(c);
         sd_event_source_disable_unref(c->attempt_timer);
@@ -752,11 +746,11 @@ int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, s
         if (queued > 0 && queued + size > 2 * c->max_message)
                 return -ENOBUFS;
 
-        r = buffer_set_headroom(&text, LWS_PRE);
+        r = buffer_set_headroom(&text, EIO_OUT_HEADROOM);
         if (r >= 0)
                 r = sio_encode_binary_event1(&text, c->nsp, event); /* includes the Engine.IO '4' */
         if (r >= 0)
-                r = buffer_set_headroom(&bin, LWS_PRE);
+                r = buffer_set_headroom(&bin, EIO_OUT_HEADROOM);
         if (r >= 0)
                 r = buffer_reserve(&bin, MAX(size, (size_t) 1));
         if (r < 0)

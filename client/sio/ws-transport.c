@@ -1,212 +1,140 @@
 /* SPDX-License-Identifier: MIT */
-#include <arpa/inet.h>
-#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-#include <libwebsockets.h>
-
+#include "eio-packet.h"
 #include "log.h"
-#include "uv-event.h"
-#include "ws-context.h"
+#include "resolve.h"
 #include "ws-frame.h"
+#include "ws-handshake.h"
+#include "ws-receive.h"
 #include "ws-transport.h"
 
-/* Payload of one frame of a large message, handed to lws at once (what the socket does not
- * take lws copies into its own buffer). */
+/* Read buffer for small messages; many arrive per recv(). */
+#define WS_READ_SIZE (256u * 1024u)
+/* A frame payload at least this large still to come is read straight into its message. */
+#define WS_DIRECT_MIN (32u * 1024u)
+/* Payload of one frame of a large message; a pong can go out between two. */
 #define WS_CHUNK (256u * 1024u)
-/* Messages whose frames fit in this together are copied into one buffer and written with one
- * send(). */
+/* Messages whose frames fit in this together are copied into one buffer and sent at once. */
 #define WS_GATHER_MAX (64u * 1024u)
-/* Written per writeable callback, to stay fair to other connections on the loop. */
-#define WS_WRITE_BUDGET (4u * 1024u * 1024u)
+/* Read, and written, per event at most: fair to other sources on the loop. */
+#define WS_IO_BUDGET (4u * 1024u * 1024u)
 /* Addresses of a name tried in turn ("localhost" is ::1 and 127.0.0.1). */
 #define WS_ADDRESSES_MAX 8
+/* Pongs owed beyond this are not queued (a peer pinging faster than it reads). */
+#define WS_CONTROL_OUT_MAX 1024u
 
-/* A name lookup on libuv's thread pool. It outlives its transport when the transport goes
- * first (libuv still calls back): then `owner` is NULL and the callback only frees it. */
-typedef struct Resolve {
-        uv_getaddrinfo_t req;
-        WsTransport *owner;
-        WsContext *ctx;
-} Resolve;
+typedef enum WsState {
+        WS_RESOLVING,
+        WS_CONNECTING,
+        WS_HANDSHAKE,
+        WS_OPEN,
+} WsState;
 
 struct WsTransport {
-        WsContext *ctx;
+        sd_event *event;
         char *host, *host_header, *path;
-        char addresses[WS_ADDRESSES_MAX][INET6_ADDRSTRLEN];
-        unsigned n_addresses, next_address;
         unsigned port;
         size_t max_message;
         OutQueue *queue;
         const EioTransportHandlers *handlers;
         void *userdata;
 
-        struct lws *wsi;
-        sd_event_source *start;
-        Resolve *resolve;
-        bool closed;       /* no handler calls any more */
-        bool established;
-        bool in_callback;  /* lws is calling us about this connection */
-        bool shutting_down;
-        bool retry_pending; /* the next address is to be tried */
+        WsState state;
+        bool closed;         /* no handler calls any more */
+        bool shutting_down;  /* close once the queue is sent */
+        bool close_queued;   /* our close frame is made */
 
-        /* reassembly of the message being received */
-        bool rx_active, rx_binary, rx_oversized;
-        size_t rx_total;
-        Buffer rx;
+        ResolveQuery *resolve;
+        struct sockaddr_storage addresses[WS_ADDRESSES_MAX];
+        socklen_t address_sizes[WS_ADDRESSES_MAX];
+        unsigned n_addresses, next_address;
+        int connect_error;
 
-        size_t tx_offset;  /* payload bytes of the queue head already written */
-        Buffer tx_gather;  /* small messages framed into one write */
+        int fd;
+        sd_event_source *io;
+        uint32_t io_events;
+
+        char accept[WS_ACCEPT_LEN + 1];
+        Buffer head; /* the handshake answer so far */
+        WsReceiver rx;
+        uint8_t *read_buf;
+
+        /* the frame (or gathered frames) being sent */
+        const uint8_t *tx_ptr;
+        size_t tx_left;
+        bool tx_ends_message; /* the queue head is done when this is sent */
+        bool tx_is_close;
+        size_t tx_offset;     /* payload bytes of the queue head already framed */
+        Buffer tx_gather;
+        Buffer control_out;   /* pongs waiting for the next frame boundary */
         WsMaskKeys keys;
 };
 
 /* ---- reporting ------------------------------------------------------------------------------- */
 
-/* The wsi is going away (lws frees it after this callback): forget it. */
-static void detach_wsi(WsTransport *t, struct lws *wsi) {
-        if (wsi)
-                lws_set_wsi_user(wsi, NULL);
-        if (t->wsi == wsi)
-                t->wsi = NULL;
-}
-
 static void report_closed(WsTransport *t, int error, const char *message, bool upgrade_refused) {
         if (t->closed)
                 return;
-        t->closed = true;
+        ws_transport_close(t);
         if (t->handlers->closed)
                 t->handlers->closed(t->userdata, error, message, upgrade_refused);
 }
 
-/* A failure found by us while lws is calling us about `wsi`: report, and tell lws to close. */
-static int fail(WsTransport *t, struct lws *wsi, int error, const char *message) {
-        detach_wsi(t, wsi);
-        report_closed(t, error, message, false);
-        return -1;
+static void report_errno(WsTransport *t, int error, const char *what) {
+        char text[256];
+
+        snprintf(text, sizeof(text), "%s %s: %s", what, t->host_header, strerror(-error));
+        report_closed(t, error, text, false);
 }
 
-/* ---- receiving ------------------------------------------------------------------------------- */
+static void update_events(WsTransport *t) {
+        uint32_t events;
 
-static int deliver(WsTransport *t, struct lws *wsi, const uint8_t *data, size_t size, bool binary) {
-        EioPacket p;
-
-        if (eio_ws_decode(data, size, binary, &p) < 0)
-                return fail(t, wsi, -EBADMSG, "malformed Engine.IO packet over WebSocket");
-        t->handlers->packet(t->userdata, &p);
-        /* The handler may have closed us. */
-        return t->closed ? -1 : 0;
-}
-
-static void rx_reset(WsTransport *t) {
-        t->rx_active = t->rx_oversized = false;
-        t->rx_total = 0;
-        buffer_clear(&t->rx);
-        /* Do not keep a huge reassembly buffer around on an idle connection. */
-        if (t->rx.cap > 1024 * 1024)
-                buffer_done(&t->rx);
-}
-
-static int on_receive(WsTransport *t, struct lws *wsi, const uint8_t *in, size_t len) {
-        bool final = lws_is_final_fragment(wsi) && lws_remaining_packet_payload(wsi) == 0;
-        int r;
-
-        if (t->handlers->activity)
-                t->handlers->activity(t->userdata);
-
-        /* Fast path: a whole message in one callback needs no copy. */
-        if (!t->rx_active && final) {
-                bool binary = lws_frame_is_binary(wsi);
-                if (len > t->max_message) {
-                        t->handlers->too_large(t->userdata, binary, in, MIN(len, (size_t) EIO_TOO_LARGE_HEAD), len);
-                        return t->closed ? -1 : 0;
-                }
-                return deliver(t, wsi, in, len, binary);
-        }
-
-        if (!t->rx_active) {
-                t->rx_active = true;
-                t->rx_binary = lws_frame_is_binary(wsi);
-                t->rx_total = 0;
-        }
-        if (size_add_overflows(t->rx_total, len, &t->rx_total))
-                return fail(t, wsi, -EMSGSIZE, "message too large");
-
-        if (!t->rx_oversized && t->rx_total > t->max_message) {
-                /* Keep only the head: enough for the layer above to name the call. */
-                t->rx_oversized = true;
-                if (t->rx.len > EIO_TOO_LARGE_HEAD)
-                        t->rx.len = EIO_TOO_LARGE_HEAD;
-        }
-        if (t->rx_oversized)
-                r = t->rx.len < EIO_TOO_LARGE_HEAD ? buffer_append(&t->rx, in, MIN(len, EIO_TOO_LARGE_HEAD - t->rx.len))
-                                                   : 0;
+        if (t->closed || !t->io)
+                return;
+        if (t->state == WS_CONNECTING)
+                events = EPOLLOUT;
         else
-                r = buffer_append(&t->rx, in, len);
-        if (r < 0)
-                return fail(t, wsi, r, "out of memory reassembling a message");
-
-        if (!final)
-                return 0;
-
-        if (t->rx_oversized) {
-                t->handlers->too_large(t->userdata, t->rx_binary, buffer_data(&t->rx), t->rx.len, t->rx_total);
-                r = t->closed ? -1 : 0;
-        } else
-                r = deliver(t, wsi, buffer_data(&t->rx), t->rx.len, t->rx_binary);
-        if (!t->closed)
-                rx_reset(t);
-        return r;
+                events = EPOLLIN | (t->tx_left > 0 || (t->state == WS_OPEN && !out_queue_is_empty(t->queue)) ? EPOLLOUT : 0);
+        if (events != t->io_events && sd_event_source_set_io_events(t->io, events) >= 0)
+                t->io_events = events;
 }
 
-/* ---- sending ----------------------------------------------------------------------------- */
-
-/* Frames are made here rather than by lws_write(), which in lws 4.1 reads /dev/urandom for
- * every frame's key, masks byte by byte and sends every frame with a send() of its own (four
- * per call: an event's text and attachment, and an ack's). lws gets raw bytes instead
- * (LWS_WRITE_RAW goes straight to its send path, which keeps what the socket does not take
- * and sends it before anything else, its own control frames included). Small messages are
- * gathered into one buffer, so an event, its attachment and the acks behind it leave in one
- * send(). A large message goes as frames of at most WS_CHUNK, each handed to lws whole, so
- * that a frame lws sends of its own accord (a pong) falls between them. */
+/* ---- sending --------------------------------------------------------------------------------- */
 
 static size_t frame_size(const OutMessage *m) {
         return ws_frame_header_size(m->data.len) + m->data.len;
 }
 
-static int write_raw(struct lws *wsi, uint8_t *p, size_t n) {
-        return lws_write(wsi, p, n, LWS_WRITE_RAW) < (int) n ? -EIO : 0;
-}
-
-/* Frame the small messages at the head of the queue into one buffer, and write it. */
-static int send_gathered(WsTransport *t, struct lws *wsi, size_t *ret_n) {
-        OutMessage *m;
+/* Append one masked frame with `len` payload bytes to b. */
+static int append_frame(WsTransport *t, Buffer *b, unsigned opcode, const uint8_t *payload, size_t len) {
+        uint8_t key[4], *h;
         int r;
 
-        buffer_clear(&t->tx_gather);
-        while ((m = t->queue->head) && frame_size(m) <= WS_GATHER_MAX - t->tx_gather.len) {
-                size_t len = m->data.len;
-                uint8_t key[4], *h;
-
-                r = ws_mask_key(&t->keys, key);
-                if (r >= 0)
-                        r = buffer_reserve(&t->tx_gather, frame_size(m));
-                if (r < 0)
-                        return r;
-                h = buffer_data(&t->tx_gather) + t->tx_gather.len;
-                h += ws_frame_header(h, m->binary ? WS_OP_BINARY : WS_OP_TEXT, true, len, key);
-                if (len > 0)
-                        ws_mask(h, buffer_data(&m->data), len, key);
-                t->tx_gather.len += frame_size(m);
-                out_message_free(out_queue_pop(t->queue));
-        }
-        *ret_n = t->tx_gather.len;
-        return write_raw(wsi, buffer_data(&t->tx_gather), t->tx_gather.len);
+        r = ws_mask_key(&t->keys, key);
+        if (r >= 0)
+                r = buffer_reserve(b, ws_frame_header_size(len) + len);
+        if (r < 0)
+                return r;
+        h = buffer_data(b) + b->len;
+        h += ws_frame_header(h, opcode, true, len, key);
+        if (len > 0)
+                ws_mask(h, payload, len, key);
+        b->len += ws_frame_header_size(len) + len;
+        return 0;
 }
 
-/* Write the next frame of a large message, masked in place, its header in the bytes just
- * before the chunk: the headroom, or the end of the previous chunk, which lws has sent or
- * copied by now. The message is not reused after this. */
-static int send_chunk(WsTransport *t, struct lws *wsi, size_t *ret_n) {
+/* The next large-message frame: masked in place, its header written into the bytes just
+ * before it (the headroom, or the end of the previous chunk, which is sent by now). The
+ * message is not reused after this. */
+static int prepare_chunk(WsTransport *t) {
         OutMessage *m = t->queue->head;
         uint8_t *p = buffer_data(&m->data) + t->tx_offset, h[WS_FRAME_HEADER_MAX], key[4];
         size_t left = m->data.len - t->tx_offset, n = MIN(left, (size_t) WS_CHUNK), hl;
@@ -214,249 +142,421 @@ static int send_chunk(WsTransport *t, struct lws *wsi, size_t *ret_n) {
         int r;
 
         if (first && m->data.headroom < WS_FRAME_HEADER_MAX)
-                return -EINVAL; /* every message is queued with LWS_PRE bytes of headroom */
+                return -EINVAL; /* every message is queued with EIO_OUT_HEADROOM */
         r = ws_mask_key(&t->keys, key);
         if (r < 0)
                 return r;
         hl = ws_frame_header(h, first ? (m->binary ? WS_OP_BINARY : WS_OP_TEXT) : WS_OP_CONTINUATION, last, n, key);
         ws_mask(p, p, n, key);
         memcpy(p - hl, h, hl);
-        r = write_raw(wsi, p - hl, hl + n);
-        if (r < 0)
-                return r;
+        t->tx_ptr = p - hl;
+        t->tx_left = hl + n;
         t->tx_offset += n;
-        if (last) {
+        t->tx_ends_message = last;
+        return 0;
+}
+
+/* Pick what goes out next: pongs owed, then small messages gathered into one buffer, or the
+ * next frame of a large message; our close frame once everything is sent. 0: nothing. */
+static int prepare_next(WsTransport *t) {
+        OutMessage *m;
+        int r;
+
+        buffer_clear(&t->tx_gather);
+        t->tx_ends_message = t->tx_is_close = false;
+
+        if (t->control_out.len > 0) {
+                r = buffer_append(&t->tx_gather, buffer_data(&t->control_out), t->control_out.len);
+                if (r < 0)
+                        return r;
+                buffer_clear(&t->control_out);
+        }
+        if (t->tx_offset == 0)
+                while ((m = t->queue->head) && frame_size(m) <= WS_GATHER_MAX - MIN(t->tx_gather.len, (size_t) WS_GATHER_MAX)) {
+                        r = append_frame(t, &t->tx_gather, m->binary ? WS_OP_BINARY : WS_OP_TEXT, buffer_data(&m->data),
+                                         m->data.len);
+                        if (r < 0)
+                                return r;
+                        out_message_free(out_queue_pop(t->queue));
+                }
+        if (t->tx_gather.len == 0 && t->queue->head) {
+                r = prepare_chunk(t);
+                return r < 0 ? r : 1;
+        }
+        if (t->tx_gather.len == 0 && t->shutting_down && !t->close_queued) {
+                static const uint8_t normal[2] = { 1000 >> 8, 1000 & 0xff };
+
+                r = append_frame(t, &t->tx_gather, WS_OP_CLOSE, normal, sizeof(normal));
+                if (r < 0)
+                        return r;
+                t->close_queued = t->tx_is_close = true;
+        }
+        if (t->tx_gather.len == 0)
+                return 0;
+        t->tx_ptr = buffer_data(&t->tx_gather);
+        t->tx_left = t->tx_gather.len;
+        return 1;
+}
+
+static void frame_sent(WsTransport *t) {
+        if (t->tx_ends_message) {
+                t->tx_ends_message = false;
                 t->tx_offset = 0;
                 out_message_free(out_queue_pop(t->queue));
         }
-        *ret_n = hl + n;
-        return 0;
+        if (t->tx_is_close) {
+                /* Our close frame is out; the server's answer is not waited for. */
+                (void) shutdown(t->fd, SHUT_WR);
+                report_closed(t, -ECONNRESET, "closed", false);
+        }
 }
 
-/* Write what is queued, as far as the socket takes it without lws buffering. Called from
- * lws's writeable callback, and directly by ws_transport_kick() when a message is queued
- * while the socket is idle. A negative errno means the connection is unusable. */
-static int send_queued(WsTransport *t, struct lws *wsi) {
-        size_t budget = WS_WRITE_BUDGET, since_check = 0;
-        OutMessage *m;
+/* Send as much as the socket takes. Returns 0, or a negative errno once reported. */
+static int write_pending(WsTransport *t) {
+        size_t budget = WS_IO_BUDGET;
 
-        while ((m = t->queue->head) && budget > 0) {
-                size_t n = 0;
-                int r;
+        while (!t->closed && budget > 0) {
+                ssize_t n;
 
-                if (t->tx_offset == 0 && frame_size(m) <= WS_GATHER_MAX)
-                        r = send_gathered(t, wsi, &n);
-                else
-                        r = send_chunk(t, wsi, &n);
-                if (r < 0)
-                        return r;
-                budget -= MIN(budget, n);
-                since_check += n;
+                if (t->tx_left == 0) {
+                        int r;
 
-                /* What the socket did not take lws keeps: wait for the next writeable. Asking
-                 * whether the pipe is choked costs a poll(), so only bulk data asks. */
-                if (lws_partial_buffered(wsi))
-                        break;
-                if (since_check >= WS_CHUNK) {
-                        since_check = 0;
-                        if (lws_send_pipe_choked(wsi))
+                        if (t->state != WS_OPEN)
+                                break;
+                        r = prepare_next(t);
+                        if (r < 0) {
+                                report_errno(t, r, "Failed to frame a message to");
+                                return r;
+                        }
+                        if (r == 0)
                                 break;
                 }
+                n = send(t->fd, t->tx_ptr, t->tx_left, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        int r = -errno;
+                        report_errno(t, r, "WebSocket write to");
+                        return r;
+                }
+                t->tx_ptr += n;
+                t->tx_left -= (size_t) n;
+                budget -= MIN(budget, (size_t) n);
+                if (t->tx_left == 0)
+                        frame_sent(t);
         }
         /* Do not keep a large gather buffer around on an idle connection. */
-        if (t->tx_gather.cap > 2 * WS_GATHER_MAX)
+        if (t->tx_left == 0 && t->tx_gather.cap > 2 * WS_GATHER_MAX)
                 buffer_done(&t->tx_gather);
+        update_events(t);
         return 0;
 }
 
-static int on_writeable(WsTransport *t, struct lws *wsi) {
+/* ---- receiving ------------------------------------------------------------------------------- */
+
+static int on_message(void *userdata, bool binary, const uint8_t *data, size_t size) {
+        WsTransport *t = userdata;
+        EioPacket p;
+
+        if (eio_ws_decode(data, size, binary, &p) < 0) {
+                report_closed(t, -EBADMSG, "malformed Engine.IO packet over WebSocket", false);
+                return -ECANCELED;
+        }
+        t->handlers->packet(t->userdata, &p);
+        /* The handler may have closed us. */
+        return t->closed ? -ECANCELED : 0;
+}
+
+static int on_too_large(void *userdata, bool binary, const uint8_t *head, size_t head_size, uint64_t size) {
+        WsTransport *t = userdata;
+
+        t->handlers->too_large(t->userdata, binary, head, head_size, (size_t) MIN(size, (uint64_t) SIZE_MAX));
+        return t->closed ? -ECANCELED : 0;
+}
+
+static int on_ping(void *userdata, const uint8_t *data, size_t size) {
+        WsTransport *t = userdata;
+
+        if (t->control_out.len > WS_CONTROL_OUT_MAX)
+                return 0;
+        return append_frame(t, &t->control_out, WS_OP_PONG, data, size);
+}
+
+static int on_close(void *userdata, unsigned code, const uint8_t *reason, size_t reason_size) {
+        WsTransport *t = userdata;
+        char text[256];
+
+        /* Answer with a close frame if nothing is half sent; best effort, the socket goes. */
+        if (!t->close_queued && t->tx_left == 0) {
+                uint8_t echo[2] = { (uint8_t) (code >> 8), (uint8_t) code };
+
+                buffer_clear(&t->tx_gather);
+                if (append_frame(t, &t->tx_gather, WS_OP_CLOSE, echo, code ? 2 : 0) >= 0)
+                        (void) send(t->fd, buffer_data(&t->tx_gather), t->tx_gather.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                t->close_queued = true;
+        }
+        if (code)
+                snprintf(text, sizeof(text), "the WebSocket connection was closed by the server (%u%s%.*s)", code,
+                         reason_size > 0 ? ": " : "", (int) MIN(reason_size, (size_t) 160), (const char *) reason);
+        else
+                snprintf(text, sizeof(text), "the WebSocket connection was closed by the server");
+        report_closed(t, -ECONNRESET, text, false);
+        return -ECANCELED;
+}
+
+static const WsReceiverHandlers receiver_handlers = {
+        .message = on_message,
+        .too_large = on_too_large,
+        .ping = on_ping,
+        .close = on_close,
+};
+
+static void receive_failed(WsTransport *t, int r) {
+        if (t->closed)
+                return;
+        if (r == -EPROTO)
+                report_closed(t, -EPROTO, "WebSocket protocol error: the server sent an invalid frame", false);
+        else
+                report_errno(t, r, "Failed to receive from");
+}
+
+/* Frames, read straight into a large message's buffer while its payload arrives. */
+static void read_frames(WsTransport *t) {
+        size_t budget = WS_IO_BUDGET;
+
+        while (!t->closed && budget > 0) {
+                uint8_t *space = t->read_buf;
+                size_t size = WS_READ_SIZE;
+                ssize_t n;
+                int r;
+
+                r = ws_receiver_direct(&t->rx, WS_DIRECT_MIN, &space, &size);
+                if (r < 0)
+                        return receive_failed(t, r);
+                if (r == 0)
+                        space = t->read_buf, size = WS_READ_SIZE;
+
+                n = recv(t->fd, space, size, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                report_errno(t, -errno, "WebSocket read from");
+                        break;
+                }
+                if (n == 0) {
+                        report_closed(t, -ECONNRESET, "the WebSocket connection was closed", false);
+                        return;
+                }
+                if (t->handlers->activity)
+                        t->handlers->activity(t->userdata);
+                r = space == t->read_buf ? ws_receiver_feed(&t->rx, space, (size_t) n)
+                                         : ws_receiver_direct_done(&t->rx, (size_t) n);
+                if (r < 0)
+                        return receive_failed(t, r);
+                budget -= MIN(budget, (size_t) n);
+                /* A short read emptied the socket: epoll says when there is more. */
+                if ((size_t) n < size)
+                        break;
+        }
+        ws_receiver_trim(&t->rx);
+}
+
+static void read_handshake_answer(WsTransport *t) {
+        WsHandshakeAnswer answer;
+        ssize_t n;
         int r;
 
-        r = send_queued(t, wsi);
+        r = buffer_reserve(&t->head, 4096);
         if (r < 0)
-                return fail(t, wsi, r, "WebSocket write failed");
-        if (t->queue->head) {
-                lws_callback_on_writable(wsi);
-                return 0;
+                return report_errno(t, r, "Failed to read the WebSocket handshake answer of");
+        n = recv(t->fd, buffer_data(&t->head) + t->head.len, t->head.cap - t->head.len, MSG_DONTWAIT);
+        if (n < 0) {
+                if (errno != EAGAIN && errno != EINTR)
+                        report_errno(t, -errno, "WebSocket connection to");
+                return;
         }
-        if (t->shutting_down) {
-                lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
-                detach_wsi(t, wsi);
-                report_closed(t, -ECONNRESET, "closed", false);
-                return -1;
-        }
-        return 0;
-}
+        if (n == 0)
+                return report_closed(t, -ECONNRESET, "the server closed the connection during the WebSocket handshake",
+                                     false);
+        t->head.len += (size_t) n;
 
-/* ---- lws ------------------------------------------------------------------------------------- */
-
-static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in, size_t len) {
-        WsTransport *t = user;
-
-        switch (reason) {
-        case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
-                const char *msg = in ? in : "connection failed";
+        r = ws_handshake_answer(buffer_data(&t->head), t->head.len, t->accept, &answer);
+        if (r == 0)
+                return;
+        if (r < 0) {
                 char text[256];
-                bool refused;
 
-                if (!t)
-                        return 0;
-                /* "HS: …" errors come after the server answered the upgrade request. */
-                refused = strneq(msg, "HS:", 3);
-                detach_wsi(t, wsi);
-                if (!refused && !t->closed && t->next_address < t->n_addresses) {
-                        /* The name has another address: try it, from the loop. */
-                        log_debug("WebSocket connection to %s failed (%s), trying %s.", t->host_header, msg,
-                                  t->addresses[t->next_address]);
-                        t->retry_pending = true;
-                        (void) sd_event_source_set_enabled(t->start, SD_EVENT_ONESHOT);
-                        return 0;
-                }
-                snprintf(text, sizeof(text), "WebSocket connection to %s failed: %s", t->host_header, msg);
-                report_closed(t, refused ? -EPROTO : -ECONNREFUSED, text, refused);
-                return 0;
+                if (r == -EPROTO)
+                        snprintf(text, sizeof(text), "WebSocket upgrade refused by %s: HTTP %u, %s", t->host_header,
+                                 answer.status, answer.problem);
+                else
+                        snprintf(text, sizeof(text), "WebSocket connection to %s failed: the answer is not HTTP",
+                                 t->host_header);
+                return report_closed(t, -EPROTO, text, r == -EPROTO);
         }
 
-        case LWS_CALLBACK_CLIENT_ESTABLISHED:
-                if (!t)
-                        return -1;
-                if (t->closed)
-                        return fail(t, wsi, 0, NULL);
-                t->established = true;
-                if (t->queue->head || t->shutting_down)
-                        lws_callback_on_writable(wsi);
-                return 0;
-
-        case LWS_CALLBACK_CLIENT_RECEIVE: {
-                int r;
-
-                if (!t || t->closed)
-                        return -1;
-                t->in_callback = true;
-                r = on_receive(t, wsi, in, len);
-                t->in_callback = false;
-                return r;
+        t->state = WS_OPEN;
+        t->read_buf = malloc(WS_READ_SIZE);
+        if (!t->read_buf)
+                return report_errno(t, -ENOMEM, "Failed to receive from");
+        if (t->head.len > answer.head_size) {
+                /* The server's first frames came with its answer. */
+                if (t->handlers->activity)
+                        t->handlers->activity(t->userdata);
+                r = ws_receiver_feed(&t->rx, buffer_data(&t->head) + answer.head_size, t->head.len - answer.head_size);
+                if (r < 0)
+                        return receive_failed(t, r);
         }
-
-        case LWS_CALLBACK_CLIENT_WRITEABLE: {
-                int r;
-
-                if (!t || t->closed)
-                        return -1;
-                t->in_callback = true;
-                r = on_writeable(t, wsi);
-                t->in_callback = false;
-                return r;
-        }
-
-        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-                return 0;
-
-        case LWS_CALLBACK_CLIENT_CLOSED:
-        case LWS_CALLBACK_WSI_DESTROY:
-                if (!t)
-                        return 0;
-                detach_wsi(t, wsi);
-                report_closed(t, -ECONNRESET, "the WebSocket connection was closed", false);
-                return 0;
-
-        default:
-                return 0;
-        }
+        buffer_done(&t->head);
+        log_debug("WebSocket connection to %s established.", t->host_header);
+        (void) write_pending(t);
 }
-
-const struct lws_protocols ws_transport_protocols[] = {
-        {
-                .name = "agentix-sio-client",
-                .callback = ws_callback,
-                .per_session_data_size = 0, /* the transport is the user data */
-                .rx_buffer_size = 64 * 1024,
-                /* lws sends at most this (plus a little) of a raw write at once: a whole frame */
-                .tx_packet_size = WS_CHUNK + WS_FRAME_HEADER_MAX,
-        },
-        { NULL, NULL, 0, 0, 0, NULL, 0 }
-};
 
 /* ---- connecting ------------------------------------------------------------------------------ */
 
-static void connect_now(WsTransport *t) {
-        struct lws_client_connect_info info = {
-                .context = ws_context_lws(t->ctx),
-                .address = t->addresses[t->next_address++],
-                .port = (int) t->port,
-                .path = t->path,
-                .host = t->host_header,
-                .origin = t->host_header,
-                .protocol = NULL, /* Socket.IO clients ask for no subprotocol */
-                .local_protocol_name = ws_transport_protocols[0].name,
-                .userdata = t,
-                .ietf_version_or_minus_one = -1,
-        };
-        struct lws *wsi;
+static int start_handshake(WsTransport *t) {
+        char key[WS_KEY_LEN + 1];
+        int r;
 
-        t->retry_pending = false;
-        wsi = lws_client_connect_via_info(&info);
-        if (!wsi) {
-                /* Usually CONNECTION_ERROR was called already (and may have scheduled the next
-                 * address); if not, report here. */
-                if (!t->retry_pending)
-                        report_closed(t, -ECONNREFUSED, "WebSocket connection failed", false);
-                return;
+        r = ws_handshake_key(key);
+        if (r >= 0)
+                r = ws_handshake_accept(key, t->accept);
+        if (r >= 0) {
+                buffer_clear(&t->tx_gather);
+                r = ws_handshake_request(&t->tx_gather, t->host_header, t->path, key);
         }
-        /* A connection that failed inside the call was reported and is lws's to free. */
-        if (t->closed)
-                return;
-        t->wsi = wsi;
+        if (r < 0)
+                return r;
+        t->state = WS_HANDSHAKE;
+        t->tx_ptr = buffer_data(&t->tx_gather);
+        t->tx_left = t->tx_gather.len;
+        return write_pending(t);
 }
 
-static int on_start(sd_event_source *s, void *userdata) {
+static void connect_next(WsTransport *t);
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         WsTransport *t = userdata;
 
-        if (!t->closed && t->next_address < t->n_addresses)
-                connect_now(t);
-        ws_context_run(t->ctx);
+        if (t->closed)
+                return 0;
+
+        if (t->state == WS_CONNECTING) {
+                int error = 0;
+                socklen_t len = sizeof(error);
+
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0)
+                        error = errno;
+                if (error != 0) {
+                        t->connect_error = -error;
+                        connect_next(t);
+                        return 0;
+                }
+                int r = start_handshake(t);
+                if (r < 0)
+                        report_errno(t, r, "WebSocket connection to");
+                return 0;
+        }
+
+        if (revents & (EPOLLOUT | EPOLLERR))
+                (void) write_pending(t);
+        if (!t->closed && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+                if (t->state == WS_HANDSHAKE)
+                        read_handshake_answer(t);
+                else
+                        read_frames(t);
+        }
+        /* Messages queued by handlers while reading go out now. */
+        if (!t->closed && t->state == WS_OPEN)
+                (void) write_pending(t);
         return 0;
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
-        Resolve *rs = req->data;
-        WsTransport *t = rs->owner;
+static void drop_socket(WsTransport *t) {
+        t->io = sd_event_source_disable_unref(t->io);
+        t->io_events = 0;
+        if (t->fd >= 0)
+                close(t->fd);
+        t->fd = -EBADF;
+}
 
-        ws_context_resolve_done(rs->ctx);
-        if (t) {
-                t->resolve = NULL;
-                if (status < 0 || !res) {
-                        char text[256];
-                        snprintf(text, sizeof(text), "Failed to resolve %s: %s", t->host,
-                                 status < 0 ? uv_strerror(status) : "no address");
-                        report_closed(t, -EHOSTUNREACH, text, false);
-                } else {
-                        for (struct addrinfo *ai = res; ai && t->n_addresses < WS_ADDRESSES_MAX; ai = ai->ai_next) {
-                                const void *a = ai->ai_family == AF_INET6
-                                                        ? (const void *) &((struct sockaddr_in6 *) ai->ai_addr)->sin6_addr
-                                                        : (const void *) &((struct sockaddr_in *) ai->ai_addr)->sin_addr;
-                                if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
-                                    inet_ntop(ai->ai_family, a, t->addresses[t->n_addresses], INET6_ADDRSTRLEN))
-                                        t->n_addresses++;
-                        }
-                        if (t->n_addresses == 0)
-                                report_closed(t, -EHOSTUNREACH, "no usable address", false);
-                        else
-                                connect_now(t);
+/* Try the addresses of the name in turn. */
+static void connect_next(WsTransport *t) {
+        static const int one = 1;
+        char text[256];
+
+        drop_socket(t);
+        while (t->next_address < t->n_addresses) {
+                const struct sockaddr *sa = (const struct sockaddr *) &t->addresses[t->next_address];
+                socklen_t sa_size = t->address_sizes[t->next_address++];
+                int r;
+
+                t->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+                if (t->fd < 0) {
+                        t->connect_error = -errno;
+                        continue;
+                }
+                (void) setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                if (connect(t->fd, sa, sa_size) < 0 && errno != EINPROGRESS) {
+                        t->connect_error = -errno;
+                        drop_socket(t);
+                        continue;
+                }
+                r = sd_event_add_io(t->event, &t->io, t->fd, EPOLLOUT, on_io, t);
+                if (r < 0) {
+                        t->connect_error = r;
+                        drop_socket(t);
+                        continue;
+                }
+                (void) sd_event_source_set_description(t->io, "ws-transport");
+                t->io_events = EPOLLOUT;
+                t->state = WS_CONNECTING;
+                return;
+        }
+        snprintf(text, sizeof(text), "WebSocket connection to %s failed: %s", t->host_header,
+                 strerror(-(t->connect_error ?: -ECONNREFUSED)));
+        report_closed(t, t->connect_error == -ECONNREFUSED || !t->connect_error ? -ECONNREFUSED : t->connect_error, text,
+                      false);
+}
+
+/* ai belongs to the query: copy what is needed, free the query after. */
+static void use_addresses(WsTransport *t, int error, const struct addrinfo *ai) {
+        char text[256];
+
+        if (error != 0) {
+                snprintf(text, sizeof(text), "Failed to resolve %s: %s", t->host, gai_strerror(error));
+                return report_closed(t, -EHOSTUNREACH, text, false);
+        }
+        for (; ai && t->n_addresses < WS_ADDRESSES_MAX; ai = ai->ai_next) {
+                if (ai->ai_family == AF_INET) {
+                        struct sockaddr_in *sin = (struct sockaddr_in *) &t->addresses[t->n_addresses];
+                        memcpy(sin, ai->ai_addr, sizeof(*sin));
+                        sin->sin_port = htons((uint16_t) t->port);
+                        t->address_sizes[t->n_addresses++] = sizeof(*sin);
+                } else if (ai->ai_family == AF_INET6) {
+                        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *) &t->addresses[t->n_addresses];
+                        memcpy(sin6, ai->ai_addr, sizeof(*sin6));
+                        sin6->sin6_port = htons((uint16_t) t->port);
+                        t->address_sizes[t->n_addresses++] = sizeof(*sin6);
                 }
         }
-        if (res)
-                uv_freeaddrinfo(res);
-        free(rs);
+        if (t->n_addresses == 0)
+                return report_closed(t, -EHOSTUNREACH, "no usable address", false);
+        connect_next(t);
 }
 
-static bool is_address_literal(const char *host) {
-        uint8_t buf[sizeof(struct in6_addr)];
+static void on_resolved(int error, const struct addrinfo *ai, void *userdata) {
+        WsTransport *t = userdata;
+        ResolveQuery *q = TAKE_PTR(t->resolve);
 
-        return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+        use_addresses(t, error, ai);
+        resolve_query_free(q);
 }
 
-int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message, OutQueue *queue,
+int ws_transport_new(sd_event *event, const WsTarget *target, size_t max_message, OutQueue *queue,
                      const EioTransportHandlers *handlers, void *userdata, WsTransport **ret) {
         WsTransport *t;
         int r;
@@ -467,12 +567,14 @@ int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message,
         t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
-        t->ctx = ctx;
+        t->event = sd_event_ref(event);
+        t->fd = -EBADF;
         t->port = target->port;
         t->max_message = max_message;
         t->queue = queue;
         t->handlers = handlers;
         t->userdata = userdata;
+        ws_receiver_init(&t->rx, max_message, EIO_TOO_LARGE_HEAD, &receiver_handlers, t);
         t->host = strdup(target->host);
         t->host_header = strdup(target->host_header);
         t->path = strdup(target->path);
@@ -481,36 +583,11 @@ int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message,
                 goto fail;
         }
 
-        /* Connections start from the loop, so that handlers never run inside this call. */
-        r = sd_event_add_defer(ws_context_event(ctx), &t->start, on_start, t);
+        /* The answer comes from the loop, so handlers never run inside this call. */
+        t->state = WS_RESOLVING;
+        r = resolve_start(event, t->host, on_resolved, t, &t->resolve);
         if (r < 0)
                 goto fail;
-        if (is_address_literal(t->host)) {
-                strcpy(t->addresses[0], t->host);
-                t->n_addresses = 1;
-        } else {
-                struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG };
-                Resolve *rs;
-
-                /* A name: look it up on libuv's thread pool first; the lookup starts the connection. */
-                (void) sd_event_source_set_enabled(t->start, SD_EVENT_OFF);
-                rs = calloc(1, sizeof(*rs));
-                if (!rs) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
-                rs->owner = t;
-                rs->ctx = ctx;
-                rs->req.data = rs;
-                r = uv_getaddrinfo(ws_context_loop(ctx), &rs->req, on_resolved, t->host, NULL, &hints);
-                if (r < 0) {
-                        free(rs);
-                        goto fail;
-                }
-                ws_context_resolve_started(ctx);
-                t->resolve = rs;
-                ws_context_run(ctx);
-        }
 
         *ret = t;
         return 0;
@@ -520,28 +597,9 @@ fail:
 }
 
 void ws_transport_kick(WsTransport *t) {
-        if (!t || !t->wsi || !t->established || t->closed)
+        if (!t || t->closed || t->state != WS_OPEN)
                 return;
-
-        /* Outside lws's callbacks with nothing left over in lws: write now. Asking lws for a
-         * writeable callback instead costs a trip through the libuv loop (which only applies
-         * the request to its epoll set when it runs) and four epoll_ctl()s. */
-        if (!t->in_callback && !t->shutting_down && !lws_partial_buffered(t->wsi)) {
-                int r = send_queued(t, t->wsi);
-                if (r < 0) {
-                        report_closed(t, r, "WebSocket write failed", false);
-                        ws_transport_close(t);
-                        return;
-                }
-                /* lws asked for POLLOUT itself if it kept a remainder: let uv apply that. */
-                if (!t->queue->head) {
-                        if (lws_partial_buffered(t->wsi))
-                                ws_context_wakeup(t->ctx);
-                        return;
-                }
-        }
-        lws_callback_on_writable(t->wsi);
-        ws_context_wakeup(t->ctx);
+        (void) write_pending(t);
 }
 
 void ws_transport_shutdown(WsTransport *t) {
@@ -552,39 +610,30 @@ void ws_transport_shutdown(WsTransport *t) {
 }
 
 void ws_transport_close(WsTransport *t) {
-        if (!t)
+        if (!t || t->closed)
                 return;
         t->closed = true;
-        (void) sd_event_source_set_enabled(t->start, SD_EVENT_OFF);
-        if (t->resolve) {
-                t->resolve->owner = NULL;
-                (void) uv_cancel((uv_req_t *) &t->resolve->req);
-                t->resolve = NULL;
-        }
-        if (t->wsi) {
-                struct lws *wsi = t->wsi;
-                int fd = lws_get_socket_fd(wsi);
-
-                /* As abrupt as a network failure: no close frame. lws notices the dead socket
-                 * and frees the wsi on its next service; it no longer knows us. */
-                if (fd >= 0)
-                        (void) shutdown(fd, SHUT_RDWR);
-                detach_wsi(t, wsi);
-                lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
-                ws_context_wakeup(t->ctx);
-        }
+        t->resolve = resolve_query_free(t->resolve);
+        /* As abrupt as a network failure: no close frame. */
+        if (t->fd >= 0)
+                (void) shutdown(t->fd, SHUT_RDWR);
+        (void) sd_event_source_set_enabled(t->io, SD_EVENT_OFF);
 }
 
 WsTransport *ws_transport_free(WsTransport *t) {
         if (!t)
                 return NULL;
         ws_transport_close(t);
-        sd_event_source_disable_unref(t->start);
-        buffer_done(&t->rx);
+        drop_socket(t);
+        ws_receiver_done(&t->rx);
+        buffer_done(&t->head);
         buffer_done(&t->tx_gather);
+        buffer_done(&t->control_out);
+        free(t->read_buf);
         free(t->host);
         free(t->host_header);
         free(t->path);
+        sd_event_unref(t->event);
         free(t);
         return NULL;
 }

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The Engine.IO WebSocket transport of the client: one libwebsockets client connection on a
- * context whose event loop is a foreign libuv loop embedded in sd-event (ws-context.c). One
- * Engine.IO packet per frame; incoming messages are reassembled from their fragments, bounded
- * by max_message. Host names are resolved on libuv's thread pool, so nothing blocks. */
+/* The Engine.IO WebSocket transport of the client: one TCP connection of its own on sd-event
+ * (name lookup off the loop, resolve.c; the opening handshake, ws-handshake.c; frames read by
+ * ws-receive.c and written with ws-frame.c). One Engine.IO packet per message; incoming
+ * messages are reassembled from their fragments, bounded by max_message. Plain ws:// only. */
 
 #include <stdbool.h>
 
+#include <systemd/sd-event.h>
+
 #include "eio-transport.h"
 
-typedef struct WsContext WsContext;
 typedef struct WsTransport WsTransport;
 
 typedef struct WsTarget {
@@ -22,10 +23,10 @@ typedef struct WsTarget {
 } WsTarget;
 
 /* Start connecting. Handlers run from the event loop, never from inside this call. */
-int ws_transport_new(WsContext *ctx, const WsTarget *target, size_t max_message, OutQueue *queue,
+int ws_transport_new(sd_event *event, const WsTarget *target, size_t max_message, OutQueue *queue,
                      const EioTransportHandlers *handlers, void *userdata, WsTransport **ret);
 
-/* The queue has new messages. */
+/* The queue has new messages: written at once, as far as the socket takes them. */
 void ws_transport_kick(WsTransport *t);
 
 /* Send what is queued, then close the WebSocket cleanly; `closed` follows. */
