@@ -388,8 +388,8 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
         r = uv_event_new(event, &s->uv);
         if (r < 0)
                 goto fail;
-        /* No uv_event_set_reruns() here, unlike the client: on the server it cost 20-25 us of
-         * echo p50 (measured), the zero-timeout timer is cheaper than re-running uv. */
+        /* lws starts an idle handle after every socket event, which arms the timer for "now".
+         * Re-running uv at once instead was measured: 20-25 us more echo p50 here. */
 
         lws_set_log_level(log_get_max_level() >= LOG_DEBUG ? (LLL_ERR | LLL_WARN | LLL_NOTICE) : LLL_ERR,
                           lws_log_emit);

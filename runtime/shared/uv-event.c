@@ -13,7 +13,6 @@ struct UvEvent {
         sd_event_source *timer;
         sd_event_source *post;
         bool running; /* guards against re-entry from callbacks */
-        unsigned reruns; /* uv_event_set_reruns() */
         uint64_t armed_usec; /* when the timer fires, 0 when off */
 };
 
@@ -45,8 +44,6 @@ void uv_event_run(UvEvent *u) {
                 return;
         u->running = true;
         (void) uv_run(&u->loop, UV_RUN_NOWAIT);
-        for (unsigned i = 0; i < u->reruns && uv_backend_timeout(&u->loop) == 0; i++)
-                (void) uv_run(&u->loop, UV_RUN_NOWAIT);
         u->running = false;
         uv_event_rearm(u);
 }
@@ -101,10 +98,6 @@ int uv_event_new(sd_event *event, UvEvent **ret) {
 fail:
         uv_event_free(u);
         return r;
-}
-
-void uv_event_set_reruns(UvEvent *u, unsigned max) {
-        u->reruns = max;
 }
 
 uv_loop_t *uv_event_loop(UvEvent *u) {

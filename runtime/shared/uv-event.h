@@ -22,13 +22,6 @@ uv_loop_t *uv_event_loop(UvEvent *u);
 /* Run the uv loop once without blocking and re-arm the sd-event timer. */
 void uv_event_run(UvEvent *u);
 
-/* Opt-in: when uv has work due right now after a run (uv_backend_timeout() == 0 — lws starts
- * an idle handle after every socket event), run it again at once, up to `max` more times,
- * instead of arming the sd-event timer for now. A timer that close costs a timerfd_settime()
- * to arm, one to move back, a wake-up and a read(), more than another uv_run() (measured on a
- * 2-vCPU VM: the client spent a third of its time in timerfd_settime()). 0: off (default). */
-void uv_event_set_reruns(UvEvent *u, unsigned max);
-
 /* Run the loop without blocking until nothing is active or closing any more (bounded), so
  * pending close callbacks have run. */
 void uv_event_settle(UvEvent *u);
