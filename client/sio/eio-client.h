@@ -8,7 +8,7 @@
  * EioClient stays closed.
  *
  * Lifetime: as for the transports (eio-transport.h), handlers may run from inside
- * libwebsockets' or libcurl's callbacks, so the owner never frees an EioClient from inside a
+ * the WebSocket transport's I/O callback or libcurl's, so the owner never frees an EioClient from inside a
  * handler: it calls eio_client_close() there and eio_client_free() later from a clean
  * context. */
 

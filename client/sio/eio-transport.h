@@ -9,7 +9,7 @@
  * calls, and its owner never frees it from inside one. The owner stops a transport with
  * *_close() (no handler runs after that, from any context) and frees it later with *_free()
  * from a clean context (an sd-event callback of its own, or the client's destructor). That is
- * what lets the transports report from inside libwebsockets' and libcurl's callbacks. */
+ * what lets the transports report from inside their I/O callbacks and libcurl's. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* A Socket.IO v5 client over Engine.IO v4, on sd-event: WebSocket (libwebsockets' client on
- * the uv loop embedded in sd-event, runtime/shared/uv-event.h) or HTTP long-polling (libcurl's
- * multi interface glued to sd-event), with the polling → WebSocket upgrade not needed: AUTO
+/* A Socket.IO v5 client over Engine.IO v4, on sd-event: WebSocket (a socket of its own,
+ * ws-transport.h) or HTTP long-polling (libcurl's multi interface glued to sd-event), with the polling → WebSocket upgrade not needed: AUTO
  * tries WebSocket first and falls back to polling when the WebSocket handshake fails.
  *
  * It joins one namespace with an auth payload, answers the server's pings, sends and receives

@@ -2,9 +2,8 @@
 #pragma once
 
 /* Client-to-server WebSocket frames (RFC 6455 section 5): the header of a masked frame, the
- * mask itself, and the masking keys. ws-transport.c frames its messages with these instead of
- * lws_write()'s framing, which in lws 4.1 reads 4 bytes from /dev/urandom for every frame
- * (one read() each) and masks one byte at a time. */
+ * mask itself (a word at a time), and the masking keys (getrandom() bytes from a pool, not a
+ * syscall per frame). */
 
 #include <stdbool.h>
 #include <stddef.h>
