@@ -90,7 +90,7 @@ static int glob_on_file(FsWalk *w, int dir_fd, const char *name, unsigned char t
                 g->cap = ncap;
         }
         FsEntry *e = &g->res->matches[g->res->n_matches];
-        *e = (FsEntry) { .size = (uint64_t) st.st_size, .mtime = st.st_mtim };
+        *e = (FsEntry) { .mode = (int) (st.st_mode & 07777), .size = (uint64_t) st.st_size, .mtime = st.st_mtim };
         e->path = strdup(path);
         if (!e->path)
                 return -ENOMEM;

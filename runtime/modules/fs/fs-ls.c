@@ -84,9 +84,10 @@ static int ls_impl(const char *path, size_t max_entries, FsLsResult *res) {
                 }
 
                 FsEntry *e = &res->entries[res->n_entries];
-                *e = (FsEntry) {};
+                *e = (FsEntry) { .mode = -1 };
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0) {
                         e->is_dir = S_ISDIR(st.st_mode);
+                        e->mode = (int) (st.st_mode & 07777);
                         e->size = (uint64_t) st.st_size;
                         e->mtime = st.st_mtim;
                 } else if (errno == ENOENT)

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "fs-error.h"
+#include "macro.h"
 
 /* Checked by long walks (grep, glob) between files; true ends the walk early. */
 typedef bool (*FsCancelled)(void *userdata);
@@ -52,11 +53,36 @@ int fs_read(const char *path, int64_t offset, int64_t limit, FsReadResult *ret);
 int fs_read_full(const char *path, int64_t offset, int64_t limit, FsCancelled cancelled, void *userdata,
                  FsReadResult *ret);
 
-/* ---- write, upload ---------------------------------------------------------------------- */
+/* ---- write, upload, write_stream ------------------------------------------------------- */
 
-/* Produces the new content of a file into fd. May be called a second time (after an
- * ftruncate to 0) when the file has to be rewritten in place. Returns 0 or a negative errno. */
+/* The mode a written file gets: FS_MODE_DEFAULT keeps the mode of the file it replaces (a new
+ * file gets 0666 minus the umask); any other value gives exactly these permission bits
+ * (masked with FS_MODE_MASK: set-user-ID and set-group-ID are never set on request), umask or
+ * not, whatever the file had before. */
+#define FS_MODE_DEFAULT (-1)
+#define FS_MODE_MASK 01777
+
+/* Produces the new content of a file into fd. Returns 0 or a negative errno. */
 typedef int (*FsContentWriter)(int fd, void *userdata);
+
+/* A file being replaced atomically, for content that arrives piecemeal: a temporary file in the
+ * target's directory (private, 0600, while incomplete) that commit renames over the target.
+ * Freeing it without a successful commit removes the temporary file. */
+typedef struct FsAtomicFile FsAtomicFile;
+
+/* Check `path`, create missing parent directories, and open the temporary file. Symbolic links
+ * in the last component are followed (the link's target is replaced). Without `overwrite`, an
+ * existing file fails with already_exists (checked again, atomically, at commit). Returns 0 with
+ * the status set (*ret only on FS_OK), or -ENOMEM. */
+int fs_atomic_file_open(const char *path, bool overwrite, int mode, FsAtomicFile **ret, FsStatus *status);
+/* Where the content goes (O_RDWR, positioned at the start). */
+int fs_atomic_file_fd(FsAtomicFile *f);
+/* fsync, give it its mode (and the owner of the file it replaces), rename it into place. A
+ * target that cannot be renamed over (a bind-mounted file: EBUSY) is rewritten in place from the
+ * temporary file instead. Returns 0 with the status set, or -ENOMEM. */
+int fs_atomic_file_commit(FsAtomicFile *f, FsStatus *status);
+FsAtomicFile *fs_atomic_file_free(FsAtomicFile *f);
+DEFINE_TRIVIAL_CLEANUP_FUNC(FsAtomicFile *, fs_atomic_file_free);
 
 /* Replace (or create) `path` atomically: a temporary file in the same directory gets the
  * content and is fsync()ed, takes over the mode and owner of the file it replaces, and is
@@ -65,15 +91,30 @@ typedef int (*FsContentWriter)(int fd, void *userdata);
  * Missing parent directories are created. Without `overwrite`, an existing file fails with
  * already_exists (checked atomically with the rename). */
 int fs_write_atomic(const char *path, bool overwrite, FsContentWriter writer, void *userdata, FsStatus *ret);
+/* The same with a mode (FS_MODE_DEFAULT or permission bits). */
+int fs_write_atomic_mode(const char *path, bool overwrite, int mode, FsContentWriter writer, void *userdata,
+                         FsStatus *ret);
 
 /* fs_write_atomic() with the content in memory. */
 int fs_write(const char *path, const void *data, size_t size, bool overwrite, FsStatus *ret);
+int fs_write_mode(const char *path, const void *data, size_t size, bool overwrite, int mode, FsStatus *ret);
+
+/* ---- mkdir ------------------------------------------------------------------------------ */
+
+/* mkdir -p: `path` and its missing parents (0777 minus the umask). An existing directory (or a
+ * symbolic link to one) is success. Errors: invalid_path, permission_denied, not_a_directory
+ * (the path or one of its parents exists and is not a directory), io_error. */
+int fs_mkdir(const char *path, FsStatus *ret);
 
 /* ---- download --------------------------------------------------------------------------- */
 
-/* Open a regular file for download; *ret_fd (O_CLOEXEC, owned by the caller) and *ret_size
- * are set only when the status is FS_OK. */
-int fs_download_open(const char *path, int *ret_fd, uint64_t *ret_size, FsStatus *ret);
+/* Open a regular file for download; *ret_fd (O_CLOEXEC, owned by the caller), *ret_size and
+ * *ret_mode (permission bits) are set only when the status is FS_OK. ret_mode may be NULL. */
+int fs_download_open(const char *path, int *ret_fd, uint64_t *ret_size, unsigned *ret_mode, FsStatus *ret);
+
+/* read_stream: items of at most this many bytes (the default, and the largest allowed). */
+#define FS_READ_STREAM_CHUNK_DEFAULT (1024u * 1024u)
+#define FS_READ_STREAM_CHUNK_MAX (16u * 1024u * 1024u)
 
 
 /* ---- edit ------------------------------------------------------------------------------- */
@@ -95,6 +136,7 @@ int fs_edit(const char *path, const void *old, size_t old_len, const void *new, 
 typedef struct FsEntry {
         char *path;             /* absolute */
         bool is_dir;            /* lstat(): a symlink to a directory is not a directory */
+        int mode;               /* permission bits (lstat), -1 when not known */
         uint64_t size;
         struct timespec mtime;
 } FsEntry;

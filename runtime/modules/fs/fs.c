@@ -5,7 +5,10 @@
  *
  * Results are maps. A failure of the operation itself is reported in them — `error` (a
  * code: file_not_found, permission_denied, …) and `message` (deepagents wording) — and
- * never raised; only arguments of the wrong type are (by the worker, from the signatures). */
+ * never raised; only arguments of the wrong type are (by the worker, from the signatures).
+ * The exceptions are read_stream and write_stream, whose items are the file's bytes (or,
+ * at the end, a summary): with no result map to report in, they raise the code as the
+ * error's type. */
 #include <inttypes.h>
 #include <limits.h>
 
@@ -22,6 +25,10 @@
 #pragma weak agentix_call_cancelled
 #pragma weak agentix_call_remaining_ms
 #pragma weak agentix_pack_bin_from_fd
+#pragma weak agentix_call_raise
+#pragma weak agentix_call_item_begin
+#pragma weak agentix_call_item_end
+#pragma weak agentix_call_inbox_next
 
 /* download: file bytes per call, leaving room below the 256 MiB message limit for the
  * envelope, paths and per-file maps. */
@@ -83,7 +90,7 @@ static int pack_entry(msgpack_packer *pk, const FsEntry *e, bool with_is_dir) {
         int r;
 
         fs_format_timestamp(&e->mtime, ts);
-        r = msgpack_pack_map(pk, with_is_dir ? 4 : 3) < 0 ? -ENOMEM : 0;
+        r = msgpack_pack_map(pk, with_is_dir ? 5 : 3) < 0 ? -ENOMEM : 0;
         r = r ?: pack_key(pk, "path");
         r = r ?: pack_str(pk, e->path);
         if (with_is_dir) {
@@ -94,6 +101,10 @@ static int pack_entry(msgpack_packer *pk, const FsEntry *e, bool with_is_dir) {
         r = r ?: (msgpack_pack_uint64(pk, e->size) < 0 ? -ENOMEM : 0);
         r = r ?: pack_key(pk, "modified_at");
         r = r ?: pack_str(pk, ts);
+        if (with_is_dir) {
+                r = r ?: pack_key(pk, "mode");
+                r = r ?: pack_int_or_nil(pk, e->mode >= 0, e->mode);
+        }
         return r;
 }
 
@@ -148,6 +159,26 @@ static int64_t arg_int(const msgpack_object *o) {
         if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
                 return o->via.i64;
         return 0;
+}
+
+/* A mode argument: nil (FS_MODE_DEFAULT) or permission bits 0…07777. False if it is neither. */
+static bool arg_mode(const msgpack_object *o, int *ret) {
+        if (o->type == MSGPACK_OBJECT_NIL) {
+                *ret = FS_MODE_DEFAULT;
+                return true;
+        }
+        if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > 07777)
+                return false;
+        *ret = (int) o->via.u64;
+        return true;
+}
+
+/* The functions that work on one file and have no result map to put a failure in (the stream
+ * shapes) raise it instead: the type is the error code, the message the usual text. */
+static int raise_status(agentix_call *call, const FsStatus *s) {
+        const char *code = fs_error_to_string(s->error) ?: "io_error";
+
+        return agentix_call_raise(call, code, "%s", s->message ?: code);
 }
 
 static bool call_cancelled(void *userdata) {
@@ -257,9 +288,13 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
                 const msgpack_object *e = &files->ptr[i];
                 const char *echo = NULL, *data = NULL;
                 size_t echo_len = 0, size = 0;
-                bool well_formed = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size == 2 &&
+                int mode = FS_MODE_DEFAULT;
+                /* [path, content] or [path, content, mode] */
+                bool well_formed = e->type == MSGPACK_OBJECT_ARRAY &&
+                                   (e->via.array.size == 2 || e->via.array.size == 3) &&
                                    e->via.array.ptr[0].type == MSGPACK_OBJECT_STR &&
-                                   arg_bytes(&e->via.array.ptr[1], &data, &size);
+                                   arg_bytes(&e->via.array.ptr[1], &data, &size) &&
+                                   (e->via.array.size == 2 || arg_mode(&e->via.array.ptr[2], &mode));
 
                 if (!well_formed) {
                         r = fs_status_set(&status, FS_ERROR_INVALID_PATH, "invalid entry");
@@ -269,8 +304,104 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
                         (void) arg_bytes(&e->via.array.ptr[0], &echo, &echo_len);
                         r = arg_path(&e->via.array.ptr[0], &path, &status);
                         if (r >= 0 && path)
-                                r = fs_write(path, data, size, /* overwrite= */ true, &status);
+                                r = fs_write_mode(path, data, size, /* overwrite= */ true, mode, &status);
                 }
+                if (r < 0)
+                        return r;
+
+                r = msgpack_pack_map(pk, 3) < 0 ? -ENOMEM : 0;
+                r = r ?: pack_key(pk, "path");
+                r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
+                r = r ?: pack_status(pk, &status);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- write_stream ----------------------------------------------------------------------------- */
+
+/* write_stream(path, mode=None, overwrite=True), bidi: the inbox's bytes items are the content,
+ * in order; when the caller closes the inbox the file is renamed into place and {path, size}
+ * is the one item. Until then it is a temporary file next to the target, removed whenever the
+ * call ends otherwise (cancelled, a failure, the worker shutting down). */
+static int fs_write_stream_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+        _cleanup_(fs_atomic_file_freep) FsAtomicFile *f = NULL;
+        _cleanup_free_ char *path = NULL;
+        uint64_t size = 0;
+        msgpack_packer *pk;
+        int mode, r;
+
+        if (!arg_mode(&argv[1], &mode))
+                return agentix_call_raise(call, "ValueError", "write_stream() argument 'mode' must be between 0 and 0o7777");
+        r = arg_path(&argv[0], &path, &status);
+        if (r < 0)
+                return r;
+        if (!path)
+                return raise_status(call, &status);
+
+        r = fs_atomic_file_open(path, argv[2].type == MSGPACK_OBJECT_BOOLEAN && argv[2].via.boolean, mode, &f, &status);
+        if (r < 0)
+                return r;
+        if (!f)
+                return raise_status(call, &status);
+
+        for (;;) {
+                msgpack_object item;
+                const char *data;
+                size_t n;
+
+                r = agentix_call_inbox_next(call, &item, -1);
+                if (r < 0)
+                        return r; /* cancelled: the temporary file goes with f */
+                if (r == 0)
+                        break;
+                if (!arg_bytes(&item, &data, &n))
+                        return agentix_call_raise(call, "TypeError", "write_stream() inbox items must be bytes");
+                r = loop_write(fs_atomic_file_fd(f), data, n);
+                if (r < 0) {
+                        r = fs_status_from_errno(&status, r, path, FS_SUBJECT_FILE);
+                        return r < 0 ? r : raise_status(call, &status);
+                }
+                size += n;
+        }
+
+        r = fs_atomic_file_commit(f, &status);
+        if (r < 0)
+                return r;
+        if (!fs_status_ok(&status))
+                return raise_status(call, &status);
+
+        pk = agentix_call_item_begin(call);
+        (void) msgpack_pack_map(pk, 2);
+        (void) pack_key(pk, "path");
+        (void) pack_strn(pk, argv[0].via.str.ptr, argv[0].via.str.size);
+        (void) pack_key(pk, "size");
+        (void) msgpack_pack_uint64(pk, size);
+        return agentix_call_item_end(call);
+}
+
+/* ---- mkdir ---------------------------------------------------------------------------------- */
+
+static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        const msgpack_object_array *paths = &argv[0].via.array;
+        msgpack_packer *pk = agentix_call_result(call);
+        int r;
+
+        if (msgpack_pack_array(pk, paths->size) < 0)
+                return -ENOMEM;
+
+        for (uint32_t i = 0; i < paths->size; i++) {
+                _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+                _cleanup_free_ char *path = NULL;
+                const char *echo = NULL;
+                size_t echo_len = 0;
+
+                (void) arg_bytes(&paths->ptr[i], &echo, &echo_len);
+                r = arg_path(&paths->ptr[i], &path, &status);
+                if (r >= 0 && path)
+                        r = fs_mkdir(path, &status);
                 if (r < 0)
                         return r;
 
@@ -289,8 +420,13 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
 static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
         const msgpack_object_array *paths = &argv[0].via.array;
         msgpack_packer *pk = agentix_call_result(call);
-        uint64_t budget = FS_DOWNLOAD_BUDGET;
+        uint64_t budget = FS_DOWNLOAD_BUDGET, content_budget = FS_DOWNLOAD_BUDGET;
         int r;
+
+        /* max_bytes: the caller's own bound on the content of this response (its message limit
+         * may be lower than ours); files beyond it are too_large, to be fetched otherwise. */
+        if (!agentix_arg_is_nil(&argv[1]))
+                content_budget = (uint64_t) MAX(arg_int(&argv[1]), (int64_t) 0);
 
         if (msgpack_pack_array(pk, paths->size) < 0)
                 return -ENOMEM;
@@ -302,28 +438,31 @@ static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size
                 const char *echo = NULL;
                 size_t echo_len = 0;
                 uint64_t size = 0;
+                unsigned mode = 0;
+                bool have_mode;
 
                 (void) arg_bytes(&paths->ptr[i], &echo, &echo_len);
                 r = arg_path(&paths->ptr[i], &path, &status);
                 if (r >= 0 && path)
-                        r = fs_download_open(path, &fd, &size, &status);
+                        r = fs_download_open(path, &fd, &size, &mode, &status);
                 if (r < 0)
                         return r;
+                have_mode = fs_status_ok(&status);
 
                 /* What this entry costs besides its bytes: the echoed path and the map. */
                 uint64_t overhead = echo_len + 64;
                 budget = budget > overhead ? budget - overhead : 0;
-                if (fs_status_ok(&status) && size > budget) {
+                if (fs_status_ok(&status) && (size > budget || size > content_budget)) {
                         fd = safe_close(fd);
                         r = fs_status_set(&status, FS_ERROR_TOO_LARGE,
                                           "Error: File '%s' (%" PRIu64 " bytes) does not fit in this response: "
-                                          "%" PRIu64 " of %u bytes left; download it separately",
-                                          path, size, budget, FS_DOWNLOAD_BUDGET);
+                                          "%" PRIu64 " bytes left; download it separately",
+                                          path, size, MIN(budget, content_budget));
                         if (r < 0)
                                 return r;
                 }
 
-                r = msgpack_pack_map(pk, 4) < 0 ? -ENOMEM : 0;
+                r = msgpack_pack_map(pk, 5) < 0 ? -ENOMEM : 0;
                 r = r ?: pack_key(pk, "path");
                 r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
                 r = r ?: pack_key(pk, "content");
@@ -331,6 +470,7 @@ static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size
                         return r;
                 if (fs_status_ok(&status)) {
                         budget -= size;
+                        content_budget -= size;
                         /* Read straight into the outgoing frame. Exactly `size` bytes whatever
                          * happens to the file meanwhile (zero-filled if it shrank), so the bin
                          * header stays true; a file that changed is reported, not trusted. */
@@ -348,8 +488,55 @@ static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size
                         return -ENOMEM;
 
                 r = pack_status(pk, &status);
+                /* The file's permission bits, also when it was too large to send. */
+                r = r ?: pack_key(pk, "mode");
+                r = r ?: pack_int_or_nil(pk, have_mode, mode);
                 if (r < 0)
                         return r;
+        }
+        return 0;
+}
+
+/* ---- read_stream ---------------------------------------------------------------------------- */
+
+/* read_stream(path, chunk_size), stream: the file's bytes as items of at most chunk_size bytes
+ * (none for an empty file) — as many as the file had when it was opened. */
+static int fs_read_stream_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int64_t chunk = arg_int(&argv[1]);
+        uint64_t left = 0;
+        int r;
+
+        if (chunk < 1 || chunk > FS_READ_STREAM_CHUNK_MAX)
+                return agentix_call_raise(call, "ValueError", "read_stream() argument 'chunk_size' must be between 1 and %u",
+                                          FS_READ_STREAM_CHUNK_MAX);
+        r = arg_path(&argv[0], &path, &status);
+        if (r >= 0 && path)
+                r = fs_download_open(path, &fd, &left, NULL, &status);
+        if (r < 0)
+                return r;
+        if (!fs_status_ok(&status))
+                return raise_status(call, &status);
+
+        while (left > 0) {
+                size_t n = (size_t) MIN(left, (uint64_t) chunk);
+                msgpack_packer *pk = agentix_call_item_begin(call);
+
+                r = agentix_pack_bin_from_fd(pk, fd, n);
+                if (r == -ENOMEM || r == -EMSGSIZE)
+                        return agentix_call_item_end(call) ?: r; /* the call ends with it */
+                if (r < 0) {
+                        /* Do not send the zero-filled rest. */
+                        r = fs_status_set(&status, FS_ERROR_IO,
+                                          "Error: File '%s' changed or could not be read while it was read", path);
+                        return r < 0 ? r : raise_status(call, &status);
+                }
+                r = agentix_call_item_end(call);
+                if (r < 0)
+                        return r;
+                left -= n;
         }
         return 0;
 }
@@ -523,13 +710,33 @@ static const agentix_function fs_functions[] = {
                 .name = "upload",
                 .signature = "(files: list) -> list",
                 .impl = fs_upload_impl,
-                .doc = "Write [[path, bytes], …] atomically, creating parents; one {path, error} per file, in order.",
+                .doc = "Write [[path, bytes, mode?], …] atomically, creating parents; one {path, error} per file, in order.",
         },
         {
                 .name = "download",
-                .signature = "(paths: list[str]) -> list",
+                .signature = "(paths: list[str], max_bytes: int? = None) -> list",
                 .impl = fs_download_impl,
-                .doc = "Read files; one {path, content, error} per path, in order.",
+                .doc = "Read files; one {path, content, error, mode} per path, in order.",
+        },
+        {
+                .name = "mkdir",
+                .signature = "(paths: list[str]) -> list",
+                .impl = fs_mkdir_impl,
+                .doc = "mkdir -p each path; one {path, error} per path, in order.",
+        },
+        {
+                .name = "read_stream",
+                .shape = AGENTIX_SHAPE_STREAM,
+                .signature = "(path: str, chunk_size: int = 1048576) -> bytes",
+                .impl = fs_read_stream_impl,
+                .doc = "A file's bytes as items of at most chunk_size bytes (any size of file).",
+        },
+        {
+                .name = "write_stream",
+                .shape = AGENTIX_SHAPE_BIDI,
+                .signature = "(path: str, mode: int? = None, overwrite: bool = True) -> map",
+                .impl = fs_write_stream_impl,
+                .doc = "Write the inbox's bytes items to a file, atomically when the inbox is closed; then {path, size}.",
         },
         {
                 .name = "read",
@@ -573,6 +780,7 @@ static const agentix_function fs_functions[] = {
 const agentix_module agentix_builtin_fs = {
         .abi = AGENTIX_MODULE_ABI,
         .name = "fs",
-        .doc = "Files: the deepagents file contract (upload, download, read, write, edit, ls, grep, glob).",
+        .doc = "Files: the deepagents file contract (upload, download, read, write, edit, ls, grep, glob), plus mkdir, "
+               "read_stream and write_stream.",
         .functions = fs_functions,
 };

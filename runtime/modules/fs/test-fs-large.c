@@ -89,7 +89,7 @@ static void test_large_file(void **state) {
         static uint8_t chunk[64 * 1024];
         ssize_t k;
         t = now_s();
-        assert_int_equal(fs_download_open(P("big.txt"), &fd, &size, &s), 0);
+        assert_int_equal(fs_download_open(P("big.txt"), &fd, &size, NULL, &s), 0);
         assert_int_equal(size, SIZE);
         while ((k = read(fd, chunk, sizeof(chunk))) > 0)
                 assert_int_equal(check_sink(chunk, (size_t) k, &off), 0);

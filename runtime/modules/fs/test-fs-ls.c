@@ -13,6 +13,7 @@ static void test_listing(void **state) {
         struct timespec ts[2] = { { .tv_sec = 1700000000, .tv_nsec = 123456789 },
                                   { .tv_sec = 1700000000, .tv_nsec = 123456789 } };
         assert_int_equal(utimensat(AT_FDCWD, P("b.txt"), ts, 0), 0);
+        assert_int_equal(chmod(P("b.txt"), 04751), 0);
 
         FsLsResult r = {};
         assert_int_equal(fs_ls(P(""), 0, &r), 0);
@@ -29,6 +30,8 @@ static void test_listing(void **state) {
         char buf[FS_TIMESTAMP_MAX];
         fs_format_timestamp(&r.entries[2].mtime, buf);
         assert_string_equal(buf, "2023-11-14T22:13:20.123456+00:00");
+        assert_int_equal(r.entries[2].mode, 04751); /* permission bits, no file type */
+        assert_int_equal(r.entries[3].mode, 0777);  /* the link's own */
 
         assert_false(r.entries[3].is_dir); /* a symlink, not followed */
         assert_true(r.entries[4].is_dir);

@@ -400,13 +400,339 @@ static void test_under_seccomp(void **state) {
         e = J("{\"matches\":[{\"path\":\"@/s/f.txt\",\"line\":1,\"text\":\"pin\"}],\"truncated\":false,\"error\":null,\"message\":null}");
         expect_json(h, "s3", "fs::grep", a, NULL, e);
         a = J("[[\"@/s/f.txt\"]]");
-        e = J("[{\"path\":\"@/s/f.txt\",\"content\":{\"$bin\":\"pin\\n\"},\"error\":null,\"message\":null}]");
+        e = J("[{\"path\":\"@/s/f.txt\",\"content\":{\"$bin\":\"pin\\n\"},\"error\":null,\"message\":null,\"mode\":416}]");
         expect_json(h, "s4", "fs::download", a, NULL, e);
 
         /* the worker exits by itself under seccomp; LeakSanitizer cannot run there */
         int status;
         assert_int_equal(worker_harness_shutdown(h, TIMEOUT_MS, &status), 0);
         worker_harness_free(h);
+}
+
+/* ---- mkdir, modes, read_stream, write_stream -------------------------------------------------- */
+
+static void send_bin(WorkerHarness *h, const char *id, const void *p, size_t n) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_bin(&pk, p, n);
+        assert_int_equal(worker_harness_send_in_mp(h, id, sb.data, sb.size), 0);
+        msgpack_sbuffer_destroy(&sb);
+}
+
+/* The frames of one stream or bidi call up to its terminal frame (into *terminal): its bin
+ * items joined into *ret_data (malloc()ed), how many there were and the largest. */
+static void collect_bin_items(WorkerHarness *h, const char *id, uint8_t **ret_data, size_t *ret_size, size_t *ret_items,
+                              size_t *ret_largest, WorkerFrame *terminal) {
+        uint8_t *data = NULL;
+        size_t size = 0, items = 0, largest = 0;
+
+        for (;;) {
+                WorkerFrame f = {};
+                assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, &f), 0);
+                if (f.kind != FRAME_ITEM) {
+                        *terminal = f;
+                        break;
+                }
+                assert_int_equal(f.value->type, MSGPACK_OBJECT_BIN);
+                data = realloc(data, size + f.value->via.bin.size + 1);
+                assert_non_null(data);
+                memcpy(data + size, f.value->via.bin.ptr, f.value->via.bin.size);
+                size += f.value->via.bin.size;
+                largest = MAX(largest, (size_t) f.value->via.bin.size);
+                items++;
+                worker_frame_done(&f);
+        }
+        *ret_data = data;
+        *ret_size = size;
+        *ret_items = items;
+        *ret_largest = largest;
+}
+
+static void expect_error(WorkerHarness *h, const char *id, const char *type, const char *fragment) {
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_read_for(h, id, TIMEOUT_MS, &f), 0);
+        if (f.kind != FRAME_ERROR)
+                fail_msg("%s: expected ERROR %s, got '%c' %s", id, type, f.kind, strna(f.value_json));
+        if (!streq(f.error_type, type) || (fragment && !strstr(strna(f.error_message), fragment)))
+                fail_msg("%s: expected %s (%s), got %s: %s", id, type, strna(fragment), f.error_type,
+                         strna(f.error_message));
+        worker_frame_done(&f);
+}
+
+/* Wait (a few seconds at most) until the directory has `want` entries starting with prefix. */
+static void wait_for_prefixed(const char *rel_dir, const char *prefix, unsigned want) {
+        unsigned n = 0;
+
+        for (int i = 0; i < 500; i++) {
+                n = count_prefixed(P(rel_dir), prefix);
+                if (n == want)
+                        return;
+                usleep(10 * 1000);
+        }
+        fail_msg("%s: %u entries starting with '%s', expected %u", rel_dir, n, prefix, want);
+}
+
+static void random_bytes(uint8_t *p, size_t n) {
+        uint64_t x = 0x9e3779b97f4a7c15ull ^ n;
+        for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                p[i] = (uint8_t) x;
+        }
+}
+
+static void test_mkdir_batch(void **state) {
+        WorkerHarness *h = start(false);
+        struct stat st;
+
+        puts_file("file.txt", "x");
+        mkdir_p("there");
+        expect_json(h, "md", "fs::mkdir", J("[[\"@/m/a/b\", \"@/there\", \"@/file.txt\", \"@/file.txt/sub\", \"rel\", \"@/m/a\", \"\"]]"),
+                    NULL,
+                    J("[{\"path\":\"@/m/a/b\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/there\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/file.txt\",\"error\":\"not_a_directory\",\"message\":\"Error: '@/file.txt' exists and is not a directory\"},"
+                      "{\"path\":\"@/file.txt/sub\",\"error\":\"not_a_directory\",\"message\":\"Error: Cannot create '@/file.txt/sub': a parent is not a directory\"},"
+                      "{\"path\":\"rel\",\"error\":\"invalid_path\",\"message\":\"Error: Path must be absolute: 'rel'\"},"
+                      "{\"path\":\"@/m/a\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"\",\"error\":\"invalid_path\",\"message\":\"Error: Path is empty\"}]"));
+        assert_int_equal(stat(P("m/a/b"), &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(stat(P("file.txt"), &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        expect_json(h, "md0", "fs::mkdir", "[[]]", NULL, "[]");
+        stop(h);
+}
+
+static void test_upload_download_modes(void **state) {
+        WorkerHarness *h = start(false);
+        mode_t um = umask(0);
+        umask(um);
+
+        expect_json(h, "up", "fs::upload",
+                    J("[[[\"@/u/exe\", {\"$bin\": \"#!\"}, 493], [\"@/u/priv\", {\"$bin\": \"p\"}, 384],"
+                      " [\"@/u/plain\", {\"$bin\": \"q\"}], [\"@/u/nil\", \"r\", null], [\"@/u/bad\", \"s\", \"755\"],"
+                      " [\"@/u/neg\", \"t\", -1], [\"@/u/big\", \"u\", 4096], [\"@/u/setid\", \"v\", 3565]]]"),
+                    NULL,
+                    J("[{\"path\":\"@/u/exe\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/u/priv\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/u/plain\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/u/nil\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/u/bad\",\"error\":\"invalid_path\",\"message\":\"invalid entry\"},"
+                      "{\"path\":\"@/u/neg\",\"error\":\"invalid_path\",\"message\":\"invalid entry\"},"
+                      "{\"path\":\"@/u/big\",\"error\":\"invalid_path\",\"message\":\"invalid entry\"},"
+                      "{\"path\":\"@/u/setid\",\"error\":null,\"message\":null}]"));
+        struct stat st;
+        assert_int_equal(stat(P("u/exe"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0755);
+        assert_int_equal(stat(P("u/priv"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_int_equal(stat(P("u/plain"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0666 & ~um);
+        assert_int_equal(stat(P("u/nil"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0666 & ~um);
+        assert_int_equal(stat(P("u/setid"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0755); /* set-id bits are not given on request */
+        assert_int_equal(access(P("u/bad"), F_OK), -1);
+        assert_int_equal(access(P("u/neg"), F_OK), -1);
+        assert_int_equal(access(P("u/big"), F_OK), -1);
+
+        /* download reports modes, also for a file too large for max_bytes */
+        put("u/large", "0123456789", 10);
+        assert_int_equal(chmod(P("u/large"), 0700), 0);
+        expect_json(h, "down", "fs::download", J("[[\"@/u/exe\", \"@/u/missing\", \"@/u/large\", \"@/u/priv\"]]"),
+                    "{\"max_bytes\": 4}",
+                    J("[{\"path\":\"@/u/exe\",\"content\":{\"$bin\":\"#!\"},\"error\":null,\"message\":null,\"mode\":493},"
+                      "{\"path\":\"@/u/missing\",\"content\":null,\"error\":\"file_not_found\","
+                      "\"message\":\"Error: File '@/u/missing' not found\",\"mode\":null},"
+                      "{\"path\":\"@/u/large\",\"content\":null,\"error\":\"too_large\",\"message\":\"Error: File "
+                      "'@/u/large' (10 bytes) does not fit in this response: 2 bytes left; download it separately\",\"mode\":448},"
+                      "{\"path\":\"@/u/priv\",\"content\":{\"$bin\":\"p\"},\"error\":null,\"message\":null,\"mode\":384}]"));
+        /* without max_bytes it fits */
+        WorkerFrame f = {};
+        call_json(h, "down2", "fs::download", J("[[\"@/u/large\"]]"), NULL, &f);
+        assert_str_field(&f.value->via.array.ptr[0], "error", NULL);
+        assert_int_equal(field(&f.value->via.array.ptr[0], "mode")->via.u64, 0700);
+        worker_frame_done(&f);
+
+        /* ls entries carry the mode too */
+        call_json(h, "ls", "fs::ls", J("[\"@/u\"]"), NULL, &f);
+        const msgpack_object *entries = field(f.value, "entries");
+        assert_str_field(&entries->via.array.ptr[0], "path", P("u/exe"));
+        assert_int_equal(field(&entries->via.array.ptr[0], "mode")->via.u64, 0755);
+        worker_frame_done(&f);
+        stop(h);
+}
+
+static void test_read_stream(void **state) {
+        WorkerHarness *h = start(false);
+        size_t size = 3 * 1024 * 1024 + 512 * 1024 + 7, got_size, items, largest;
+        uint8_t *data = malloc(size), *got;
+        WorkerFrame t = {};
+
+        random_bytes(data, size);
+        put("r/data", data, size);
+        put("r/empty", "", 0);
+
+        /* the default chunk: 1 MiB */
+        assert_int_equal(worker_harness_call(h, "rs1", "fs::read_stream", "stream", J("[\"@/r/data\"]"), NULL, -1), 0);
+        collect_bin_items(h, "rs1", &got, &got_size, &items, &largest, &t);
+        assert_int_equal(t.kind, FRAME_END);
+        worker_frame_done(&t);
+        assert_int_equal(got_size, size);
+        assert_memory_equal(got, data, size);
+        assert_int_equal(items, 4);
+        assert_int_equal(largest, 1024 * 1024);
+        free(got);
+
+        /* an odd chunk size: every item at most that */
+        assert_int_equal(worker_harness_call(h, "rs2", "fs::read_stream", "stream", J("[\"@/r/data\"]"),
+                                             "{\"chunk_size\": 1000000}", -1), 0);
+        collect_bin_items(h, "rs2", &got, &got_size, &items, &largest, &t);
+        assert_int_equal(t.kind, FRAME_END);
+        worker_frame_done(&t);
+        assert_int_equal(got_size, size);
+        assert_memory_equal(got, data, size);
+        assert_int_equal(items, (size + 999999) / 1000000);
+        assert_int_equal(largest, 1000000);
+        free(got);
+
+        /* an empty file: no items, then the end */
+        assert_int_equal(worker_harness_call(h, "rs3", "fs::read_stream", "stream", J("[\"@/r/empty\"]"), NULL, -1), 0);
+        collect_bin_items(h, "rs3", &got, &got_size, &items, &largest, &t);
+        assert_int_equal(t.kind, FRAME_END);
+        worker_frame_done(&t);
+        assert_int_equal(items, 0);
+        free(got);
+
+        /* errors are the call's, typed with the fs error code */
+        assert_int_equal(worker_harness_call(h, "rs4", "fs::read_stream", "stream", J("[\"@/r/missing\"]"), NULL, -1), 0);
+        expect_error(h, "rs4", "file_not_found", P("r/missing"));
+        assert_int_equal(worker_harness_call(h, "rs5", "fs::read_stream", "stream", J("[\"@/r\"]"), NULL, -1), 0);
+        expect_error(h, "rs5", "is_directory", NULL);
+        assert_int_equal(worker_harness_call(h, "rs6", "fs::read_stream", "stream", "[\"r/data\"]", NULL, -1), 0);
+        expect_error(h, "rs6", "invalid_path", "absolute");
+        assert_int_equal(worker_harness_call(h, "rs7", "fs::read_stream", "stream", J("[\"@/r/data\", 0]"), NULL, -1), 0);
+        expect_error(h, "rs7", "ValueError", "chunk_size");
+        assert_int_equal(worker_harness_call(h, "rs8", "fs::read_stream", "stream", J("[\"@/r/data\", 16777217]"), NULL, -1),
+                         0);
+        expect_error(h, "rs8", "ValueError", "chunk_size");
+        /* it is a stream: a unary call is refused */
+        assert_int_equal(worker_harness_call(h, "rs9", "fs::read_stream", "unary", J("[\"@/r/data\"]"), NULL, -1), 0);
+        expect_error(h, "rs9", "BadRequest", NULL);
+
+        /* cancelled after the first item */
+        assert_int_equal(worker_harness_call(h, "rs10", "fs::read_stream", "stream", J("[\"@/r/data\"]"),
+                                             "{\"chunk_size\": 4096}", -1), 0);
+        WorkerFrame f = {};
+        assert_int_equal(worker_harness_read_for(h, "rs10", TIMEOUT_MS, &f), 0);
+        assert_int_equal(f.kind, FRAME_ITEM);
+        worker_frame_done(&f);
+        assert_int_equal(worker_harness_cancel(h, "rs10", NULL), 0);
+        for (;;) {
+                assert_int_equal(worker_harness_read_for(h, "rs10", TIMEOUT_MS, &f), 0);
+                if (f.kind != FRAME_ITEM)
+                        break;
+                worker_frame_done(&f);
+        }
+        assert_int_equal(f.kind, FRAME_ERROR);
+        assert_true(f.cancelled);
+        worker_frame_done(&f);
+        free(data);
+        stop(h);
+}
+
+static void test_write_stream(void **state) {
+        WorkerHarness *h = start(false);
+        size_t size = 1000001;
+        uint8_t *data = malloc(size);
+        struct stat st;
+        char *c;
+        size_t n;
+
+        random_bytes(data, size);
+
+        /* parents made, the content in order, renamed into place at the end with its mode */
+        assert_int_equal(worker_harness_call(h, "ws1", "fs::write_stream", "bidi", J("[\"@/w/sub/out.bin\"]"),
+                                             "{\"mode\": 488}", -1), 0);
+        wait_for_prefixed("w/sub", ".#out.bin.", 1);
+        send_bin(h, "ws1", data, 300000);
+        send_bin(h, "ws1", data + 300000, 1);
+        send_bin(h, "ws1", data + 300001, size - 300001);
+        assert_int_equal(access(P("w/sub/out.bin"), F_OK), -1); /* not before the end */
+        assert_int_equal(worker_harness_end_in(h, "ws1"), 0);
+        char *items = NULL;
+        WorkerFrame t = {};
+        assert_int_equal(worker_harness_collect(h, "ws1", TIMEOUT_MS, &items, &t), 0);
+        assert_int_equal(t.kind, FRAME_END);
+        worker_frame_done(&t);
+        assert_string_equal(items, J("[{\"path\":\"@/w/sub/out.bin\",\"size\":1000001}]"));
+        free(items);
+        c = slurp(P("w/sub/out.bin"), &n);
+        assert_int_equal(n, size);
+        assert_memory_equal(c, data, size);
+        free(c);
+        assert_int_equal(stat(P("w/sub/out.bin"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0750);
+        assert_int_equal(count_prefixed(P("w/sub"), ".#"), 0);
+
+        /* an empty inbox: an empty file (str items count as bytes too) */
+        assert_int_equal(worker_harness_call(h, "ws2", "fs::write_stream", "bidi", J("[\"@/w/empty\"]"), NULL, -1), 0);
+        assert_int_equal(worker_harness_end_in(h, "ws2"), 0);
+        assert_int_equal(worker_harness_collect(h, "ws2", TIMEOUT_MS, &items, &t), 0);
+        assert_int_equal(t.kind, FRAME_END);
+        worker_frame_done(&t);
+        assert_string_equal(items, J("[{\"path\":\"@/w/empty\",\"size\":0}]"));
+        free(items);
+        assert_int_equal(stat(P("w/empty"), &st), 0);
+        assert_int_equal(st.st_size, 0);
+
+        /* cancelled: the old file stays, the temporary file goes */
+        puts_file("w/keep", "old");
+        assert_int_equal(worker_harness_call(h, "ws3", "fs::write_stream", "bidi", J("[\"@/w/keep\"]"), NULL, -1), 0);
+        send_bin(h, "ws3", "new data", 8);
+        wait_for_prefixed("w", ".#keep.", 1);
+        assert_int_equal(worker_harness_cancel(h, "ws3", NULL), 0);
+        expect_error(h, "ws3", "Cancelled", NULL);
+        wait_for_prefixed("w", ".#", 0);
+        c = slurp(P("w/keep"), NULL);
+        assert_string_equal(c, "old");
+        free(c);
+
+        /* an item that is not bytes fails the call, and nothing is left */
+        assert_int_equal(worker_harness_call(h, "ws4", "fs::write_stream", "bidi", J("[\"@/w/bad\"]"), NULL, -1), 0);
+        send_bin(h, "ws4", "ok", 2);
+        assert_int_equal(worker_harness_send_in(h, "ws4", "{\"x\": 1}"), 0);
+        expect_error(h, "ws4", "TypeError", "bytes");
+        wait_for_prefixed("w", ".#", 0);
+        assert_int_equal(access(P("w/bad"), F_OK), -1);
+
+        /* path and argument errors, before any inbox item */
+        assert_int_equal(worker_harness_call(h, "ws5", "fs::write_stream", "bidi", J("[\"@/w/keep\"]"),
+                                             "{\"overwrite\": false}", -1), 0);
+        expect_error(h, "ws5", "already_exists", P("w/keep"));
+        assert_int_equal(worker_harness_call(h, "ws6", "fs::write_stream", "bidi", J("[\"@/w/keep/x\"]"), NULL, -1), 0);
+        expect_error(h, "ws6", "not_a_directory", NULL);
+        assert_int_equal(worker_harness_call(h, "ws7", "fs::write_stream", "bidi", J("[\"@/w\"]"), NULL, -1), 0);
+        expect_error(h, "ws7", "is_directory", NULL);
+        assert_int_equal(worker_harness_call(h, "ws8", "fs::write_stream", "bidi", "[\"rel\"]", NULL, -1), 0);
+        expect_error(h, "ws8", "invalid_path", NULL);
+        assert_int_equal(worker_harness_call(h, "ws9", "fs::write_stream", "bidi", J("[\"@/w/m\"]"), "{\"mode\": 4096}", -1),
+                         0);
+        expect_error(h, "ws9", "ValueError", "mode");
+        assert_int_equal(count_prefixed(P("w"), ".#"), 0);
+
+        /* the worker shutting down while a write is open removes its temporary file */
+        assert_int_equal(worker_harness_call(h, "ws10", "fs::write_stream", "bidi", J("[\"@/w/exit\"]"), NULL, -1), 0);
+        send_bin(h, "ws10", "partial", 7);
+        wait_for_prefixed("w", ".#exit.", 1);
+        stop(h);
+        assert_int_equal(count_prefixed(P("w"), ".#"), 0);
+        assert_int_equal(access(P("w/exit"), F_OK), -1);
+        free(data);
 }
 
 int main(void) {
@@ -418,6 +744,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_argument_errors, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_concurrent_calls, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_under_seccomp, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_mkdir_batch, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_upload_download_modes, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_read_stream, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_write_stream, test_dir_setup, test_dir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* fs_write(), fs_write_atomic(): create-only vs overwrite, atomic replacement, modes. */
+/* fs_write(), fs_write_atomic(), fs_atomic_file_*(): create-only vs overwrite, atomic replacement,
+ * modes kept or given, content written piecemeal. */
 #include "fs-path.h"
 #include "test-fs-util.h"
 
@@ -266,6 +267,119 @@ static void test_permission_denied(void **state) {
         assert_no_temp_files("locked");
 }
 
+static mode_t mode_of(const char *rel) {
+        struct stat st;
+        assert_int_equal(stat(P(rel), &st), 0);
+        return st.st_mode & 07777;
+}
+
+/* A given mode is exact: no umask, set-id bits dropped, the replaced file's mode ignored. */
+static void test_given_mode(void **state) {
+        FsStatus s = {};
+        mode_t um = umask(022);
+
+        assert_int_equal(fs_write_mode(P("m/exe"), "#!/bin/sh\n", 10, false, 0755, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/exe"), 0755);
+
+        assert_int_equal(fs_write_mode(P("m/open"), "x", 1, false, 0666, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/open"), 0666); /* not 0644: the umask does not apply */
+
+        assert_int_equal(fs_write_mode(P("m/none"), "x", 1, false, 0, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/none"), 0);
+
+        assert_int_equal(fs_write_mode(P("m/setid"), "x", 1, false, 06755, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/setid"), 0755);
+        assert_int_equal(fs_write_mode(P("m/sticky"), "x", 1, false, 01700, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/sticky"), 01700);
+
+        /* replacing: the given mode wins over the old file's */
+        assert_int_equal(chmod(P("m/exe"), 0600), 0);
+        assert_int_equal(fs_write_mode(P("m/exe"), "y", 1, true, 0750, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/exe"), 0750);
+        char *c = slurp(P("m/exe"), NULL);
+        assert_string_equal(c, "y");
+        free(c);
+
+        /* FS_MODE_DEFAULT keeps it */
+        assert_int_equal(fs_write_mode(P("m/exe"), "z", 1, true, FS_MODE_DEFAULT, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(mode_of("m/exe"), 0750);
+        umask(um);
+        assert_no_temp_files("m");
+}
+
+/* The pieces fs.write_stream uses: open, write in parts, commit or drop. */
+static void test_atomic_file(void **state) {
+        _cleanup_(fs_atomic_file_freep) FsAtomicFile *f = NULL;
+        FsStatus s = {};
+        struct stat st;
+
+        assert_int_equal(fs_atomic_file_open(P("a/b/streamed"), true, 0751, &f, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_non_null(f);
+        /* the parents are there, the target is not yet; the temporary file is private */
+        assert_int_equal(access(P("a/b/streamed"), F_OK), -1);
+        assert_int_equal(count_prefixed(P("a/b"), ".#streamed."), 1);
+        assert_int_equal(fstat(fs_atomic_file_fd(f), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(loop_write(fs_atomic_file_fd(f), "part;", 5), 0);
+        assert_int_equal(fs_atomic_file_commit(f, &s), 0);
+        assert_status(&s, FS_OK);
+        f = fs_atomic_file_free(f);
+        char *c = slurp(P("a/b/streamed"), NULL);
+        assert_string_equal(c, "part;part;part;");
+        free(c);
+        assert_int_equal(mode_of("a/b/streamed"), 0751);
+        assert_no_temp_files("a/b");
+
+        /* dropped without a commit: the old file is untouched, nothing left behind */
+        assert_int_equal(fs_atomic_file_open(P("a/b/streamed"), true, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(loop_write(fs_atomic_file_fd(f), "half", 4), 0);
+        f = fs_atomic_file_free(f);
+        c = slurp(P("a/b/streamed"), NULL);
+        assert_string_equal(c, "part;part;part;");
+        free(c);
+        assert_no_temp_files("a/b");
+
+        /* create-only: refused at open, and again at commit when the file appeared meanwhile */
+        assert_int_equal(fs_atomic_file_open(P("a/b/streamed"), false, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_ERROR_ALREADY_EXISTS);
+        assert_null(f);
+        fs_status_done(&s);
+        assert_int_equal(fs_atomic_file_open(P("a/b/late"), false, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_OK);
+        puts_file("a/b/late", "first");
+        assert_int_equal(fs_atomic_file_commit(f, &s), 0);
+        assert_status(&s, FS_ERROR_ALREADY_EXISTS);
+        fs_status_done(&s);
+        f = fs_atomic_file_free(f);
+        c = slurp(P("a/b/late"), NULL);
+        assert_string_equal(c, "first");
+        free(c);
+        assert_no_temp_files("a/b");
+
+        /* path errors come from open */
+        puts_file("plain", "p");
+        assert_int_equal(fs_atomic_file_open(P("plain/x"), true, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_ERROR_NOT_A_DIRECTORY);
+        assert_null(f);
+        fs_status_done(&s);
+        assert_int_equal(fs_atomic_file_open(P("a"), true, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_ERROR_IS_DIRECTORY);
+        fs_status_done(&s);
+        assert_int_equal(fs_atomic_file_open("rel", true, FS_MODE_DEFAULT, &f, &s), 0);
+        assert_status(&s, FS_ERROR_INVALID_PATH);
+        fs_status_done(&s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_with_parents, test_dir_setup, test_dir_teardown),
@@ -277,6 +391,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_errors, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_binary_round_trip, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_permission_denied, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_given_mode, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_atomic_file, test_dir_setup, test_dir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
