@@ -180,9 +180,25 @@ AGENTIX_API int agentix_call_async(agentix_client *c, const char *callable, cons
                                    const agentix_call_options *o, const agentix_request_handlers *h, void *userdata,
                                    agentix_request **ret);
 
-/* Bidi inbox: one msgpack-packed item; then close it. */
+/* Bidi inbox: one msgpack-packed item; then close it (the end goes out behind every item sent
+ * before). Flow control: the server's inbox holds 64 items per call, so at most that many are
+ * sent unacknowledged (and 16 MiB); the server says when the function has taken them. Items
+ * beyond that wait in the client, up to 64 more (16 MiB). When those are full too, a request
+ * started with agentix_call_start() waits (running the loop); one started with
+ * agentix_call_async() (or any call from inside a handler) gets -EAGAIN, nothing is queued,
+ * and the writable handler runs once that item would fit. Sent items are kept until taken
+ * and sent again after a reconnect: none is lost or doubled. */
 AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_t item_size);
 AGENTIX_API int agentix_request_close_inbox(agentix_request *r);
+/* An item that goes ahead of the items still waiting in the client (not of those already sent)
+ * and may use a few slots of the window that are kept for such items: a signal, a resize.
+ * At most 64 KiB (-EMSGSIZE); -EAGAIN when 16 urgent items wait already. */
+AGENTIX_API int agentix_request_send_urgent(agentix_request *r, const void *item, size_t item_size);
+/* Called from the loop when a send that said -EAGAIN would now succeed (at most once per
+ * -EAGAIN). NULL: none. */
+typedef void (*agentix_writable_handler)(agentix_request *r, void *userdata);
+AGENTIX_API void agentix_request_set_writable_handler(agentix_request *r, agentix_writable_handler h,
+                                                      void *userdata);
 /* Cancel: the call ends with AGENTIX_E_CANCELLED (or its result, if that came first). A call
  * not sent yet, or cancelled while the connection is down, ends at once: done may run before
  * this returns. */

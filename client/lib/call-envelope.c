@@ -63,7 +63,7 @@ int call_envelope_pack(Buffer *out, const char *id, const char *callable, agenti
         int r = 0;
 
         mp_packer_init_buffer(&pk, out);
-        r |= msgpack_pack_map(&pk, deadline_ms > 0 ? 6 : 5);
+        r |= msgpack_pack_map(&pk, 5 + (deadline_ms > 0) + (shape == AGENTIX_CALL_BIDI));
         r |= mp_pack_cstr(&pk, "call_id");
         r |= mp_pack_cstr(&pk, id);
         r |= mp_pack_cstr(&pk, "callable");
@@ -84,6 +84,10 @@ int call_envelope_pack(Buffer *out, const char *id, const char *callable, agenti
                 r |= mp_pack_cstr(&pk, "deadline_ms");
                 r |= msgpack_pack_uint64(&pk, deadline_ms);
         }
+        if (shape == AGENTIX_CALL_BIDI) {
+                r |= mp_pack_cstr(&pk, "in_ack");
+                r |= msgpack_pack_true(&pk);
+        }
         return r ? -ENOMEM : 0;
 }
 
@@ -92,12 +96,20 @@ int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_
         int r = 0;
 
         mp_packer_init_buffer(&pk, out);
-        r |= msgpack_pack_map(&pk, 2);
+        r |= msgpack_pack_map(&pk, 3);
         r |= mp_pack_cstr(&pk, "call_id");
         r |= mp_pack_cstr(&pk, id);
         r |= mp_pack_cstr(&pk, "item");
         r |= buffer_append(out, item, item_size);
+        r |= mp_pack_cstr(&pk, "seq");
+        r |= buffer_append(out, (const uint8_t[9]) { 0xcf }, 9); /* uint64 0 */
         return r ? -ENOMEM : 0;
+}
+
+void call_envelope_set_seq(uint8_t *envelope, size_t size, uint64_t seq) {
+        assert(size >= 9 && envelope[size - 9] == 0xcf);
+        for (size_t i = 0; i < 8; i++)
+                envelope[size - 1 - i] = (uint8_t) (seq >> (8 * i));
 }
 
 int call_envelope_pack_resume(Buffer *out, const char *const *ids, size_t n_ids) {

@@ -19,6 +19,7 @@
 #define EV_ITEM "call:item"
 #define EV_END "call:end"
 #define EV_ERROR "call:error"
+#define EV_IN_ACK "call:in_ack"
 
 /* Random bytes for call_ids, fetched 256 at a time: a getrandom() per 16 calls, not per
  * call. One per client (a client is used from one thread; a forked child that makes its own
@@ -34,13 +35,16 @@ int call_id_new(CallIdPool *pool, char buf[static 33]);
 
 const char *call_shape_name(agentix_call_shape shape);
 
-/* {call_id, callable, shape, args, kwargs[, deadline_ms]}. args/kwargs are the caller's
- * packed bytes (already checked to be an array / a map) copied as they are; absent: [] / {}. */
+/* {call_id, callable, shape, args, kwargs[, deadline_ms][, in_ack: true]}. args/kwargs are the
+ * caller's packed bytes (already checked to be an array / a map) copied as they are; absent:
+ * [] / {}. Bidi calls ask for call:in_ack (flow control of their inbox). */
 int call_envelope_pack(Buffer *out, const char *id, const char *callable, agentix_call_shape shape,
                        const agentix_args *a, uint64_t deadline_ms);
 
-/* {call_id, item} with the caller's packed item. */
+/* {call_id, item, seq} with the caller's packed item. seq is packed last, always as 9 bytes
+ * (uint64), so that call_envelope_set_seq() can fill it in when the item is sent. */
 int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size);
+void call_envelope_set_seq(uint8_t *envelope, size_t size, uint64_t seq);
 
 /* {call_ids: [ids…]}. */
 int call_envelope_pack_resume(Buffer *out, const char *const *ids, size_t n_ids);

@@ -34,6 +34,30 @@
 /* call_ids per resume message. */
 #define RESUME_BATCH 4096u
 
+/* Flow control of a bidi call's inbox (request-inbox.c). The worker holds 64 items
+ * (INBOX_MAX_ITEMS) per inbox and fails the call beyond that, so at most this many items are
+ * unacknowledged (sent, not yet taken by the function) at a time, and at most this many bytes
+ * (a single larger item goes when nothing else is in flight). The last INBOX_URGENT_RESERVE
+ * items of the window are kept for urgent items (signals, resizes), so a full window of data
+ * never holds them up. */
+#define INBOX_WINDOW_ITEMS 64u
+#define INBOX_WINDOW_BYTES (16u * MIB)
+#define INBOX_URGENT_RESERVE 8u
+/* Items waiting in the client behind a full window (or for the connection): at most this many
+ * and this many bytes (a single larger item when none waits), then agentix_request_send() says
+ * -EAGAIN (or, for blocking use, waits). Urgent items wait in a queue of their own, at most
+ * INBOX_URGENT_MAX of at most INBOX_URGENT_MAX_BYTES each. */
+#define INBOX_QUEUE_ITEMS 64u
+#define INBOX_QUEUE_BYTES (16u * MIB)
+#define INBOX_URGENT_MAX 16u
+#define INBOX_URGENT_MAX_BYTES (64u * 1024u)
+/* A server older than flow control never sends call:in_ack; a current one sends the first
+ * right after it accepts the call, before any item of it. When the window is full and none
+ * came within this long (or an item came first), the call goes on without flow control. */
+#define INBOX_ACK_TIMEOUT_USEC (3u * 1000000u)
+/* The connection's own send queue is full (-ENOBUFS, 2 × max_message): try again this soon. */
+#define INBOX_TRANSPORT_RETRY_USEC (5u * 1000u)
+
 typedef enum ClientState {
         CLIENT_IDLE,         /* never connected, or gone for good */
         CLIENT_CONNECTING,   /* the first connection of this session */
@@ -48,6 +72,20 @@ typedef struct OutMsg {
         size_t size;
         uint8_t data[];
 } OutMsg;
+
+/* One inbox item of a bidi call: its call:in envelope, the seq filled in when it is sent. Kept
+ * until the function has taken it, to send again when a drop may have lost it. */
+typedef struct InboxMsg {
+        struct InboxMsg *next;
+        uint64_t seq;
+        size_t size;
+        uint8_t data[];
+} InboxMsg;
+
+typedef struct InboxQueue {
+        InboxMsg *head, *tail;
+        size_t n, bytes;
+} InboxQueue;
 
 /* One unread item of a blocking-use request. */
 typedef struct QueuedItem {
@@ -138,6 +176,25 @@ struct agentix_request {
         /* Blocking use: unread items. */
         QueuedItem *items_head, *items_tail;
         size_t n_items, items_bytes;
+
+        /* The bidi inbox (request-inbox.c). */
+        InboxQueue in_flight;          /* sent, not yet taken by the function */
+        InboxQueue in_resend;          /* sent on an older connection, to be sent again: first */
+        InboxQueue in_waiting;         /* not sent yet: the window is full, or no connection */
+        InboxQueue in_urgent;          /* the same for urgent items, which go first */
+        uint64_t in_next_seq;          /* of the next item sent */
+        uint64_t in_taken;             /* items the function has taken, as the server last said */
+        bool in_acked;                 /* the server does flow control: it sent call:in_ack */
+        bool in_unlimited;             /* it does not (an older server): items go out at once */
+        bool end_in_waiting;           /* closed: call:end_in goes out behind the waiting items */
+        bool end_in_sent;              /* … on this connection */
+        bool want_writable;            /* a send said -EAGAIN: call `writable` when there is room… */
+        bool blocked_urgent;           /* … in this queue … */
+        size_t blocked_size;           /* … for an item of this size */
+        agentix_writable_handler writable;
+        void *writable_userdata;
+        sd_event_source *ack_timer;    /* see INBOX_ACK_TIMEOUT_USEC */
+        sd_event_source *retry_timer;  /* see INBOX_TRANSPORT_RETRY_USEC */
 };
 
 /* client.c */
@@ -174,3 +231,17 @@ int request_on_connected(agentix_request *r);
 /* The server sent an event for r larger than max_message (skipped). */
 void request_too_large(agentix_request *r, const char *event, size_t size);
 void request_detach(agentix_request *r);
+
+/* request-inbox.c */
+/* Queue one item (or the end of the inbox) and send what the window allows. */
+int request_inbox_send(agentix_request *r, const void *item, size_t item_size, bool urgent);
+int request_inbox_close(agentix_request *r);
+/* call:in_ack {call_id, taken}. */
+void request_inbox_ack(agentix_request *r, const msgpack_object *envelope);
+/* A call:item came: a server that does flow control would have acked the call before it. */
+void request_inbox_item_seen(agentix_request *r);
+/* On a fresh connection (after the call or its resume went out): send the unacknowledged items
+ * again — the server drops copies it has (by seq) — then what waits, then the end. */
+void request_inbox_on_connected(agentix_request *r);
+/* The call ended or the client goes: drop everything. */
+void request_inbox_clear(agentix_request *r);

@@ -477,6 +477,10 @@ static void client_flush_held(agentix_client *c) {
                 log_debug("Resuming %zu call(s) on %s.", n_ids, c->url);
                 emit_resume(c, ids, n_ids);
         }
+        /* Inbox items behind their call (or its resume), the ones a drop may have lost first. */
+        for (size_t i = 0; i < n && client_is_connected(c); i++)
+                if (a[i]->in_table)
+                        request_inbox_on_connected(a[i]);
         release_snapshot(a, n);
         flush_outbox(c);
 }

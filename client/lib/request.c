@@ -58,6 +58,7 @@ static void request_unlink(agentix_request *r) {
 /* The client goes away: the request stays valid for its holder, without a client. */
 void request_detach(agentix_request *r) {
         request_release_envelope(r);
+        request_inbox_clear(r);
         r->deadline_timer = sd_event_source_disable_unref(r->deadline_timer);
         request_unlink(r);
         r->client = NULL;
@@ -138,6 +139,7 @@ static void request_finish(agentix_request *r, const msgpack_object *value, cons
         }
         r->deadline_timer = sd_event_source_disable_unref(r->deadline_timer);
         request_release_envelope(r);
+        request_inbox_clear(r);
 
         if (error)
                 (void) error_copy(&r->error, error);
@@ -237,11 +239,17 @@ void request_dispatch(agentix_request *r, const char *event, const msgpack_objec
         if (r->done)
                 return;
 
+        if (streq(event, EV_IN_ACK)) {
+                request_inbox_ack(r, env);
+                return;
+        }
+
         if (streq(event, EV_ITEM)) {
                 /* The server has the call: a resume will find it, no need to keep its bytes. */
                 request_release_envelope(r);
                 if (r->shape == AGENTIX_CALL_UNARY)
                         return;
+                request_inbox_item_seen(r);
                 if (!r->async)
                         request_queue_item(r, raw, size);
                 else if (r->handlers.item)
@@ -268,6 +276,8 @@ void request_dispatch(agentix_request *r, const char *event, const msgpack_objec
                         r->resent = true;
                         if (client_emit(r->client, EV_CALL, buffer_data(&r->envelope), r->envelope.len, false) >= 0) {
                                 log_debug("Call %s was lost in a reconnect; sent it again.", r->id);
+                                /* Its inbox items went to a server that did not know the call. */
+                                request_inbox_on_connected(r);
                                 return;
                         }
                 }
@@ -594,8 +604,7 @@ static int request_check_inbox(agentix_request *r) {
         return 0;
 }
 
-AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_t item_size) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+static int request_send(agentix_request *r, const void *item, size_t item_size, bool urgent) {
         int k;
 
         k = request_check_inbox(r);
@@ -605,14 +614,26 @@ AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_
                 return -EPIPE;
         if (!item || item_size == 0 || mp_check(item, item_size) < 0)
                 return -EINVAL;
-        k = call_envelope_pack_item(&b, r->id, item, item_size);
-        if (k < 0)
-                return k;
-        return client_emit(r->client, EV_CALL_IN, buffer_data(&b), b.len, true);
+        return request_inbox_send(r, item, item_size, urgent);
+}
+
+AGENTIX_API int agentix_request_send(agentix_request *r, const void *item, size_t item_size) {
+        return request_send(r, item, item_size, false);
+}
+
+AGENTIX_API int agentix_request_send_urgent(agentix_request *r, const void *item, size_t item_size) {
+        return request_send(r, item, item_size, true);
+}
+
+AGENTIX_API void agentix_request_set_writable_handler(agentix_request *r, agentix_writable_handler h,
+                                                      void *userdata) {
+        if (!r)
+                return;
+        r->writable = h;
+        r->writable_userdata = userdata;
 }
 
 AGENTIX_API int agentix_request_close_inbox(agentix_request *r) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
         int k;
 
         k = request_check_inbox(r);
@@ -620,13 +641,8 @@ AGENTIX_API int agentix_request_close_inbox(agentix_request *r) {
                 return k;
         if (r->inbox_closed)
                 return 0;
-        k = rpc_envelope_call_id(&b, r->id, strlen(r->id));
-        if (k < 0)
-                return k;
-        k = client_emit(r->client, EV_CALL_END_IN, buffer_data(&b), b.len, true);
-        if (k >= 0)
-                r->inbox_closed = true;
-        return k;
+        r->inbox_closed = true;
+        return request_inbox_close(r);
 }
 
 AGENTIX_API int agentix_request_cancel(agentix_request *r) {

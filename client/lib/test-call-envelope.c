@@ -78,6 +78,18 @@ static void test_call(void **state) {
         assert_int_equal(mp_map_get(m, "args")->via.array.size, 0);
         assert_int_equal(mp_map_get(m, "kwargs")->type, MSGPACK_OBJECT_MAP);
         assert_null(mp_map_get(m, "deadline_ms"));
+        assert_null(mp_map_get(m, "in_ack"));
+        msgpack_unpacked_destroy(&u);
+
+        /* Bidi calls ask for flow control of their inbox. */
+        buffer_clear(&out);
+        assert_int_equal(call_envelope_pack(&out, "id3", "sandbox::exec", AGENTIX_CALL_BIDI, NULL, 0), 0);
+        m = unpack_buffer(&out, &u);
+        assert_int_equal(m->via.map.size, 6);
+        v = mp_map_get(m, "in_ack");
+        assert_non_null(v);
+        assert_int_equal(v->type, MSGPACK_OBJECT_BOOLEAN);
+        assert_true(v->via.boolean);
         msgpack_unpacked_destroy(&u);
 }
 
@@ -95,7 +107,19 @@ static void test_item_and_resume(void **state) {
         v = mp_map_get(mp_map_get(m, "item"), "stdin");
         assert_int_equal(v->type, MSGPACK_OBJECT_BIN);
         assert_memory_equal(v->via.bin.ptr, "hi", 2);
+        v = mp_map_get(m, "seq");
+        assert_int_equal(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        assert_int_equal(v->via.u64, 0);
         msgpack_unpacked_destroy(&u);
+
+        /* The seq is filled in where it was reserved, small or large. */
+        for (uint64_t seq = 1; seq != 0; seq = seq < UINT64_MAX / 300 ? seq * 300 : 0) {
+                call_envelope_set_seq(buffer_data(&out), out.len, seq);
+                m = unpack_buffer(&out, &u);
+                assert_int_equal(mp_map_get(m, "seq")->via.u64, seq);
+                assert_true(mp_str_eq(mp_map_get(m, "call_id"), "id"));
+                msgpack_unpacked_destroy(&u);
+        }
 
         buffer_clear(&out);
         assert_int_equal(call_envelope_pack_resume(&out, ids, 3), 0);

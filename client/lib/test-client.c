@@ -282,6 +282,247 @@ static void test_bidi(void **state) {
         exec_output_done(&x);
 }
 
+/* ---- flow control of the inbox ------------------------------------------------------------ */
+
+/* Inbox items for a slow reader: item i holds lines FLOW_LINES*i … FLOW_LINES*(i+1)-1, each
+ * its number, so the command below sees a lost, doubled or reordered item. The command reads
+ * nothing for a while (so the sandbox takes only what fits its pipes and the window fills),
+ * then prints "<lines> <lines out of place>". Without flow control the inbox overflows. */
+#define FLOW_LINES 100u
+#define FLOW_CHECK "sleep %s; awk '$0 != NR - 1 { bad++ } END { print NR, bad + 0 }'"
+
+static Buffer flow_item_lines(unsigned i, unsigned lines) {
+        _cleanup_free_ char *text = malloc(lines * 10 + 1);
+        Buffer b = BUFFER_NULL;
+        msgpack_packer pk;
+        size_t n = 0;
+
+        assert_non_null(text);
+        for (unsigned l = 0; l < lines; l++)
+                n += (size_t) snprintf(text + n, lines * 10 + 1 - n, "%09u\n", i * lines + l);
+        mp_packer_init_buffer(&pk, &b);
+        assert_int_equal(msgpack_pack_map(&pk, 1), 0);
+        assert_int_equal(mp_pack_cstr(&pk, "stdin"), 0);
+        assert_int_equal(msgpack_pack_bin_with_body(&pk, text, n), 0);
+        return b;
+}
+
+static Buffer flow_item(unsigned i) {
+        return flow_item_lines(i, FLOW_LINES);
+}
+
+static Buffer flow_args(const char *sleep) {
+        char command[128];
+
+        snprintf(command, sizeof(command), FLOW_CHECK, sleep);
+        return exec_args(command);
+}
+
+static void flow_expect_lines(ExecOutput *x, unsigned n_lines) {
+        char expected[64];
+
+        snprintf(expected, sizeof(expected), "%u 0\n", n_lines);
+        assert_string_equal(buffer_data(&x->out), expected);
+        assert_int_equal(x->exit_code, 0);
+}
+
+static void flow_expect(ExecOutput *x, unsigned n_items) {
+        flow_expect_lines(x, n_items * FLOW_LINES);
+}
+
+/* Blocking use: agentix_request_send() waits while the window and the client's queue are full,
+ * and every item arrives once, in order. */
+static void test_inbox_flow_blocking(void **state) {
+        _cleanup_buffer_ Buffer args = flow_args("1");
+        agentix_args a = args_of(&args, NULL);
+        unsigned long long t0 = now_usec();
+        const unsigned n = 5000;
+        ExecOutput x = {};
+        agentix_request *r;
+
+        assert_int_equal(agentix_call_start(F.c, "sandbox::exec", &a,
+                                            &(agentix_call_options) { .shape = AGENTIX_CALL_BIDI }, &r),
+                         0);
+        for (unsigned i = 0; i < n; i++) {
+                _cleanup_buffer_ Buffer item = flow_item(i);
+                assert_int_equal(agentix_request_send(r, buffer_data(&item), item.len), 0);
+        }
+        assert_int_equal(agentix_request_close_inbox(r), 0);
+        exec_output_read(r, &x);
+        flow_expect(&x, n);
+        print_message("    %u items (%u KiB) into a slow reader: %lld ms\n", n, n * FLOW_LINES * 10 / 1024,
+                      (long long) elapsed_ms(t0));
+        agentix_request_unref(r);
+        exec_output_done(&x);
+}
+
+/* The window (16 MiB) is larger than the connection's own send queue (2 × max_message): items
+ * the connection refuses wait and go a little later, none is lost. The server is stopped
+ * while they are sent, so that the socket and that queue fill up for sure. */
+static void test_inbox_flow_transport_full(void **state) {
+        _cleanup_buffer_ Buffer args = flow_args("0.5");
+        agentix_options o = { .url = F.server.url, .token = TOKEN, .transport = F.transport, .max_message = 1024 * 1024 };
+        agentix_args a = args_of(&args, NULL);
+        const unsigned n = 80, lines = 25600; /* 256000-byte items, 20 MB */
+        agentix_client *c = NULL;
+        ExecOutput x = {};
+        agentix_request *r;
+        int k = 0;
+
+        assert_int_equal(agentix_client_new(&o, NULL, &c), 0);
+        assert_int_equal(agentix_client_connect(c, NULL), 0);
+        assert_int_equal(agentix_call_start(c, "sandbox::exec", &a,
+                                            &(agentix_call_options) { .shape = AGENTIX_CALL_BIDI }, &r),
+                         0);
+        assert_int_equal(agentix_request_wait(r, 200 * MSEC), -ETIMEDOUT); /* the call is in */
+        for (unsigned i = 0; i < n; i++) {
+                _cleanup_buffer_ Buffer item = flow_item_lines(i, lines);
+
+                /* Less than what the window and the client's queue hold: no send waits. */
+                if (i == 0)
+                        assert_int_equal(kill(F.server.pid, SIGSTOP), 0);
+                k = agentix_request_send(r, buffer_data(&item), item.len);
+                if (i == 50)
+                        assert_int_equal(kill(F.server.pid, SIGCONT), 0);
+                assert_int_equal(k, 0);
+        }
+        assert_int_equal(agentix_request_close_inbox(r), 0);
+        exec_output_read(r, &x);
+        flow_expect_lines(&x, n * lines);
+        agentix_request_unref(r);
+        exec_output_done(&x);
+        agentix_client_unref(c);
+}
+
+/* Event-loop use: a full window and queue make agentix_request_send() say -EAGAIN (the item is
+ * not taken), the writable handler says when to go on; urgent items still go. */
+typedef struct FlowRun {
+        sd_event *event;
+        agentix_client *c;
+        agentix_request *r;
+        Buffer args;
+        unsigned next, n;
+        unsigned n_eagain, n_writable, n_urgent;
+        bool writable_pending;
+        bool done;
+        ExecOutput x;
+        char error[512]; /* "" on success */
+} FlowRun;
+
+static void flow_produce(FlowRun *run) {
+        while (run->next < run->n) {
+                _cleanup_buffer_ Buffer item = flow_item(run->next);
+                int k = agentix_request_send(run->r, buffer_data(&item), item.len);
+
+                if (k == -EAGAIN) {
+                        run->n_eagain++;
+                        run->writable_pending = true;
+                        /* The window is full, yet an urgent item goes (an empty stdin chunk). */
+                        if (run->n_urgent < 3) {
+                                _cleanup_buffer_ Buffer u = packed("{\"stdin\":\"\"}");
+                                assert_int_equal(agentix_request_send_urgent(run->r, buffer_data(&u), u.len), 0);
+                                run->n_urgent++;
+                        }
+                        return;
+                }
+                assert_int_equal(k, 0);
+                run->next++;
+        }
+        assert_int_equal(agentix_request_close_inbox(run->r), 0);
+}
+
+static void flow_writable(agentix_request *r, void *userdata) {
+        FlowRun *run = userdata;
+
+        assert_true(run->writable_pending);
+        run->writable_pending = false;
+        run->n_writable++;
+        flow_produce(run);
+}
+
+static void flow_on_item(agentix_request *r, const msgpack_object *v, void *userdata) {
+        exec_output_add(&((FlowRun *) userdata)->x, v);
+}
+
+static void flow_done(agentix_request *r, const msgpack_object *result, const agentix_error *error, void *userdata) {
+        FlowRun *run = userdata;
+
+        run->done = true;
+        if (error)
+                snprintf(run->error, sizeof(run->error), "%s: %s", agentix_error_kind_name(error->kind),
+                         strna(error->message));
+        (void) sd_event_exit(run->event, 0);
+}
+
+static void flow_connected(agentix_client *c, const agentix_error *error, void *userdata) {
+        static const agentix_request_handlers h = { .item = flow_on_item, .done = flow_done };
+        FlowRun *run = userdata;
+        agentix_args a = args_of(&run->args, NULL);
+
+        assert_null(error);
+        assert_int_equal(agentix_call_async(c, "sandbox::exec", &a,
+                                            &(agentix_call_options) { .shape = AGENTIX_CALL_BIDI }, &h, run, &run->r),
+                         0);
+        agentix_request_set_writable_handler(run->r, flow_writable, run);
+        flow_produce(run);
+}
+
+static void test_inbox_flow_async(void **state) {
+        static FlowRun run;
+        unsigned long long t0 = now_usec();
+
+        run = (FlowRun) { .n = 3000, .args = flow_args("1"), .x.exit_code = -1000 };
+        assert_int_equal(sd_event_new(&run.event), 0);
+        run.c = new_client(TOKEN, run.event);
+        assert_int_equal(agentix_client_connect_async(run.c, flow_connected, &run), 0);
+        assert_int_equal(sd_event_loop(run.event), 0);
+        if (run.error[0])
+                fail_msg("bidi call: %s", run.error);
+        assert_true(run.done);
+        assert_int_equal(buffer_append_byte(&run.x.out, 0), 0);
+        flow_expect(&run.x, run.n);
+        print_message("    %u items, -EAGAIN %u times, writable %u times: %lld ms\n", run.n, run.n_eagain,
+                      run.n_writable, (long long) elapsed_ms(t0));
+        assert_true(run.n_eagain > 0);
+        assert_int_equal(run.n_writable, run.n_eagain);
+        assert_int_equal(run.n_urgent, 3);
+
+        agentix_request_unref(run.r);
+        agentix_client_unref(run.c);
+        sd_event_unref(run.event);
+        buffer_done(&run.args);
+        exec_output_done(&run.x);
+}
+
+/* The connection drops while items are in flight: the ones it lost are sent again, the ones
+ * the server has are not taken twice. */
+static void test_inbox_flow_reconnect(void **state) {
+        _cleanup_buffer_ Buffer args = flow_args("0.5");
+        agentix_client *c = new_connected_client();
+        agentix_args a = args_of(&args, NULL);
+        const unsigned n = 2000;
+        ExecOutput x = {};
+        agentix_request *r;
+
+        assert_int_equal(agentix_call_start(c, "sandbox::exec", &a,
+                                            &(agentix_call_options) { .shape = AGENTIX_CALL_BIDI }, &r),
+                         0);
+        for (unsigned i = 0; i < n; i++) {
+                _cleanup_buffer_ Buffer item = flow_item(i);
+
+                if (i % 400 == 399)
+                        agentix_client_drop_for_testing(c);
+                assert_int_equal(agentix_request_send(r, buffer_data(&item), item.len), 0);
+        }
+        assert_int_equal(agentix_request_close_inbox(r), 0);
+        agentix_client_drop_for_testing(c); /* the end of the inbox may be lost too */
+        exec_output_read(r, &x);
+        flow_expect(&x, n);
+        agentix_request_unref(r);
+        exec_output_done(&x);
+        agentix_client_unref(c);
+}
+
 /* ---- cancel, deadlines -------------------------------------------------------------------- */
 
 static void test_cancel(void **state) {
@@ -1037,6 +1278,10 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_unary),
                 cmocka_unit_test(test_stream),
                 cmocka_unit_test(test_bidi),
+                cmocka_unit_test(test_inbox_flow_blocking),
+                cmocka_unit_test(test_inbox_flow_transport_full),
+                cmocka_unit_test(test_inbox_flow_async),
+                cmocka_unit_test(test_inbox_flow_reconnect),
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_deadline),
                 cmocka_unit_test(test_worker_died),
