@@ -91,16 +91,20 @@ int call_envelope_pack(Buffer *out, const char *id, const char *callable, agenti
         return r ? -ENOMEM : 0;
 }
 
-int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size) {
+int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size, bool urgent) {
         msgpack_packer pk;
         int r = 0;
 
         mp_packer_init_buffer(&pk, out);
-        r |= msgpack_pack_map(&pk, 3);
+        r |= msgpack_pack_map(&pk, 3 + urgent);
         r |= mp_pack_cstr(&pk, "call_id");
         r |= mp_pack_cstr(&pk, id);
         r |= mp_pack_cstr(&pk, "item");
         r |= buffer_append(out, item, item_size);
+        if (urgent) {
+                r |= mp_pack_cstr(&pk, "urgent");
+                r |= msgpack_pack_true(&pk);
+        }
         r |= mp_pack_cstr(&pk, "seq");
         r |= buffer_append(out, (const uint8_t[9]) { 0xcf }, 9); /* uint64 0 */
         return r ? -ENOMEM : 0;

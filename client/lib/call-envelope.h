@@ -41,9 +41,9 @@ const char *call_shape_name(agentix_call_shape shape);
 int call_envelope_pack(Buffer *out, const char *id, const char *callable, agentix_call_shape shape,
                        const agentix_args *a, uint64_t deadline_ms);
 
-/* {call_id, item, seq} with the caller's packed item. seq is packed last, always as 9 bytes
- * (uint64), so that call_envelope_set_seq() can fill it in when the item is sent. */
-int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size);
+/* {call_id, item[, urgent: true], seq} with the caller's packed item. seq is packed last, always
+ * as 9 bytes (uint64), so that call_envelope_set_seq() can fill it in when the item is sent. */
+int call_envelope_pack_item(Buffer *out, const char *id, const void *item, size_t item_size, bool urgent);
 void call_envelope_set_seq(uint8_t *envelope, size_t size, uint64_t seq);
 
 /* {call_ids: [ids…]}. */

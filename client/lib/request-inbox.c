@@ -88,16 +88,16 @@ void request_inbox_clear(agentix_request *r) {
 
 /* The call:in envelope of one item, packed once, straight behind the InboxMsg header (the
  * buffer's headroom) so that the item is copied exactly once. */
-static int inbox_msg_new(agentix_request *r, const void *item, size_t item_size, InboxMsg **ret) {
+static int inbox_msg_new(agentix_request *r, const void *item, size_t item_size, bool urgent, InboxMsg **ret) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
         InboxMsg *m;
         int k;
 
         k = buffer_set_headroom(&b, offsetof(InboxMsg, data));
         if (k >= 0)
-                k = buffer_reserve(&b, item_size + strlen(r->id) + 32);
+                k = buffer_reserve(&b, item_size + strlen(r->id) + 48);
         if (k >= 0)
-                k = call_envelope_pack_item(&b, r->id, item, item_size);
+                k = call_envelope_pack_item(&b, r->id, item, item_size, urgent);
         if (k < 0)
                 return k;
         if (b.len > r->client->options.max_message)
@@ -352,7 +352,7 @@ int request_inbox_send(agentix_request *r, const void *item, size_t item_size, b
 
         if (urgent && item_size > INBOX_URGENT_MAX_BYTES)
                 return -EMSGSIZE;
-        k = inbox_msg_new(r, item, item_size, &m);
+        k = inbox_msg_new(r, item, item_size, urgent, &m);
         if (k < 0)
                 return k;
         if (!queue_has_room(urgent ? &r->in_urgent : &r->in_waiting, m->size, urgent)) {

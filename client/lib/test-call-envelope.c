@@ -101,7 +101,7 @@ static void test_item_and_resume(void **state) {
 
         test_mp("{\"stdin\":\"bin:hi\"}", &item_b, &item_u);
         msgpack_unpacked_destroy(&item_u);
-        assert_int_equal(call_envelope_pack_item(&out, "id", buffer_data(&item_b), item_b.len), 0);
+        assert_int_equal(call_envelope_pack_item(&out, "id", buffer_data(&item_b), item_b.len, false), 0);
         m = unpack_buffer(&out, &u);
         assert_true(mp_str_eq(mp_map_get(m, "call_id"), "id"));
         v = mp_map_get(mp_map_get(m, "item"), "stdin");
@@ -110,6 +110,16 @@ static void test_item_and_resume(void **state) {
         v = mp_map_get(m, "seq");
         assert_int_equal(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
         assert_int_equal(v->via.u64, 0);
+        msgpack_unpacked_destroy(&u);
+
+        /* Urgent items say so; the seq stays last. */
+        buffer_clear(&out);
+        assert_int_equal(call_envelope_pack_item(&out, "id", buffer_data(&item_b), item_b.len, true), 0);
+        m = unpack_buffer(&out, &u);
+        assert_int_equal(m->via.map.size, 4);
+        assert_int_equal(mp_map_get(m, "urgent")->type, MSGPACK_OBJECT_BOOLEAN);
+        assert_true(mp_map_get(m, "urgent")->via.boolean);
+        assert_null(mp_map_get(m, "nope"));
         msgpack_unpacked_destroy(&u);
 
         /* The seq is filled in where it was reserved, small or large. */

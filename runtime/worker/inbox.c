@@ -17,7 +17,7 @@ size_t inbox_total_bytes(void) {
 
 int inbox_item_new(const void *payload, size_t size, InboxItem **ret) {
         msgpack_object root;
-        const msgpack_object *item;
+        const msgpack_object *item, *urgent;
         InboxItem *i;
         size_t off = 0;
 
@@ -36,6 +36,8 @@ int inbox_item_new(const void *payload, size_t size, InboxItem **ret) {
                 return -EBADMSG;
         }
         i->item = *item;
+        urgent = mp_map_get(&root, "urgent");
+        i->urgent = urgent && urgent->type == MSGPACK_OBJECT_BOOLEAN && urgent->via.boolean;
         *ret = i;
         return 0;
 }
@@ -146,9 +148,18 @@ int inbox_push(Inbox *ib, InboxItem *item) {
                 atomic_fetch_sub(&total_bytes, item->size);
                 r = -ENOBUFS;
         } else {
-                item->next = NULL;
-                *ib->tail = item;
-                ib->tail = &item->next;
+                InboxItem **at = &ib->head;
+
+                /* Ordinary items go last, urgent ones behind the urgent ones at the front. */
+                if (item->urgent)
+                        while (*at && (*at)->urgent)
+                                at = &(*at)->next;
+                else
+                        at = ib->tail;
+                item->next = *at;
+                *at = item;
+                if (!item->next)
+                        ib->tail = &item->next;
                 ib->n_items++;
                 ib->n_bytes += item->size;
                 update_readiness(ib);

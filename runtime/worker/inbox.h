@@ -40,6 +40,7 @@ typedef void (*inbox_taken_handler)(void *userdata, unsigned n);
 
 typedef struct InboxItem {
         struct InboxItem *next;
+        bool urgent;         /* IN {…, urgent: true}: goes ahead of the ordinary items waiting */
         msgpack_zone zone;
         msgpack_object item;
         const char *call_id; /* into bytes, not NUL-terminated */
@@ -48,7 +49,7 @@ typedef struct InboxItem {
         uint8_t bytes[];     /* the IN payload; item and call_id point into it */
 } InboxItem;
 
-/* Copy and decode an IN payload {call_id, item}. -EBADMSG when it is not one. */
+/* Copy and decode an IN payload {call_id, item, urgent?}. -EBADMSG when it is not one. */
 int inbox_item_new(const void *payload, size_t size, InboxItem **ret);
 InboxItem *inbox_item_free(InboxItem *i);
 
@@ -82,9 +83,10 @@ void inbox_set_taken_handler(Inbox *ib, inbox_taken_handler handler, void *userd
 /* Bytes queued in all inboxes right now. */
 size_t inbox_total_bytes(void);
 
-/* Producer side (the reader thread). -ENOBUFS: the inbox (or the process-wide budget) is full
- * (the item is not taken);
- * -EPIPE: already closed (item not taken). */
+/* Producer side (the reader thread). An urgent item (a signal, a resize) is queued behind the
+ * urgent items waiting but ahead of the others, so the function sees it next even when a flood
+ * of input waits. -ENOBUFS: the inbox (or the process-wide budget) is full (the item is not
+ * taken); -EPIPE: already closed (item not taken). */
 int inbox_push(Inbox *ib, InboxItem *item);
 void inbox_close(Inbox *ib);
 void inbox_cancel(Inbox *ib);

@@ -13,17 +13,21 @@
 #include "envelope.h"
 #include "inbox.h"
 
-static InboxItem *make_item(int64_t value, size_t padding) {
+static InboxItem *make_item_full(int64_t value, size_t padding, bool urgent) {
         _cleanup_buffer_ Buffer b = {};
         msgpack_packer pk;
         InboxItem *i = NULL;
 
         mp_packer_init_buffer(&pk, &b);
-        msgpack_pack_map(&pk, padding > 0 ? 3 : 2);
+        msgpack_pack_map(&pk, 2 + (padding > 0) + urgent);
         mp_pack_cstr(&pk, "call_id");
         mp_pack_cstr(&pk, "c1");
         mp_pack_cstr(&pk, "item");
         msgpack_pack_int64(&pk, value);
+        if (urgent) {
+                mp_pack_cstr(&pk, "urgent");
+                msgpack_pack_true(&pk);
+        }
         if (padding > 0) {
                 mp_pack_cstr(&pk, "pad");
                 msgpack_pack_bin(&pk, padding);
@@ -35,6 +39,10 @@ static InboxItem *make_item(int64_t value, size_t padding) {
         /* The item must not point into b, which goes away now. */
         memset(buffer_data(&b), 0xff, b.len);
         return i;
+}
+
+static InboxItem *make_item(int64_t value, size_t padding) {
+        return make_item_full(value, padding, false);
 }
 
 static bool readable(int fd) {
@@ -98,6 +106,86 @@ static void test_order_close_and_fd(void **state) {
         assert_true(readable(fd));                   /* closed stays readable */
         assert_int_equal(inbox_next(&ib, &o, -1), 0);
         assert_int_equal(inbox_next(&ib, &o, 0), 0);
+        inbox_done(&ib);
+}
+
+/* Urgent items go ahead of the ordinary ones waiting, in their own order. */
+static void test_urgent_first(void **state) {
+        static const int64_t expected[] = { 100, 101, 1, 2, 3, 4 };
+        msgpack_object o;
+        Inbox ib;
+
+        assert_int_equal(inbox_init(&ib, true, 0), 0);
+        assert_int_equal(inbox_push(&ib, make_item(1, 0)), 0);
+        assert_int_equal(inbox_push(&ib, make_item(2, 0)), 0);
+        assert_int_equal(inbox_push(&ib, make_item_full(100, 0, true)), 0);
+        assert_int_equal(inbox_push(&ib, make_item(3, 0)), 0);
+        assert_int_equal(inbox_push(&ib, make_item_full(101, 0, true)), 0);
+        assert_int_equal(inbox_push(&ib, make_item(4, 0)), 0); /* the tail is still right */
+        for (size_t i = 0; i < ELEMENTSOF(expected); i++) {
+                assert_int_equal(inbox_next(&ib, &o, 0), 1);
+                assert_int_equal(o.via.i64, expected[i]);
+        }
+        /* Into an empty inbox, then behind it. */
+        assert_int_equal(inbox_push(&ib, make_item_full(102, 0, true)), 0);
+        assert_int_equal(inbox_push(&ib, make_item(5, 0)), 0);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(o.via.i64, 102);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(o.via.i64, 5);
+        assert_int_equal(inbox_next(&ib, &o, 0), -ETIMEDOUT);
+        inbox_done(&ib);
+}
+
+typedef struct Reports {
+        unsigned n;
+        unsigned counts[16];
+} Reports;
+
+static void on_taken(void *userdata, unsigned n) {
+        Reports *r = userdata;
+
+        assert_true(r->n < ELEMENTSOF(r->counts));
+        r->counts[r->n++] = n;
+}
+
+/* Taken items are reported in batches while the consumer works through a full inbox (by count,
+ * or by bytes for big items), and the rest once it finds the inbox empty; not per item. */
+static void test_taken_reports(void **state) {
+        Reports rep = {};
+        msgpack_object o;
+        Inbox ib;
+
+        assert_int_equal(inbox_init(&ib, true, 0), 0);
+        inbox_set_taken_handler(&ib, on_taken, &rep);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(inbox_push(&ib, make_item(i, 0)), 0);
+        for (int i = 0; i < 40; i++)
+                assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(rep.n, 2);
+        assert_int_equal(rep.counts[0], INBOX_TAKEN_REPORT_ITEMS);
+        assert_int_equal(rep.counts[1], INBOX_TAKEN_REPORT_ITEMS);
+        /* Caught up: the rest goes before -ETIMEDOUT, and only once. */
+        assert_int_equal(inbox_next(&ib, &o, 0), -ETIMEDOUT);
+        assert_int_equal(rep.n, 3);
+        assert_int_equal(rep.counts[2], 40 - 2 * INBOX_TAKEN_REPORT_ITEMS);
+        assert_int_equal(inbox_next(&ib, &o, 20), -ETIMEDOUT);
+        assert_int_equal(rep.n, 3);
+
+        /* Big items: by bytes. */
+        for (int i = 0; i < 3; i++)
+                assert_int_equal(inbox_push(&ib, make_item(i, INBOX_TAKEN_REPORT_BYTES / 2)), 0);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(rep.n, 3);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(rep.n, 4);
+        assert_int_equal(rep.counts[3], 2);
+
+        /* The end needs no credit: a closed, drained inbox reports nothing more. */
+        inbox_close(&ib);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(inbox_next(&ib, &o, 0), 0);
+        assert_int_equal(rep.n, 4);
         inbox_done(&ib);
 }
 
@@ -276,6 +364,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_item_decoding),
                 cmocka_unit_test(test_order_close_and_fd),
+                cmocka_unit_test(test_urgent_first),
+                cmocka_unit_test(test_taken_reports),
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_closed_from_start),
                 cmocka_unit_test(test_absent_inbox_fd_means_cancel),

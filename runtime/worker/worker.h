@@ -12,6 +12,8 @@
  * through a full inbox; none after the inbox closed). The server relays them to the client as
  * call:in_ack, and a client that keeps at most INBOX_MAX_ITEMS items unacknowledged never
  * overflows the inbox. IN_TAKEN frames may come before the terminal frame, never after it.
+ * An IN {…, urgent: true} (a signal, a resize) is handed to the function ahead of the ordinary
+ * items waiting, so a flood of input cannot hold it up.
  *
  * Before it answers READY {pid} the worker confines itself (worker-confine.h): frame socket
  * moved to fd >= 10 (close-on-exec, blocking), fds 0/1 on /dev/null, every other inherited fd
