@@ -17,7 +17,7 @@
 #include "terminal.h"
 
 /* Items of an exec stream are small (the server sends at most 32 KiB of output per item), and
- * a small limit keeps the send queue small too: stdin waits while 2 × this is queued. */
+ * our stdin goes in chunks of at most STDIN_CHUNK. */
 #define EXEC_MAX_MESSAGE (4u * 1024 * 1024)
 
 typedef struct Session {
@@ -53,10 +53,9 @@ static void session_done(Session *s) {
         buffer_done(&s->err);
 }
 
-/* A regular file as stdin, small enough to travel as the call's `stdin` argument: the server
- * then feeds it to the command at the command's pace. Streamed through the bidi inbox instead,
- * it could outrun a slow reader (the inbox holds 64 items and the protocol has no flow control
- * for it). */
+/* A regular file as stdin, small enough to travel as the call's `stdin` argument: one message
+ * instead of a chunk at a time through the bidi inbox, which the server then feeds to the
+ * command at the command's pace. */
 #define STDIN_ARGUMENT_MAX (64u * 1024 * 1024)
 
 /* Our stdin when it is a regular file of at most STDIN_ARGUMENT_MAX bytes: 1 with its contents
@@ -150,9 +149,11 @@ static int pack_kwargs(const ExecSpec *spec, bool with_size, unsigned rows, unsi
         return r != 0 ? -ENOMEM : 0;
 }
 
-/* Send one inbox item, a map with one key; value packed by `pack`. */
+/* Send one inbox item, a map with one key; value packed by `pack`. Urgent items (signals,
+ * resizes) go ahead of stdin that waits for the window, so a flood of input never holds up a
+ * Ctrl-C. -EAGAIN: the inbox is full, the writable handler says when to go on. */
 static int send_item(Session *s, const char *key, int (*pack)(msgpack_packer *pk, const void *p, size_t n),
-                     const void *p, size_t n) {
+                     const void *p, size_t n, bool urgent) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
         msgpack_packer pk;
         int r;
@@ -160,7 +161,8 @@ static int send_item(Session *s, const char *key, int (*pack)(msgpack_packer *pk
         mp_packer_init_buffer(&pk, &b);
         if (msgpack_pack_map(&pk, 1) < 0 || mp_pack_cstr(&pk, key) < 0 || pack(&pk, p, n) < 0)
                 return -ENOMEM;
-        r = agentix_request_send(s->request, buffer_data(&b), b.len);
+        r = urgent ? agentix_request_send_urgent(s->request, buffer_data(&b), b.len)
+                   : agentix_request_send(s->request, buffer_data(&b), b.len);
         /* A call that already ended takes no more input: nothing to worry about. */
         return agentix_request_is_done(s->request) ? 0 : r;
 }
@@ -186,9 +188,11 @@ static void send_resize(Session *s) {
 
         if (terminal_get_size(STDIN_FILENO, &size[0], &size[1]) < 0)
                 return;
-        (void) send_item(s, "resize", pack_size, size, sizeof(size));
+        (void) send_item(s, "resize", pack_size, size, sizeof(size), true);
 }
 
+/* A chunk of our stdin. When the call's inbox is full (-EAGAIN) the reader keeps the chunk and
+ * stops reading until on_writable(): a producer piping into us waits for the command. */
 static int on_stdin(const void *data, size_t size, void *userdata) {
         Session *s = userdata;
         int r;
@@ -197,7 +201,13 @@ static int on_stdin(const void *data, size_t size, void *userdata) {
                 r = agentix_request_close_inbox(s->request);
                 return r == -ENOBUFS ? r : 0;
         }
-        return send_item(s, "stdin", pack_bin, data, size);
+        return send_item(s, "stdin", pack_bin, data, size, false);
+}
+
+static void on_writable(agentix_request *r, void *userdata) {
+        Session *s = userdata;
+
+        stdin_reader_resume(s->stdin_reader);
 }
 
 static const char *signal_name(int sig) {
@@ -215,7 +225,7 @@ static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, vo
         /* Interrupts are the command's business when it has our input (like a terminal would
          * pass them on); anything else means the user wants out. */
         if (s->bidi && (sig == SIGINT || sig == SIGQUIT)) {
-                (void) send_item(s, "signal", pack_str, signal_name(sig), 0);
+                (void) send_item(s, "signal", pack_str, signal_name(sig), 0, true);
                 return 0;
         }
         if (s->signal != 0) {
@@ -381,6 +391,7 @@ int exec_session_run(const char *verb, const ExecSpec *spec) {
                 return fail_errno(EXIT_SOFTWARE, r, "%s: cannot start the call: %m", verb);
 
         if (s.bidi && spec->interactive) {
+                agentix_request_set_writable_handler(s.request, on_writable, &s);
                 r = stdin_reader_new(s.event, on_stdin, &s, &s.stdin_reader);
                 if (r < 0)
                         return fail_errno(EXIT_IOERR, r, "%s: cannot read stdin: %m", verb);

@@ -19,6 +19,7 @@ struct StdinReader {
         char *held;                /* STDIN_CHUNK bytes: a chunk the handler could not take yet */
         size_t n_held;
         bool held_eof;             /* … or the EOF */
+        bool holding;              /* held/held_eof wait for stdin_reader_resume() */
         bool is_file;              /* a regular file: read whole chunks */
         bool is_tty;               /* a terminal: send every keystroke at once */
 };
@@ -34,6 +35,7 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata);
 static void offer(StdinReader *r, const char *data, size_t n, bool eof) {
         int k = r->handler(eof ? NULL : data, eof ? 0 : n, r->userdata);
 
+        r->holding = false;
         if (k >= 0 && !eof) {
                 r->n_held = 0;
                 r->held_eof = false;
@@ -49,6 +51,11 @@ static void offer(StdinReader *r, const char *data, size_t n, bool eof) {
         r->n_held = eof ? 0 : n;
         r->held_eof = eof;
         (void) sd_event_source_set_enabled(r->source, SD_EVENT_OFF);
+        if (k == -EAGAIN) {
+                /* No polling: the consumer says when (stdin_reader_resume()). */
+                r->holding = true;
+                return;
+        }
         if (!r->retry)
                 k = sd_event_add_time_relative(r->event, &r->retry, CLOCK_MONOTONIC, STDIN_RETRY_USEC, 0, on_retry, r);
         else {
@@ -65,6 +72,11 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 
         offer(r, r->held, r->n_held, r->held_eof);
         return 0;
+}
+
+void stdin_reader_resume(StdinReader *r) {
+        if (r && r->holding)
+                offer(r, r->held, r->n_held, r->held_eof);
 }
 
 static bool more_is_ready(int timeout_ms) {

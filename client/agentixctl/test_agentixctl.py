@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import termios
+import threading
 import fcntl
 import time
 
@@ -177,6 +178,56 @@ def exec_stdin_interactive():
     # Without -i, the command reads nothing.
     p = ctl("exec", "--", "cat", input=b"ignored", check_rc=0)
     assert p.stdout == b""
+
+
+@test
+def exec_stdin_flow_control():
+    """A pipe into a command that reads slowly: agentixctl stops reading while the call's inbox is
+    full, so the producer waits (bounded memory), and every byte arrives — no InboxOverflow."""
+    r = subprocess.run(["/bin/sh", "-c", f"yes | head -c 50000000 | {CTL} --url {server().url} --token {TOKEN} "
+                        "exec -i -- sh -c 'sleep 2; wc -c'"], capture_output=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == b"50000000\n" and r.stderr == b"", r
+
+    # The producer is held back while the command sleeps: what it gets to write is what the
+    # window, the client's queue and a chunk or two hold (~34 MiB), not all of it.
+    proc = subprocess.Popen([CTL, "--url", server().url, "--token", TOKEN, "exec", "-i", "--", "sh", "-c",
+                             "sleep 3; sha256sum"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    blob = os.urandom(96 << 20)
+    written = [0]
+
+    def produce():
+        view = memoryview(blob)
+        for i in range(0, len(blob), 1 << 16):
+            proc.stdin.write(view[i:i + (1 << 16)])
+            written[0] = i + (1 << 16)
+        proc.stdin.close()
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(2)
+    held_back = written[0]
+    out = proc.stdout.read()  # (not communicate(): the thread still writes stdin)
+    t.join(120)
+    err = proc.stderr.read()
+    proc.wait(60)
+    assert held_back < 48 << 20, f"{held_back} bytes written while the command slept"
+    assert proc.returncode == 0 and out.split()[0].decode() == hashlib.sha256(blob).hexdigest(), (proc.returncode, err)
+
+    # SIGINT still reaches a command whose input waits behind a full window: the signal item
+    # goes ahead of the waiting stdin (the command takes 1 MB a second, ~30 MB wait).
+    proc = subprocess.Popen(["/bin/sh", "-c", f"yes | {CTL} --url {server().url} --token {TOKEN} exec -i -- "
+                             "sh -c 'trap \"echo INT; exit 3\" INT; echo started; while :; do head -c 1000000 >/dev/null; sleep 1; done'"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdout.readline() == b"started\n"
+    time.sleep(1)
+    ctl_pid = subprocess.run(["pgrep", "-s", str(proc.pid), "-x", "agentixctl"], capture_output=True).stdout.split()
+    t0 = time.time()
+    os.kill(int(ctl_pid[0]), signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    # (The outer `sh -c` of the sandbox dies of the SIGINT too: 130.)
+    assert out == b"INT\n" and proc.returncode == 130, (out, err, proc.returncode)
+    assert time.time() - t0 < 5, time.time() - t0
 
 
 @test
