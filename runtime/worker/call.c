@@ -382,11 +382,12 @@ static int build_stop_error(agentix_call *c, CallStop stop) {
         case CALL_STOP_SHUTDOWN:
                 return call_build_error(c, RPC_ERR_CANCELLED, "the worker is shutting down", true);
         case CALL_STOP_OVERFLOW: {
-                char m[256];
+                char m[320];
 
                 snprintf(m, sizeof(m),
                          "the inbox of this bidi call overflowed: more than %u items or %u MiB were waiting "
-                         "for the function to read them (or all inboxes of the worker held %u MiB)",
+                         "for the function to read them (or all inboxes of the worker held %u MiB); a client "
+                         "with flow control (call:in_ack) waits instead",
                          INBOX_MAX_ITEMS, INBOX_MAX_BYTES / (1024u * 1024u), INBOX_TOTAL_MAX_BYTES / (1024u * 1024u));
                 return call_build_error(c, CALL_ERR_INBOX_OVERFLOW, m, false);
         }
