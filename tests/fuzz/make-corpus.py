@@ -101,3 +101,64 @@ for name, obj in {
     write("fuzz-envelope", name, msgpack.packb(obj, use_bin_type=True))
 write("fuzz-envelope", "two-objects", msgpack.packb({"call_id": "1"}) + msgpack.packb([1, 2]))  # refused: trailing bytes
 write("fuzz-envelope", "truncated", msgpack.packb({"call_id": "abcdef"})[:-3])
+
+
+# fuzz-ws-receive: bytes 0-1 max_message, 2 head_max, 3 split seed, 4 failing handler call
+# (0: none), then server frames (unmasked).
+def ws(opcode, payload=b"", fin=True, mask=False):
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | opcode
+    mbit = 0x80 if mask else 0
+    if n < 126:
+        h = bytes([b0, mbit | n])
+    elif n < 65536:
+        h = bytes([b0, mbit | 126]) + struct.pack(">H", n)
+    else:
+        h = bytes([b0, mbit | 127]) + struct.pack(">Q", n)
+    if mask:
+        key = b"\x01\x02\x03\x04"
+        return h + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+    return h + payload
+
+
+def ws_input(frames, max_message=1000, head_max=16, seed=1, fail_at=0):
+    return struct.pack(">H", max_message) + bytes([head_max, seed, fail_at]) + b"".join(frames)
+
+
+for name, data in {
+    "text": ws_input([ws(1, b"4hello")]),
+    "binary-16": ws_input([ws(2, bytes(range(256)) * 2)]),
+    "fragmented": ws_input([ws(1, b"Hel", fin=False), ws(9, b"ping"), ws(0, b"lo", fin=False), ws(10),
+                            ws(0, b" world")]),
+    "too-large": ws_input([ws(2, b"x" * 300), ws(1, b"next")], max_message=100, seed=7),
+    "too-large-fragments": ws_input([ws(2, b"a" * 60, fin=False), ws(0, b"b" * 60), ws(1, b"")], max_message=100),
+    "close": ws_input([ws(1, b"bye"), ws(8, b"\x03\xe8going away")]),
+    "close-1-byte": ws_input([ws(8, b"\x03")]),
+    "masked": ws_input([ws(1, b"masked", mask=True)]),
+    "control-long": ws_input([ws(9, b"p" * 126)]),
+    "bad-continuation": ws_input([ws(0, b"x")]),
+    "handler-fails": ws_input([ws(1, b"a"), ws(9), ws(2, b"b")], fail_at=2),
+    "big-64": ws_input([ws(2, b"z" * 70000)], max_message=4096, seed=3),
+}.items():
+    write("fuzz-ws-receive", name, data)
+
+# fuzz-ws-handshake: byte 0 bit 0 pads the answer to around the head limit, byte 1 where.
+ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+for name, data in {
+    "101": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Accept: " + ACCEPT + "\r\n\r\n\x81\x02hi",
+    "101-lists": "HTTP/1.1 101 Switching Protocols\r\nconnection: keep-alive, upgrade\r\nUPGRADE:  WebSocket \r\n"
+                 "sec-websocket-accept:" + ACCEPT + "\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\n",
+    "400": "HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n\r\nBad Request",
+    "wrong-accept": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Accept: HSmrc0sMlYUkAGmm5OPpG2HaGWk=\r\n\r\n",
+    "incomplete": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n",
+    "no-colon": "HTTP/1.1 101 Switching Protocols\r\nUpgrade websocket\r\n\r\n",
+}.items():
+    write("fuzz-ws-handshake", name, "\x00\x00" + data)
+# The padding (16384 - 384 + 4 * (byte 0 >> 1) bytes) goes into X-Pad: a head 2 bytes short of
+# the limit, and one 2 bytes over it.
+PADDED = ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+          "Sec-WebSocket-Accept: " + ACCEPT + "\r\nX-Pad: ")
+write("fuzz-ws-handshake", "padded-101-under", bytes([61 << 1 | 1, len(PADDED)]) + (PADDED + "\r\n\r\n").encode())
+write("fuzz-ws-handshake", "padded-101-over", bytes([62 << 1 | 1, len(PADDED)]) + (PADDED + "\r\n\r\n").encode())
