@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* cp, sandbox → here: walk the remote tree with fs::ls (--jobs listings in flight), make the
- * directories here as they are found, then fetch the files with fs::download in batches of
- * about --batch-size bytes (by the sizes ls reported), --jobs calls in flight, writing each
- * file as its batch arrives. Files above CP_BATCH_FILE_MAX, and any the server finds too large
- * for one message, are streamed with sandbox::exec running cat. */
+ * directories here as they are found, then fetch the files: up to --batch-size with
+ * fs::download in batches of about --batch-size bytes (by the sizes ls reported, and never more
+ * content than that per response: max_bytes), --jobs calls in flight, writing each file as its
+ * batch arrives; larger files, and any that grew past what a batch may hold, are streamed with
+ * fs::read_stream. Each file gets the mode it has in the sandbox. Nothing but agentix-server is
+ * needed there. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +16,6 @@
 #include "cp.h"
 #include "envelope.h"
 #include "fail.h"
-#include "shell-quote.h"
 
 typedef struct Download {
         Cp *cp;
@@ -23,7 +24,7 @@ typedef struct Download {
 
         size_t next_dir;        /* list.dirs[next_dir…] are still to be listed */
         size_t next_file;       /* list.files[next_file…] are still to be fetched */
-        size_t *streams;        /* files to fetch with cat: too large for a batch */
+        size_t *streams;        /* files to fetch with fs::read_stream */
         size_t n_streams, next_stream;
         bool walking;
 } Download;
@@ -34,15 +35,11 @@ typedef struct Job {
         size_t dir;             /* ls: the directory's index */
         size_t *files;          /* download: indices into list.files */
         size_t n;
-        uint64_t bytes;
-        /* cat: */
+        /* read_stream: */
+        size_t file;
         int fd;
         char *local;
-        uint64_t written;
-        bool have_exit;
-        int exit_code;
-        char err[512];
-        size_t err_len;
+        bool failed;            /* reported already; the file is removed at the end */
 } Job;
 
 static void job_free(Job *j) {
@@ -65,23 +62,6 @@ static Job *job_new(Download *d) {
         return j;
 }
 
-static const char *message_text(const msgpack_object *map, const char *fallback, int *ret_len) {
-        const msgpack_object *m = mp_map_get(map, "message");
-        const char *text = fallback;
-        int len = (int) strlen(fallback);
-
-        if (m && m->type == MSGPACK_OBJECT_STR) {
-                text = m->via.str.ptr;
-                len = (int) m->via.str.size;
-                if (len >= 7 && strneq(text, "Error: ", 7)) {
-                        text += 7;
-                        len -= 7;
-                }
-        }
-        *ret_len = len;
-        return text;
-}
-
 static int make_local_dir(Download *d, const char *rel) {
         _cleanup_free_ char *path = cp_path_join(d->dst, rel);
         struct stat st;
@@ -98,7 +78,8 @@ static int make_local_dir(Download *d, const char *rel) {
 }
 
 /* One entry of a listing: a directory to walk, or a file to fetch. */
-static int add_entry(Download *d, const char *dir_rel, const char *path, size_t path_len, bool is_dir, uint64_t size) {
+static int add_entry(Download *d, const char *dir_rel, const char *path, size_t path_len, bool is_dir, uint64_t size,
+                     int mode) {
         _cleanup_free_ char *rel = NULL;
         const char *name = memrchr(path, '/', path_len);
         size_t name_len;
@@ -116,7 +97,56 @@ static int add_entry(Download *d, const char *dir_rel, const char *path, size_t 
                         return r;
                 return make_local_dir(d, rel);
         }
-        return cp_list_add_file(&d->list, rel, size, 0);
+        return cp_list_add_file(&d->list, rel, size, mode);
+}
+
+/* The entries of one fs::ls result (remote: the directory listed, for messages). Returns 0,
+ * or -ENOMEM, -EPROTO after reporting. */
+static int add_listing(Download *d, const char *dir_rel, const char *remote, const msgpack_object *result) {
+        Cp *cp = d->cp;
+        const msgpack_object *entries, *err, *trunc;
+
+        if (!result || result->type != MSGPACK_OBJECT_MAP) {
+                cp_fail(cp, EXIT_PROTOCOL, "fs::ls answered something unexpected");
+                return -EPROTO;
+        }
+        err = mp_map_get(result, "error");
+        if (err && err->type != MSGPACK_OBJECT_NIL) {
+                int len;
+                const char *text = cp_result_message(result, remote, &len);
+
+                cp_fail(cp, EXIT_FAILED, "%.*s", len, text);
+                return 0;
+        }
+        entries = mp_map_get(result, "entries");
+        if (!entries || entries->type != MSGPACK_OBJECT_ARRAY) {
+                cp_fail(cp, EXIT_PROTOCOL, "fs::ls answered something unexpected");
+                return -EPROTO;
+        }
+        trunc = mp_map_get(result, "truncated");
+        if (trunc && trunc->type == MSGPACK_OBJECT_BOOLEAN && trunc->via.boolean)
+                cp_fail(cp, EXIT_FAILED, "%s has more entries than the server lists: not all were copied", remote);
+
+        for (uint32_t i = 0; i < entries->via.array.size; i++) {
+                const msgpack_object *en = &entries->via.array.ptr[i], *is_dir = mp_map_get(en, "is_dir");
+                const char *path;
+                size_t path_len;
+                int64_t size = 0, mode = -1;
+                int r;
+
+                if (mp_map_get_str(en, "path", &path, &path_len) < 0)
+                        continue;
+                (void) mp_map_get_int(en, "size", &size);
+                if (mp_map_get_int(en, "mode", &mode) < 0 || mode < 0 || mode > 07777)
+                        mode = -1;
+                r = add_entry(d, dir_rel, path, path_len, is_dir && is_dir->type == MSGPACK_OBJECT_BOOLEAN && is_dir->via.boolean,
+                              size > 0 ? (uint64_t) size : 0, (int) mode);
+                if (r < 0) {
+                        cp_fail(cp, EXIT_SOFTWARE, "out of memory");
+                        return r;
+                }
+        }
+        return 0;
 }
 
 static void pump(Download *d);
@@ -127,61 +157,18 @@ static void on_ls_done(agentix_request *r, const msgpack_object *result, const a
         Cp *cp = d->cp;
         _cleanup_free_ char *dir_rel = strdup(d->list.dirs[j->dir]);
         _cleanup_free_ char *remote = cp_path_join(d->src, d->list.dirs[j->dir]);
-        const msgpack_object *entries, *err, *trunc;
         char why[1024];
 
-        cp->in_flight--;
+        cp_call_finished(cp, r);
         if (!dir_rel || !remote) {
                 cp->aborted = true;
                 cp_fail(cp, EXIT_SOFTWARE, "out of memory");
-                goto finish;
-        }
-        if (e && e->kind != AGENTIX_E_NONE) {
+        } else if (e && e->kind != AGENTIX_E_NONE) {
                 cp->aborted = true;
                 cp_fail(cp, exit_status_from_error(e), "listing %s failed: %s", remote, error_reason(e, why, sizeof(why)));
-                goto finish;
-        }
-        if (!result) {
+        } else if (add_listing(d, dir_rel, remote, result) < 0)
                 cp->aborted = true;
-                cp_fail(cp, EXIT_PROTOCOL, "fs::ls answered nothing");
-                goto finish;
-        }
-        err = mp_map_get(result, "error");
-        if (err && err->type != MSGPACK_OBJECT_NIL) {
-                int len;
-                const char *text = message_text(result, remote, &len);
 
-                cp_fail(cp, EXIT_FAILED, "%.*s", len, text);
-                goto finish;
-        }
-        entries = mp_map_get(result, "entries");
-        if (!entries || entries->type != MSGPACK_OBJECT_ARRAY) {
-                cp->aborted = true;
-                cp_fail(cp, EXIT_PROTOCOL, "fs::ls answered something unexpected");
-                goto finish;
-        }
-        trunc = mp_map_get(result, "truncated");
-        if (trunc && trunc->type == MSGPACK_OBJECT_BOOLEAN && trunc->via.boolean)
-                cp_fail(cp, EXIT_FAILED, "%s has more entries than the server lists: not all were copied", remote);
-
-        for (uint32_t i = 0; i < entries->via.array.size; i++) {
-                const msgpack_object *en = &entries->via.array.ptr[i], *is_dir = mp_map_get(en, "is_dir");
-                const char *path;
-                size_t path_len;
-                int64_t size = 0;
-
-                if (mp_map_get_str(en, "path", &path, &path_len) < 0)
-                        continue;
-                (void) mp_map_get_int(en, "size", &size);
-                if (add_entry(d, dir_rel, path, path_len, is_dir && is_dir->type == MSGPACK_OBJECT_BOOLEAN && is_dir->via.boolean,
-                              size > 0 ? (uint64_t) size : 0) < 0) {
-                        cp->aborted = true;
-                        cp_fail(cp, EXIT_SOFTWARE, "out of memory");
-                        break;
-                }
-        }
-
-finish:
         job_free(j);
         pump(d);
 }
@@ -212,11 +199,11 @@ static int start_ls(Download *d) {
                 job_free(j);
                 return r;
         }
-        d->cp->in_flight++;
+        cp_call_started(d->cp, j->request);
         return 0;
 }
 
-/* ---- files ---------------------------------------------------------------------------------- */
+/* ---- files up to the batch size: fs::download -------------------------------------------------- */
 
 static int add_stream(Download *d, size_t file) {
         size_t *s = reallocarray(d->streams, d->n_streams + 1, sizeof(size_t));
@@ -228,7 +215,17 @@ static int add_stream(Download *d, size_t file) {
         return 0;
 }
 
-static void write_file(Download *d, const CpFile *f, const void *data, size_t size) {
+/* Give a finished local file its mode (permission bits; -1: leave it as created) and close it.
+ * Returns 0 or a negative errno. */
+static int finish_local_file(int fd, int mode) {
+        _cleanup_close_ int f = fd;
+
+        if (mode >= 0 && fchmod(f, (mode_t) mode & 0777) < 0)
+                return -errno;
+        return close(TAKE_FD(f)) < 0 ? -errno : 0;
+}
+
+static void write_file(Download *d, const CpFile *f, const void *data, size_t size, int mode) {
         _cleanup_free_ char *local = cp_path_join(d->dst, f->rel);
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -243,8 +240,8 @@ static void write_file(Download *d, const CpFile *f, const void *data, size_t si
                 return;
         }
         r = loop_write(fd, data, size);
-        if (r >= 0 && close(TAKE_FD(fd)) < 0)
-                r = -errno;
+        if (r >= 0)
+                r = finish_local_file(TAKE_FD(fd), mode);
         if (r < 0) {
                 cp_fail(d->cp, EXIT_IOERR, "cannot write '%s': %s", local, strerror(-r));
                 return;
@@ -260,7 +257,7 @@ static void on_download_done(agentix_request *r, const msgpack_object *result, c
         uint64_t before_files = cp->files, before_bytes = cp->bytes;
         char why[1024];
 
-        cp->in_flight--;
+        cp_call_finished(cp, r);
         if (e && e->kind != AGENTIX_E_NONE) {
                 cp->aborted = true;
                 cp_fail(cp, exit_status_from_error(e), "download from %s failed: %s", d->src,
@@ -275,15 +272,21 @@ static void on_download_done(agentix_request *r, const msgpack_object *result, c
         for (size_t i = 0; i < j->n; i++) {
                 const msgpack_object *o = &result->via.array.ptr[i], *err = mp_map_get(o, "error"),
                                      *content = mp_map_get(o, "content");
-                const CpFile *f = &d->list.files[j->files[i]];
+                CpFile *f = &d->list.files[j->files[i]];
+                int64_t mode;
+
+                /* The mode now, rather than when it was listed. */
+                if (mp_map_get_int(o, "mode", &mode) >= 0 && mode >= 0 && mode <= 07777)
+                        f->mode = (int) mode;
 
                 if (err && err->type != MSGPACK_OBJECT_NIL) {
                         _cleanup_free_ char *remote = cp_path_join(d->src, f->rel);
                         int len;
-                        const char *text = message_text(o, strna(remote), &len);
+                        const char *text = cp_result_message(o, strna(remote), &len);
 
                         if (mp_str_eq(err, "too_large")) {
-                                /* Grew past what one message holds: stream it instead. */
+                                /* Larger than a batch may hold (it grew, or it is the single file
+                                 * asked for without knowing its size): stream it instead. */
                                 if (add_stream(d, j->files[i]) < 0)
                                         cp_fail(cp, EXIT_SOFTWARE, "out of memory");
                         } else if (mp_str_eq(err, "is_directory") || mp_str_eq(err, "not_a_file"))
@@ -296,7 +299,7 @@ static void on_download_done(agentix_request *r, const msgpack_object *result, c
                         cp_fail(cp, EXIT_PROTOCOL, "fs::download sent no content for %s", f->rel);
                         continue;
                 }
-                write_file(d, f, content->via.bin.ptr, content->via.bin.size);
+                write_file(d, f, content->via.bin.ptr, content->via.bin.size, f->mode);
         }
 
 finish:
@@ -307,14 +310,15 @@ finish:
 
 static int start_download_batch(Download *d) {
         Cp *cp = d->cp;
-        _cleanup_buffer_ Buffer args = BUFFER_NULL;
+        _cleanup_buffer_ Buffer args = BUFFER_NULL, kwargs = BUFFER_NULL;
         msgpack_packer pk;
         size_t n = 0;
         uint64_t bytes = 0;
         Job *j;
         int r;
 
-        /* Which files: up to batch_size bytes by the listed sizes; large ones go to streams. */
+        /* Which files: up to batch_size bytes by the listed sizes; the large ones are streams
+         * already (cp_download()). */
         j = job_new(d);
         if (!j)
                 return -ENOMEM;
@@ -326,11 +330,7 @@ static int start_download_batch(Download *d) {
         while (d->next_file < d->list.n_files && n < CP_BATCH_FILES_MAX) {
                 const CpFile *f = &d->list.files[d->next_file];
 
-                if (f->size > CP_BATCH_FILE_MAX) {
-                        if (add_stream(d, d->next_file) < 0) {
-                                job_free(j);
-                                return -ENOMEM;
-                        }
+                if (f->size > cp->batch_size) {
                         d->next_file++;
                         continue;
                 }
@@ -344,20 +344,26 @@ static int start_download_batch(Download *d) {
                 return 0;
         }
         j->n = n;
-        j->bytes = bytes;
 
+        /* args = [paths], kwargs = {max_bytes}: no response larger than a batch, whatever
+         * happened to the files since they were listed. */
         mp_packer_init_buffer(&pk, &args);
-        r = msgpack_pack_array(&pk, 1) | msgpack_pack_array(&pk, n);
+        r = msgpack_pack_array(&pk, 1) < 0 || msgpack_pack_array(&pk, n) < 0 ? -ENOMEM : 0;
         for (size_t i = 0; i < n && r >= 0; i++) {
                 _cleanup_free_ char *remote = cp_path_join(d->src, d->list.files[j->files[i]].rel);
-                r = remote ? mp_pack_cstr(&pk, remote) : -ENOMEM;
+                r = remote && mp_pack_cstr(&pk, remote) >= 0 ? 0 : -ENOMEM;
         }
+        mp_packer_init_buffer(&pk, &kwargs);
+        if (r >= 0)
+                r = msgpack_pack_map(&pk, 1) < 0 || mp_pack_cstr(&pk, "max_bytes") < 0 ||
+                    msgpack_pack_uint64(&pk, cp->batch_size) < 0 ? -ENOMEM : 0;
         if (r < 0) {
                 job_free(j);
                 return -ENOMEM;
         }
 
-        agentix_args a = { .args = buffer_data(&args), .args_size = args.len };
+        agentix_args a = { .args = buffer_data(&args), .args_size = args.len,
+                           .kwargs = buffer_data(&kwargs), .kwargs_size = kwargs.len };
         agentix_call_options o = { .shape = AGENTIX_CALL_UNARY };
         agentix_request_handlers h = { .done = on_download_done };
         r = agentix_call_async(cp->client, "fs::download", &a, &o, &h, j, &j->request);
@@ -365,91 +371,91 @@ static int start_download_batch(Download *d) {
                 job_free(j);
                 return r;
         }
-        cp->in_flight++;
+        cp_call_started(cp, j->request);
         return 1;
 }
 
-/* ---- large files: cat through sandbox::exec ------------------------------------------------- */
+/* ---- files above the batch size: fs::read_stream ---------------------------------------------- */
 
-static void on_cat_item(agentix_request *r, const msgpack_object *v, void *userdata) {
+static void on_stream_item(agentix_request *r, const msgpack_object *v, void *userdata) {
         Job *j = userdata;
         Cp *cp = j->d->cp;
-        const msgpack_object *stream = mp_map_get(v, "stream"), *data = mp_map_get(v, "data");
-        int64_t code;
         int k;
 
-        if (stream && data && (data->type == MSGPACK_OBJECT_BIN || data->type == MSGPACK_OBJECT_STR)) {
-                if (mp_str_eq(stream, "stderr")) {
-                        size_t n = MIN((size_t) data->via.bin.size, sizeof(j->err) - 1 - j->err_len);
-                        memcpy(j->err + j->err_len, data->via.bin.ptr, n);
-                        j->err_len += n;
-                        j->err[j->err_len] = 0;
-                        return;
-                }
-                if (j->fd < 0)
-                        return;
-                k = loop_write(j->fd, data->via.bin.ptr, data->via.bin.size);
-                if (k < 0) {
-                        cp_fail(cp, EXIT_IOERR, "cannot write '%s': %s", j->local, strerror(-k));
-                        j->fd = safe_close(j->fd);
-                        (void) agentix_request_cancel(j->request);
-                        return;
-                }
-                j->written += data->via.bin.size;
-                cp->bytes += data->via.bin.size;
-                progress_add(&cp->progress, data->via.bin.size, 0);
+        if (j->failed)
+                return;
+        if (v->type != MSGPACK_OBJECT_BIN) {
+                cp_fail(cp, EXIT_PROTOCOL, "fs::read_stream sent something other than bytes for '%s'", j->local);
+                j->failed = true;
+                (void) agentix_request_cancel(j->request);
                 return;
         }
-        if (mp_map_get_int(v, "exit_code", &code) >= 0) {
-                j->have_exit = true;
-                j->exit_code = (int) code;
+        k = loop_write(j->fd, v->via.bin.ptr, v->via.bin.size);
+        if (k < 0) {
+                cp_fail(cp, EXIT_IOERR, "cannot write '%s': %s", j->local, strerror(-k));
+                j->failed = true;
+                (void) agentix_request_cancel(j->request);
+                return;
         }
+        cp->bytes += v->via.bin.size;
+        progress_add(&cp->progress, v->via.bin.size, 0);
 }
 
-static void on_cat_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
+static void on_stream_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
         Job *j = userdata;
         Download *d = j->d;
         Cp *cp = d->cp;
-        bool ok = false;
+        const CpFile *f = &d->list.files[j->file];
         char why[1024];
+        int k;
 
-        cp->in_flight--;
-        if (e && e->kind != AGENTIX_E_NONE)
-                cp_fail(cp, exit_status_from_error(e), "cannot stream %s: %s", j->local, error_reason(e, why, sizeof(why)));
-        else if (!j->have_exit)
-                cp_fail(cp, EXIT_PROTOCOL, "cannot stream %s: the call ended without an exit status", j->local);
-        else if (j->exit_code != 0)
-                cp_fail(cp, EXIT_FAILED, "cannot stream %s (cat exited with status %d)%s%.*s", j->local, j->exit_code,
-                        j->err_len ? ": " : "", (int) strcspn(j->err, "\n"), j->err);
-        else if (j->fd >= 0) {
-                if (close(TAKE_FD(j->fd)) < 0)
-                        cp_fail(cp, EXIT_IOERR, "cannot write '%s': %m", j->local);
-                else
-                        ok = true;
+        cp_call_finished(cp, r);
+        if (j->failed)
+                ; /* said already why */
+        else if (e && e->kind == AGENTIX_E_REMOTE && e->type &&
+                 (streq(e->type, "is_directory") || streq(e->type, "not_a_file"))) {
+                cp_skip(cp, "skipping %s (a symbolic link to a directory, or a special file)",
+                        cp_error_reason(e, why, sizeof(why)));
+                j->failed = true;
+        } else if (e && (e->kind == AGENTIX_E_REMOTE || e->kind == AGENTIX_E_FILE)) {
+                cp_fail(cp, EXIT_FAILED, "%s", cp_error_reason(e, why, sizeof(why)));
+                j->failed = true;
+        } else if (e && e->kind != AGENTIX_E_NONE) {
+                cp->aborted = true;
+                cp_fail(cp, exit_status_from_error(e), "cannot stream %s: %s", j->local, cp_error_reason(e, why, sizeof(why)));
+                j->failed = true;
+        } else {
+                k = finish_local_file(TAKE_FD(j->fd), f->mode);
+                if (k < 0) {
+                        cp_fail(cp, EXIT_IOERR, "cannot write '%s': %s", j->local, strerror(-k));
+                        j->failed = true;
+                } else {
+                        cp->files++;
+                        progress_add(&cp->progress, 0, 1);
+                }
         }
-        if (ok) {
-                cp->files++;
-                progress_add(&cp->progress, 0, 1);
-        } else if (j->local)
+        if (j->failed)
                 (void) unlink(j->local); /* no half files */
         job_free(j);
         pump(d);
 }
 
-static int start_cat(Download *d) {
+static int start_stream(Download *d) {
         Cp *cp = d->cp;
-        const CpFile *f = &d->list.files[d->streams[d->next_stream++]];
-        _cleanup_free_ char *remote = cp_path_join(d->src, f->rel), *quoted = NULL, *command = NULL;
-        _cleanup_buffer_ Buffer kwargs = BUFFER_NULL;
+        size_t file = d->streams[d->next_stream++];
+        const CpFile *f = &d->list.files[file];
+        _cleanup_free_ char *remote = cp_path_join(d->src, f->rel);
+        _cleanup_buffer_ Buffer args = BUFFER_NULL;
         msgpack_packer pk;
         Job *j;
         int r;
 
-        if (!remote || !(quoted = shell_quote(remote)) || asprintf(&command, "cat -- %s", quoted) < 0)
+        if (!remote)
                 return -ENOMEM;
         j = job_new(d);
         if (!j)
                 return -ENOMEM;
+        j->file = file;
         j->local = cp_path_join(d->dst, f->rel);
         if (!j->local) {
                 job_free(j);
@@ -458,30 +464,26 @@ static int start_cat(Download *d) {
         j->fd = open(j->local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
         if (j->fd < 0) {
                 cp_fail(cp, EXIT_IOERR, "cannot create '%s': %m", j->local);
-                free(j->local);
-                j->local = NULL;
                 job_free(j);
                 return 0;
         }
 
-        mp_packer_init_buffer(&pk, &kwargs);
-        r = msgpack_pack_map(&pk, 3);
-        r |= mp_pack_cstr(&pk, "command") | mp_pack_cstr(&pk, command);
-        r |= mp_pack_cstr(&pk, "timeout") | msgpack_pack_double(&pk, 0);
-        r |= mp_pack_cstr(&pk, "max_output") | msgpack_pack_int64(&pk, INT64_MAX);
-        if (r != 0) {
+        mp_packer_init_buffer(&pk, &args);
+        if (msgpack_pack_array(&pk, 2) < 0 || mp_pack_cstr(&pk, remote) < 0 ||
+            msgpack_pack_uint64(&pk, cp_stream_chunk(cp)) < 0) {
                 job_free(j);
                 return -ENOMEM;
         }
-        agentix_args a = { .kwargs = buffer_data(&kwargs), .kwargs_size = kwargs.len };
+        agentix_args a = { .args = buffer_data(&args), .args_size = args.len };
         agentix_call_options o = { .shape = AGENTIX_CALL_STREAM };
-        agentix_request_handlers h = { .item = on_cat_item, .done = on_cat_done };
-        r = agentix_call_async(cp->client, "sandbox::exec", &a, &o, &h, j, &j->request);
+        agentix_request_handlers h = { .item = on_stream_item, .done = on_stream_done };
+        r = agentix_call_async(cp->client, "fs::read_stream", &a, &o, &h, j, &j->request);
         if (r < 0) {
+                (void) unlink(j->local);
                 job_free(j);
                 return r;
         }
-        cp->in_flight++;
+        cp_call_started(cp, j->request);
         return 1;
 }
 
@@ -496,10 +498,11 @@ static void pump(Download *d) {
                         if (d->next_dir >= d->list.n_dirs)
                                 break; /* wait for the listings in flight: they may add more */
                         r = start_ls(d);
+                } else if (d->next_stream < d->n_streams) {
+                        /* Streams first: the large files take longest. */
+                        r = start_stream(d);
                 } else if (d->next_file < d->list.n_files) {
                         r = start_download_batch(d);
-                } else if (d->next_stream < d->n_streams) {
-                        r = start_cat(d);
                 } else
                         break;
         }
@@ -523,7 +526,7 @@ static int run(Download *d) {
         return 0;
 }
 
-void cp_download(Cp *cp, const char *src, const char *dst, bool is_dir, agentix_entries *listing) {
+void cp_download(Cp *cp, const char *src, const char *dst, bool is_dir, const msgpack_object *listing) {
         Download d = { .cp = cp, .src = src, .dst = dst };
 
         if (is_dir) {
@@ -533,19 +536,18 @@ void cp_download(Cp *cp, const char *src, const char *dst, bool is_dir, agentix_
                 if (cp->status != EXIT_OK)
                         goto finish;
                 d.next_dir = 1;
-                if (listing->truncated)
-                        cp_fail(cp, EXIT_FAILED, "%s has more entries than the server lists: not all were copied", src);
-                for (size_t i = 0; i < listing->n_entries; i++) {
-                        const agentix_entry *en = &listing->entries[i];
-                        if (add_entry(&d, "", en->path, strlen(en->path), en->is_dir, en->size) < 0)
-                                goto oom;
-                }
+                if (add_listing(&d, "", src, listing) < 0)
+                        goto finish;
                 d.walking = true;
                 if (run(&d) < 0 || cp->aborted)
                         goto finish;
                 d.walking = false;
                 cp->dirs = d.list.n_dirs;
-        } else if (cp_list_add_file(&d.list, "", 0, 0) < 0)
+                /* Files listed above the batch size go straight to streams. */
+                for (size_t i = 0; i < d.list.n_files; i++)
+                        if (d.list.files[i].size > cp->batch_size && add_stream(&d, i) < 0)
+                                goto oom;
+        } else if (cp_list_add_file(&d.list, "", 0, -1) < 0)
                 goto oom;
 
         progress_init(&cp->progress, d.list.total_bytes, d.list.n_files, arg_quiet);

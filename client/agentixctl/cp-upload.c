@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* cp, here → sandbox: walk the local tree, then send it with fs::upload in batches of about
- * --batch-size bytes, --jobs calls in flight, each file read straight into the message being
- * built (so memory stays at jobs × batch size). Files above CP_BATCH_FILE_MAX go up in
- * CP_CHUNK_SIZE parts, uploaded like small files and joined in the sandbox with cat. Empty
- * directories (fs::upload only makes the parents of files) and executable bits follow with
- * mkdir -p and chmod. */
+/* cp, here → sandbox: walk the local tree, then send it with --jobs calls in flight: files up to
+ * --batch-size go with fs::upload in batches of about --batch-size bytes, each file read straight
+ * into the message being built (so memory stays at jobs × batch size), with its mode; larger
+ * files are streamed with fs::write_stream, chunk by chunk as the server's inbox window allows;
+ * directories that hold nothing are made with fs::mkdir (fs::upload makes the parents of files).
+ * Nothing but agentix-server is needed in the sandbox. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,45 +16,47 @@
 #include "cp.h"
 #include "envelope.h"
 #include "fail.h"
-#include "shell-quote.h"
 
 #define WALK_DEPTH_MAX 256
-#define REMOTE_COMMAND_MAX (96u * 1024u)
-
-/* One part of the transfer: a whole file, or a chunk of a large one (written to its own part
- * file next to the target, joined later). */
-typedef struct Piece {
-        size_t file;            /* index into list.files */
-        uint64_t offset, size;
-        char *remote;           /* where fs::upload writes it */
-        bool failed;
-} Piece;
 
 typedef struct Upload {
         Cp *cp;
         const char *src, *dst;
-        bool is_dir;
         CpList list;
-        char **empty_dirs;      /* relative paths that hold nothing: made with mkdir -p */
-        size_t n_empty_dirs;
+        char **empty_dirs;      /* relative paths that hold nothing: made with fs::mkdir */
+        size_t n_empty_dirs, next_empty_dir;
 
-        Piece *pieces;
-        size_t n_pieces, next;
-        bool *file_failed;      /* per file: some piece failed */
+        size_t next_small;      /* list.files[next_small…]: the next file to batch */
+        size_t next_large;      /* list.files[next_large…]: the next file to stream */
 
-        /* The message being built. libagentix copies a call's arguments before
-         * agentix_call_async() returns, so one buffer serves every batch, and its pages stay
-         * mapped (fresh 8 MiB buffers cost a page fault and a page clear per 4 KiB). */
+        /* The message being built. libagentix copies a call's arguments (and inbox items)
+         * before it returns, so one buffer serves every batch, and its pages stay mapped
+         * (fresh 8 MiB buffers cost a page fault and a page clear per 4 KiB). */
         Buffer message;
 } Upload;
 
 typedef struct Batch {
         Upload *u;
         agentix_request *request;
-        size_t *pieces;         /* indices of the pieces it carries */
+        size_t *files;          /* indices into list.files */
         size_t n;
         uint64_t bytes;
 } Batch;
+
+/* One large file on its way through fs::write_stream. */
+typedef struct Stream {
+        Upload *u;
+        agentix_request *request;
+        size_t file;
+        char *local, *remote;
+        int fd;
+        uint64_t sent;          /* bytes handed to libagentix */
+        Buffer chunk;           /* the next item, kept while the inbox window is full */
+        bool chunk_ready;
+        bool reported;          /* a failure was reported already: the call's end adds nothing */
+        bool have_size;
+        uint64_t size;          /* what the server says it wrote */
+} Stream;
 
 /* ---- the local walk -------------------------------------------------------------------------- */
 
@@ -124,7 +126,7 @@ static int64_t walk(Upload *u, int dir_fd, const char *rel, unsigned depth) {
                         }
                 }
                 if (S_ISREG(st.st_mode)) {
-                        if (cp_list_add_file(&u->list, child, (uint64_t) st.st_size, st.st_mode) < 0) {
+                        if (cp_list_add_file(&u->list, child, (uint64_t) st.st_size, (int) (st.st_mode & 0777)) < 0) {
                                 closedir(d);
                                 return -ENOMEM;
                         }
@@ -165,99 +167,126 @@ static int64_t walk(Upload *u, int dir_fd, const char *rel, unsigned depth) {
         return files;
 }
 
-/* ---- pieces and batches ---------------------------------------------------------------------- */
-
-/* Parts of a large file: CP_CHUNK_SIZE, or larger for huge files, so that the part names fit
- * in one command line when they are joined. */
-static uint64_t chunk_size(uint64_t size) {
-        return MAX((uint64_t) CP_CHUNK_SIZE, (size + CP_PARTS_MAX - 1) / CP_PARTS_MAX);
+static bool is_large(const Upload *u, size_t i) {
+        return u->list.files[i].size > u->cp->batch_size;
 }
 
-static int plan_pieces(Upload *u) {
-        size_t n = 0;
+static void pump(Upload *u);
 
-        for (size_t i = 0; i < u->list.n_files; i++) {
-                uint64_t size = u->list.files[i].size;
-                n += size > CP_BATCH_FILE_MAX ? (size + chunk_size(size) - 1) / chunk_size(size) : 1;
+/* ---- empty directories: fs::mkdir ------------------------------------------------------------- */
+
+typedef struct MkdirJob {
+        Upload *u;
+        agentix_request *request;
+        size_t n;
+} MkdirJob;
+
+static void on_mkdir_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
+        MkdirJob *j = userdata;
+        Upload *u = j->u;
+        Cp *cp = u->cp;
+        char why[1024];
+
+        cp_call_finished(cp, r);
+        if (e && e->kind != AGENTIX_E_NONE) {
+                cp->aborted = true;
+                cp_fail(cp, exit_status_from_error(e), "cannot make directories in %s: %s", u->dst,
+                        cp_error_reason(e, why, sizeof(why)));
+        } else if (!result || result->type != MSGPACK_OBJECT_ARRAY || result->via.array.size != j->n) {
+                cp->aborted = true;
+                cp_fail(cp, EXIT_PROTOCOL, "fs::mkdir answered something unexpected");
+        } else
+                for (size_t i = 0; i < j->n; i++) {
+                        const msgpack_object *o = &result->via.array.ptr[i], *err = mp_map_get(o, "error");
+                        int len;
+
+                        if (err && err->type != MSGPACK_OBJECT_NIL) {
+                                const char *text = cp_result_message(o, "cannot make a directory", &len);
+                                cp_fail(cp, EXIT_FAILED, "%.*s", len, text);
+                        }
+                }
+        agentix_request_unref(j->request);
+        free(j);
+        pump(u);
+}
+
+static int start_mkdir(Upload *u) {
+        _cleanup_buffer_ Buffer args = BUFFER_NULL;
+        size_t n = MIN(u->n_empty_dirs - u->next_empty_dir, (size_t) CP_MKDIR_BATCH_MAX);
+        msgpack_packer pk;
+        MkdirJob *j;
+        int r;
+
+        mp_packer_init_buffer(&pk, &args);
+        r = msgpack_pack_array(&pk, 1) < 0 || msgpack_pack_array(&pk, n) < 0 ? -ENOMEM : 0;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                _cleanup_free_ char *remote = cp_path_join(u->dst, u->empty_dirs[u->next_empty_dir + i]);
+                r = remote && mp_pack_cstr(&pk, remote) >= 0 ? 0 : -ENOMEM;
         }
-        u->pieces = calloc(MAX(n, (size_t) 1), sizeof(Piece));
-        u->file_failed = calloc(MAX(u->list.n_files, (size_t) 1), sizeof(bool));
-        if (!u->pieces || !u->file_failed)
+        if (r < 0)
+                return r;
+        j = calloc(1, sizeof(MkdirJob));
+        if (!j)
                 return -ENOMEM;
+        *j = (MkdirJob) { .u = u, .n = n };
 
-        for (size_t i = 0; i < u->list.n_files; i++) {
-                const CpFile *f = &u->list.files[i];
-                _cleanup_free_ char *target = cp_path_join(u->dst, f->rel);
-
-                if (!target)
-                        return -ENOMEM;
-                if (f->size <= CP_BATCH_FILE_MAX) {
-                        u->pieces[u->n_pieces++] = (Piece) { .file = i, .size = f->size, .remote = TAKE_PTR(target) };
-                        continue;
-                }
-                uint64_t chunk = chunk_size(f->size);
-                for (uint64_t off = 0, k = 0; off < f->size; off += chunk, k++) {
-                        Piece *p = &u->pieces[u->n_pieces];
-
-                        *p = (Piece) { .file = i, .offset = off, .size = MIN(chunk, f->size - off) };
-                        if (asprintf(&p->remote, "%s.agentixctl-part-%u-%06llu", target, (unsigned) getpid(),
-                                     (unsigned long long) k) < 0)
-                                return -ENOMEM;
-                        u->n_pieces++;
-                }
+        r = agentix_call_async(u->cp->client, "fs::mkdir",
+                               &(agentix_args) { .args = buffer_data(&args), .args_size = args.len },
+                               &(agentix_call_options) { .shape = AGENTIX_CALL_UNARY },
+                               &(agentix_request_handlers) { .done = on_mkdir_done }, j, &j->request);
+        if (r < 0) {
+                free(j);
+                return r;
         }
+        u->next_empty_dir += n;
+        cp_call_started(u->cp, j->request);
         return 0;
 }
+
+/* ---- files up to the batch size: fs::upload -------------------------------------------------- */
 
 static void batch_free(Batch *b) {
         if (!b)
                 return;
         agentix_request_unref(b->request);
-        free(b->pieces);
+        free(b->files);
         free(b);
 }
 
-static void piece_failed(Upload *u, Piece *p) {
-        p->failed = true;
-        u->file_failed[p->file] = true;
-}
-
-/* Append one piece as [path, bin] to the message, reading the bytes straight into it. A piece
- * that cannot be read is reported and left out (the buffer is rolled back). Returns 1 when
- * added, 0 when left out, -ENOMEM. */
-static int pack_piece(Upload *u, Piece *p, Buffer *b) {
-        const CpFile *f = &u->list.files[p->file];
-        _cleanup_free_ char *local = cp_path_join(u->src, f->rel);
+/* Append one file as [path, bin, mode] to the message, reading the bytes straight into it. A
+ * file that cannot be read is reported and left out (the buffer is rolled back). Returns 1
+ * when added, 0 when left out, -ENOMEM. */
+static int pack_file(Upload *u, size_t i, Buffer *b) {
+        const CpFile *f = &u->list.files[i];
+        _cleanup_free_ char *local = cp_path_join(u->src, f->rel), *remote = cp_path_join(u->dst, f->rel);
         _cleanup_close_ int fd = -EBADF;
         size_t start = b->len;
         msgpack_packer pk;
         struct stat st;
         uint64_t got = 0;
 
-        if (!local)
+        if (!local || !remote)
                 return -ENOMEM;
         fd = open(local, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 || fstat(fd, &st) < 0) {
                 cp_fail(u->cp, EXIT_IOERR, "cannot read '%s': %m", local);
-                piece_failed(u, p);
                 return 0;
         }
         if ((uint64_t) st.st_size != f->size) {
                 cp_fail(u->cp, EXIT_IOERR, "'%s' changed while it was copied", local);
-                piece_failed(u, p);
                 return 0;
         }
 
         mp_packer_init_buffer(&pk, b);
-        if (msgpack_pack_array(&pk, 2) < 0 || mp_pack_cstr(&pk, p->remote) < 0)
+        if (msgpack_pack_array(&pk, 3) < 0 || mp_pack_cstr(&pk, remote) < 0)
                 return -ENOMEM;
         /* bin32 header, then the bytes read in place. */
-        uint8_t hdr[5] = { 0xc6, (uint8_t) (p->size >> 24), (uint8_t) (p->size >> 16), (uint8_t) (p->size >> 8),
-                           (uint8_t) p->size };
-        if (buffer_append(b, hdr, sizeof(hdr)) < 0 || buffer_reserve(b, p->size) < 0)
+        uint8_t hdr[5] = { 0xc6, (uint8_t) (f->size >> 24), (uint8_t) (f->size >> 16), (uint8_t) (f->size >> 8),
+                           (uint8_t) f->size };
+        if (buffer_append(b, hdr, sizeof(hdr)) < 0 || buffer_reserve(b, f->size) < 0)
                 return -ENOMEM;
-        while (got < p->size) {
-                ssize_t n = pread(fd, buffer_data(b) + b->len + got, p->size - got, (off_t) (p->offset + got));
+        while (got < f->size) {
+                ssize_t n = pread(fd, buffer_data(b) + b->len + got, f->size - got, (off_t) got);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
@@ -266,16 +295,15 @@ static int pack_piece(Upload *u, Piece *p, Buffer *b) {
                         else
                                 cp_fail(u->cp, EXIT_IOERR, "'%s' changed while it was copied", local);
                         b->len = start;
-                        piece_failed(u, p);
                         return 0;
                 }
                 got += (uint64_t) n;
         }
-        b->len += p->size;
+        b->len += f->size;
+        if (msgpack_pack_int(&pk, f->mode) < 0)
+                return -ENOMEM;
         return 1;
 }
-
-static void pump(Upload *u);
 
 static void on_batch_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
         Batch *b = userdata;
@@ -283,42 +311,28 @@ static void on_batch_done(agentix_request *r, const msgpack_object *result, cons
         Cp *cp = u->cp;
         uint64_t files = 0;
 
-        cp->in_flight--;
+        cp_call_finished(cp, r);
         if (e && e->kind != AGENTIX_E_NONE) {
                 char why[1024];
 
                 /* The whole call failed: nothing of this batch is known to be there. */
-                for (size_t i = 0; i < b->n; i++)
-                        piece_failed(u, &u->pieces[b->pieces[i]]);
                 cp->aborted = true;
                 cp_fail(cp, exit_status_from_error(e), "upload to %s failed: %s", u->dst, error_reason(e, why, sizeof(why)));
         } else if (!result || result->type != MSGPACK_OBJECT_ARRAY || result->via.array.size != b->n) {
-                for (size_t i = 0; i < b->n; i++)
-                        piece_failed(u, &u->pieces[b->pieces[i]]);
                 cp->aborted = true;
                 cp_fail(cp, EXIT_PROTOCOL, "fs::upload answered something unexpected");
         } else
                 for (size_t i = 0; i < b->n; i++) {
                         const msgpack_object *o = &result->via.array.ptr[i], *err = mp_map_get(o, "error");
-                        Piece *p = &u->pieces[b->pieces[i]];
 
                         if (err && err->type != MSGPACK_OBJECT_NIL) {
-                                const msgpack_object *m = mp_map_get(o, "message");
-                                const char *text = p->remote;
-                                int len = (int) strlen(p->remote);
+                                _cleanup_free_ char *remote = cp_path_join(u->dst, u->list.files[b->files[i]].rel);
+                                int len;
+                                const char *text = cp_result_message(o, strna(remote), &len);
 
-                                if (m && m->type == MSGPACK_OBJECT_STR) {
-                                        text = m->via.str.ptr;
-                                        len = (int) m->via.str.size;
-                                        if (len >= 7 && strneq(text, "Error: ", 7)) {
-                                                text += 7;
-                                                len -= 7;
-                                        }
-                                }
                                 cp_fail(cp, EXIT_FAILED, "%.*s", len, text);
-                                piece_failed(u, p);
-                        } else if (p->offset + p->size == u->list.files[p->file].size && p->offset == 0)
-                                files++; /* a whole file; large ones count once joined */
+                        } else
+                                files++;
                 }
 
         progress_add(&cp->progress, b->bytes, files);
@@ -326,6 +340,13 @@ static void on_batch_done(agentix_request *r, const msgpack_object *result, cons
         cp->bytes += b->bytes;
         batch_free(b);
         pump(u);
+}
+
+/* The next small file from i on, or n_files. */
+static size_t next_small(const Upload *u, size_t i) {
+        while (i < u->list.n_files && is_large(u, i))
+                i++;
+        return i;
 }
 
 static int start_batch(Upload *u) {
@@ -339,8 +360,8 @@ static int start_batch(Upload *u) {
         if (!b)
                 return -ENOMEM;
         b->u = u;
-        b->pieces = calloc(CP_BATCH_FILES_MAX, sizeof(size_t));
-        if (!b->pieces) {
+        b->files = calloc(CP_BATCH_FILES_MAX, sizeof(size_t));
+        if (!b->files) {
                 batch_free(b);
                 return -ENOMEM;
         }
@@ -354,21 +375,23 @@ static int start_batch(Upload *u) {
         }
         count_at = 2;
 
-        while (u->next < u->n_pieces && b->n < CP_BATCH_FILES_MAX) {
-                Piece *p = &u->pieces[u->next];
+        for (u->next_small = next_small(u, u->next_small); u->next_small < u->list.n_files && b->n < CP_BATCH_FILES_MAX;
+             u->next_small = next_small(u, u->next_small)) {
+                size_t i = u->next_small;
+                uint64_t size = u->list.files[i].size;
 
-                if (b->n > 0 && b->bytes + p->size > cp->batch_size)
+                if (b->n > 0 && b->bytes + size > cp->batch_size)
                         break;
-                u->next++;
-                r = pack_piece(u, p, msg);
+                u->next_small++;
+                r = pack_file(u, i, msg);
                 if (r < 0) {
                         batch_free(b);
                         return r;
                 }
                 if (r == 0)
                         continue;
-                b->pieces[b->n++] = (size_t) (p - u->pieces);
-                b->bytes += p->size;
+                b->files[b->n++] = i;
+                b->bytes += size;
         }
         if (b->n == 0) {
                 batch_free(b);
@@ -388,15 +411,216 @@ static int start_batch(Upload *u) {
                 batch_free(b);
                 return r;
         }
-        cp->in_flight++;
+        cp_call_started(cp, b->request);
         return 1;
 }
+
+/* ---- files above the batch size: fs::write_stream -------------------------------------------- */
+
+static void stream_free(Stream *s) {
+        if (!s)
+                return;
+        agentix_request_unref(s->request);
+        safe_close(s->fd);
+        buffer_done(&s->chunk);
+        free(s->local);
+        free(s->remote);
+        free(s);
+}
+
+/* Give up on a stream from our side (the local file let us down): report it, and cancel the
+ * call so the server drops its temporary file. Its done handler finishes the job. */
+static void stream_abandon(Stream *s) {
+        s->reported = true;
+        (void) agentix_request_cancel(s->request);
+}
+
+/* Read the next chunk into s->chunk as one msgpack bin item. Returns 0, or -EIO after reporting
+ * (the file could not be read or shrank). */
+static int stream_read_chunk(Stream *s) {
+        Cp *cp = s->u->cp;
+        uint64_t size = s->u->list.files[s->file].size;
+        size_t n = (size_t) MIN(size - s->sent, (uint64_t) cp_stream_chunk(cp)), got = 0;
+        uint8_t hdr[5] = { 0xc6, (uint8_t) (n >> 24), (uint8_t) (n >> 16), (uint8_t) (n >> 8), (uint8_t) n };
+
+        buffer_clear(&s->chunk);
+        if (buffer_append(&s->chunk, hdr, sizeof(hdr)) < 0 || buffer_reserve(&s->chunk, n) < 0) {
+                cp_fail(cp, EXIT_SOFTWARE, "out of memory");
+                return -ENOMEM;
+        }
+        while (got < n) {
+                ssize_t k = pread(s->fd, buffer_data(&s->chunk) + s->chunk.len + got, n - got, (off_t) (s->sent + got));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        cp_fail(cp, EXIT_IOERR, "cannot read '%s': %m", s->local);
+                        return -EIO;
+                }
+                if (k == 0) {
+                        cp_fail(cp, EXIT_IOERR, "'%s' changed while it was copied", s->local);
+                        return -EIO;
+                }
+                got += (size_t) k;
+        }
+        s->chunk.len += n;
+        s->chunk_ready = true;
+        return 0;
+}
+
+/* Send chunks while the inbox window has room; close the inbox after the last. */
+static void stream_feed(Stream *s) {
+        Cp *cp = s->u->cp;
+        uint64_t size = s->u->list.files[s->file].size;
+        int r;
+
+        while (s->sent < size) {
+                if (!s->chunk_ready && stream_read_chunk(s) < 0) {
+                        stream_abandon(s);
+                        return;
+                }
+                r = agentix_request_send(s->request, buffer_data(&s->chunk), s->chunk.len);
+                if (r == -EAGAIN)
+                        return; /* the writable handler calls again */
+                if (r < 0) {
+                        cp_fail(cp, EXIT_UNAVAILABLE, "cannot send '%s': %s", s->local, strerror(-r));
+                        stream_abandon(s);
+                        return;
+                }
+                size_t n = s->chunk.len - 5;
+                s->chunk_ready = false;
+                s->sent += n;
+                progress_add(&cp->progress, n, 0);
+        }
+        r = agentix_request_close_inbox(s->request);
+        if (r < 0) {
+                cp_fail(cp, EXIT_UNAVAILABLE, "cannot finish '%s': %s", s->local, strerror(-r));
+                stream_abandon(s);
+        }
+}
+
+static void on_stream_writable(agentix_request *r, void *userdata) {
+        stream_feed(userdata);
+}
+
+static void on_stream_item(agentix_request *r, const msgpack_object *v, void *userdata) {
+        Stream *s = userdata;
+        int64_t size;
+
+        if (mp_map_get_int(v, "size", &size) >= 0 && size >= 0) {
+                s->have_size = true;
+                s->size = (uint64_t) size;
+        }
+}
+
+static void on_stream_done(agentix_request *r, const msgpack_object *result, const agentix_error *e, void *userdata) {
+        Stream *s = userdata;
+        Upload *u = s->u;
+        Cp *cp = u->cp;
+        const CpFile *f = &u->list.files[s->file];
+        char why[1024];
+
+        cp_call_finished(cp, r);
+        if (s->reported)
+                ; /* said already why */
+        else if (e && (e->kind == AGENTIX_E_REMOTE || e->kind == AGENTIX_E_FILE))
+                cp_fail(cp, EXIT_FAILED, "%s", cp_error_reason(e, why, sizeof(why)));
+        else if (e && e->kind != AGENTIX_E_NONE) {
+                cp->aborted = true;
+                cp_fail(cp, exit_status_from_error(e), "upload to %s failed: %s", s->remote,
+                        cp_error_reason(e, why, sizeof(why)));
+        } else if (!s->have_size || s->size != f->size)
+                cp_fail(cp, EXIT_PROTOCOL, "fs::write_stream wrote %s bytes of '%s', not %llu",
+                        s->have_size ? "a different number of" : "an unknown number of", s->remote,
+                        (unsigned long long) f->size);
+        else {
+                cp->files++;
+                cp->bytes += f->size;
+                progress_add(&cp->progress, 0, 1);
+        }
+        stream_free(s);
+        pump(u);
+}
+
+static int start_stream(Upload *u, size_t i) {
+        Cp *cp = u->cp;
+        const CpFile *f = &u->list.files[i];
+        _cleanup_buffer_ Buffer args = BUFFER_NULL, kwargs = BUFFER_NULL;
+        msgpack_packer pk;
+        struct stat st;
+        Stream *s;
+        int r;
+
+        s = calloc(1, sizeof(Stream));
+        if (!s)
+                return -ENOMEM;
+        *s = (Stream) { .u = u, .file = i, .fd = -EBADF };
+        s->local = cp_path_join(u->src, f->rel);
+        s->remote = cp_path_join(u->dst, f->rel);
+        if (!s->local || !s->remote) {
+                stream_free(s);
+                return -ENOMEM;
+        }
+        s->fd = open(s->local, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (s->fd < 0 || fstat(s->fd, &st) < 0) {
+                cp_fail(cp, EXIT_IOERR, "cannot read '%s': %m", s->local);
+                stream_free(s);
+                return 0;
+        }
+        if ((uint64_t) st.st_size != f->size) {
+                cp_fail(cp, EXIT_IOERR, "'%s' changed while it was copied", s->local);
+                stream_free(s);
+                return 0;
+        }
+
+        mp_packer_init_buffer(&pk, &args);
+        r = msgpack_pack_array(&pk, 1) < 0 || mp_pack_cstr(&pk, s->remote) < 0 ? -ENOMEM : 0;
+        mp_packer_init_buffer(&pk, &kwargs);
+        if (r >= 0)
+                r = msgpack_pack_map(&pk, 1) < 0 || mp_pack_cstr(&pk, "mode") < 0 || msgpack_pack_int(&pk, f->mode) < 0
+                        ? -ENOMEM : 0;
+        if (r < 0) {
+                stream_free(s);
+                return r;
+        }
+        r = agentix_call_async(cp->client, "fs::write_stream",
+                               &(agentix_args) { .args = buffer_data(&args), .args_size = args.len,
+                                                 .kwargs = buffer_data(&kwargs), .kwargs_size = kwargs.len },
+                               &(agentix_call_options) { .shape = AGENTIX_CALL_BIDI },
+                               &(agentix_request_handlers) { .item = on_stream_item, .done = on_stream_done }, s,
+                               &s->request);
+        if (r < 0) {
+                stream_free(s);
+                return r;
+        }
+        agentix_request_set_writable_handler(s->request, on_stream_writable, s);
+        cp_call_started(cp, s->request);
+        /* The done handler may run from in here (a failure cancels): s is not ours after it. */
+        stream_feed(s);
+        return 1;
+}
+
+/* ---- driving it ------------------------------------------------------------------------------ */
 
 static void pump(Upload *u) {
         Cp *cp = u->cp;
 
-        while (!cp->aborted && cp->in_flight < cp->jobs && u->next < u->n_pieces) {
-                int r = start_batch(u);
+        while (!cp->aborted && cp->in_flight < cp->jobs) {
+                int r;
+
+                /* Directories first (one call makes many), then the large files, which take
+                 * longest, while the remaining jobs carry batches. */
+                if (u->next_empty_dir < u->n_empty_dirs)
+                        r = start_mkdir(u);
+                else {
+                        while (u->next_large < u->list.n_files && !is_large(u, u->next_large))
+                                u->next_large++;
+                        if (u->next_large < u->list.n_files)
+                                r = start_stream(u, u->next_large++);
+                        else if (next_small(u, u->next_small) < u->list.n_files)
+                                r = start_batch(u);
+                        else
+                                break;
+                }
                 if (r < 0) {
                         cp->aborted = true;
                         cp_fail(cp, r == -ENOMEM ? EXIT_SOFTWARE : EXIT_UNAVAILABLE, "cannot start an upload: %s",
@@ -405,173 +629,8 @@ static void pump(Upload *u) {
         }
 }
 
-/* ---- after the bytes: join large files, make empty directories, restore executable bits ----- */
-
-/* Run prefix… + as many items as fit in one command line, until all items are done. */
-static int run_batched(Upload *u, const char *const *prefix, size_t n_prefix, char **items, size_t n_items,
-                       const char *what) {
-        Cp *cp = u->cp;
-        size_t i = 0;
-
-        while (i < n_items) {
-                _cleanup_free_ char **words = calloc(n_prefix + n_items - i + 1, sizeof(char *));
-                agentix_error e = AGENTIX_ERROR_NULL;
-                size_t n = 0, len = 0, first = i;
-                int r;
-
-                if (!words)
-                        return -ENOMEM;
-                for (size_t k = 0; k < n_prefix; k++) {
-                        words[n++] = (char *) prefix[k];
-                        len += strlen(prefix[k]) + 1;
-                }
-                while (i < n_items && (i == first || len + strlen(items[i]) * 4 + 3 < REMOTE_COMMAND_MAX)) {
-                        len += strlen(items[i]) * 4 + 3; /* worst case of quoting */
-                        words[n++] = items[i++];
-                }
-                _cleanup_free_ char *command = shell_quote_argv(words, n);
-                if (!command)
-                        return -ENOMEM;
-                r = cp_remote_command(cp, command, &e);
-                if (r < 0) {
-                        char why[1024];
-
-                        cp_fail(cp, e.kind == AGENTIX_E_REMOTE ? EXIT_FAILED : exit_status_from_error(&e), "%s: %s", what,
-                                error_reason(&e, why, sizeof(why)));
-                        agentix_error_done(&e);
-                        if (e.kind != AGENTIX_E_REMOTE)
-                                return r;
-                }
-        }
-        return 0;
-}
-
-static int join_large_files(Upload *u) {
-        Cp *cp = u->cp;
-
-        for (size_t i = 0; i < u->n_pieces;) {
-                const CpFile *f = &u->list.files[u->pieces[i].file];
-                size_t first = i, n;
-
-                if (f->size <= CP_BATCH_FILE_MAX) {
-                        i++;
-                        continue;
-                }
-                while (i < u->n_pieces && u->pieces[i].file == u->pieces[first].file)
-                        i++;
-                n = i - first;
-
-                /* set -- <parts>; cat "$@" > tmp && mv tmp target; rm parts — one command line,
-                 * the part names quoted once. */
-                _cleanup_free_ char *target = cp_path_join(u->dst, f->rel), *tmp = NULL, *command = NULL,
-                                    *qtarget = NULL, *qtmp = NULL, *qparts = NULL;
-                agentix_error e = AGENTIX_ERROR_NULL;
-                char **parts;
-                int r;
-
-                if (!target || asprintf(&tmp, "%s.agentixctl-tmp-%u", target, (unsigned) getpid()) < 0)
-                        return -ENOMEM;
-                parts = calloc(n, sizeof(char *));
-                if (!parts)
-                        return -ENOMEM;
-                for (size_t k = 0; k < n; k++)
-                        parts[k] = u->pieces[first + k].remote;
-                qparts = shell_quote_argv(parts, n);
-                free(parts);
-                qtarget = shell_quote(target);
-                qtmp = shell_quote(tmp);
-                if (!qparts || !qtarget || !qtmp)
-                        return -ENOMEM;
-                if (u->file_failed[u->pieces[first].file])
-                        r = asprintf(&command, "rm -f -- %s", qparts);
-                else
-                        r = asprintf(&command, "set -- %s; cat -- \"$@\" > %s && mv -f -- %s %s; s=$?; rm -f -- \"$@\"; exit $s",
-                                     qparts, qtmp, qtmp, qtarget);
-                if (r < 0)
-                        return -ENOMEM;
-                r = cp_remote_command(cp, command, &e);
-                if (r < 0) {
-                        char why[1024];
-
-                        cp_fail(cp, e.kind == AGENTIX_E_REMOTE ? EXIT_FAILED : exit_status_from_error(&e),
-                                "cannot assemble %s in the sandbox (needs cat and mv): %s", target,
-                                error_reason(&e, why, sizeof(why)));
-                        agentix_error_done(&e);
-                        continue;
-                }
-                if (!u->file_failed[u->pieces[first].file]) {
-                        cp->files++;
-                        progress_add(&cp->progress, 0, 1);
-                }
-        }
-        return 0;
-}
-
-static int make_empty_dirs(Upload *u) {
-        _cleanup_free_ char **paths = NULL;
-        const char *prefix[] = { "mkdir", "-p", "--" };
-        int r;
-
-        if (u->n_empty_dirs == 0)
-                return 0;
-        paths = calloc(u->n_empty_dirs, sizeof(char *));
-        if (!paths)
-                return -ENOMEM;
-        for (size_t i = 0; i < u->n_empty_dirs; i++)
-                if (!(paths[i] = cp_path_join(u->dst, u->empty_dirs[i]))) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-        r = run_batched(u, prefix, ELEMENTSOF(prefix), paths, u->n_empty_dirs,
-                        "cannot make empty directories in the sandbox (needs mkdir)");
-finish:
-        for (size_t i = 0; i < u->n_empty_dirs; i++)
-                free(paths[i]);
-        return r;
-}
-
-/* fs::upload makes files 0666 minus the umask: give executables their mode back, one chmod per
- * distinct mode. */
-static int restore_modes(Upload *u) {
-        _cleanup_free_ char **paths = NULL;
-        bool done[07777 + 1] = {};
-        int r = 0;
-
-        for (size_t i = 0; i < u->list.n_files && r >= 0; i++) {
-                mode_t mode = u->list.files[i].mode & 07777;
-                char mode_text[8];
-                size_t n = 0;
-
-                if (!(mode & 0111) || u->file_failed[i] || done[mode])
-                        continue;
-                done[mode] = true;
-
-                if (!paths) {
-                        paths = calloc(u->list.n_files, sizeof(char *));
-                        if (!paths)
-                                return -ENOMEM;
-                }
-                for (size_t k = i; k < u->list.n_files; k++)
-                        if ((u->list.files[k].mode & 07777) == mode && !u->file_failed[k])
-                                if (!(paths[n++] = cp_path_join(u->dst, u->list.files[k].rel))) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                snprintf(mode_text, sizeof(mode_text), "%o", (unsigned) mode);
-                const char *prefix[] = { "chmod", mode_text, "--" };
-                if (r >= 0)
-                        r = run_batched(u, prefix, ELEMENTSOF(prefix), paths, n,
-                                        "cannot restore executable modes in the sandbox (needs chmod)");
-                for (size_t k = 0; k < n; k++)
-                        free(paths[k]);
-        }
-        return r;
-}
-
-/* ---- the whole upload ------------------------------------------------------------------------ */
-
 void cp_upload(Cp *cp, const char *src, const char *dst, bool is_dir) {
-        Upload u = { .cp = cp, .src = src, .dst = dst, .is_dir = is_dir };
+        Upload u = { .cp = cp, .src = src, .dst = dst };
         int r = 0;
 
         if (is_dir) {
@@ -595,14 +654,11 @@ void cp_upload(Cp *cp, const char *src, const char *dst, bool is_dir) {
                         cp_fail(cp, EXIT_IOERR, "cannot access '%s': %m", src);
                         goto finish;
                 }
-                r = cp_list_add_file(&u.list, "", (uint64_t) st.st_size, st.st_mode);
+                r = cp_list_add_file(&u.list, "", (uint64_t) st.st_size, (int) (st.st_mode & 0777));
                 if (r < 0)
                         goto finish;
         }
 
-        r = plan_pieces(&u);
-        if (r < 0)
-                goto finish;
         progress_init(&cp->progress, u.list.total_bytes, u.list.n_files, arg_quiet);
 
         pump(&u);
@@ -614,24 +670,12 @@ void cp_upload(Cp *cp, const char *src, const char *dst, bool is_dir) {
                 }
         }
         r = 0;
-        if (cp->aborted)
-                goto finish;
-
-        r = join_large_files(&u);
-        if (r >= 0)
-                r = make_empty_dirs(&u);
-        if (r >= 0)
-                r = restore_modes(&u);
 
 finish:
         if (r == -ENOMEM)
                 cp_fail(cp, EXIT_SOFTWARE, "out of memory");
         else if (r < 0 && cp->status == EXIT_OK)
                 cp_fail(cp, EXIT_UNAVAILABLE, "upload failed: %s", strerror(-r));
-        for (size_t i = 0; i < u.n_pieces; i++)
-                free(u.pieces[i].remote);
-        free(u.pieces);
-        free(u.file_failed);
         buffer_done(&u.message);
         for (size_t i = 0; i < u.n_empty_dirs; i++)
                 free(u.empty_dirs[i]);

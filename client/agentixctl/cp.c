@@ -2,6 +2,7 @@
 /* agentixctl cp SRC DST: files and directories between here and the sandbox, with docker cp's
  * rules for where things land, and what the two directions share. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,8 +15,8 @@
 #include "format-util.h"
 #include "output.h"
 #include "parse-util.h"
+#include "envelope.h"
 #include "remote-path.h"
-#include "shell-quote.h"
 
 static void help(void) {
         printf("Usage: agentixctl cp [OPTIONS] SRC DST\n"
@@ -24,9 +25,10 @@ static void help(void) {
                "one of SRC and DST is remote, written :PATH (an absolute path in the sandbox).\n"
                "Like docker cp: a directory DST that exists receives SRC inside it (SRC/. copies\n"
                "the contents instead); one that does not exist becomes the copy.\n"
-               "Contents are copied exactly; modes are not, except executable bits on upload;\n"
+               "Contents and file modes (permission bits) are copied exactly, both ways;\n"
                "owners and times are not. Symbolic links to files are copied as files, links to\n"
-               "directories and special files are skipped.\n"
+               "directories and special files are skipped. Needs nothing in the sandbox but\n"
+               "agentix-server (no shell, no coreutils).\n"
                "\n"
                "  -h --help               Show this help\n"
                "     --batch-size=BYTES   Bytes of files per call (default 8388608)\n"
@@ -40,7 +42,7 @@ static void help(void) {
 
 /* ---- shared helpers ------------------------------------------------------------------------ */
 
-int cp_list_add_file(CpList *l, const char *rel, uint64_t size, mode_t mode) {
+int cp_list_add_file(CpList *l, const char *rel, uint64_t size, int mode) {
         char *copy;
 
         if (l->n_files == l->cap_files) {
@@ -114,6 +116,9 @@ static void cp_vreport(Cp *cp, const char *fmt, va_list ap) {
 void cp_fail(Cp *cp, int status, const char *fmt, ...) {
         va_list ap;
 
+        /* After a signal, calls end cancelled: that is no news. */
+        if (cp->signal != 0)
+                return;
         va_start(ap, fmt);
         cp_vreport(cp, fmt, ap);
         va_end(ap);
@@ -133,30 +138,65 @@ void cp_skip(Cp *cp, const char *fmt, ...) {
         va_end(ap);
 }
 
-int cp_remote_command(Cp *cp, const char *command, agentix_error *e) {
-        agentix_exec_result res = {};
-        agentix_exec_options o = { .timeout_sec = -1 };
-        int r;
+void cp_call_started(Cp *cp, agentix_request *r) {
+        for (size_t i = 0; i < ELEMENTSOF(cp->calls); i++)
+                if (!cp->calls[i]) {
+                        cp->calls[i] = r;
+                        break;
+                }
+        cp->in_flight++;
+}
 
-        r = agentix_exec(cp->client, command, &o, &res, e);
-        if (r < 0)
-                return r;
-        if (res.exit_code != 0) {
-                const char *out = res.output ?: "";
+void cp_call_finished(Cp *cp, agentix_request *r) {
+        for (size_t i = 0; i < ELEMENTSOF(cp->calls); i++)
+                if (cp->calls[i] == r) {
+                        cp->calls[i] = NULL;
+                        break;
+                }
+        cp->in_flight--;
+}
 
-                agentix_error_done(e);
-                *e = (agentix_error) {
-                        .kind = AGENTIX_E_REMOTE,
-                        .code = -EIO,
-                        .type = strdup("ExitStatus"),
-                };
-                if (asprintf(&e->message, "'%.*s' exited with status %d%s%.*s", (int) strcspn(command, " "), command,
-                             res.exit_code, *out ? ": " : "", (int) strcspn(out, "\n"), out) < 0)
-                        e->message = NULL;
-                r = -EIO;
+static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata) {
+        Cp *cp = userdata;
+        agentix_request *calls[ELEMENTSOF(cp->calls)];
+
+        /* A second signal: do not wait for the server any longer. */
+        if (cp->signal != 0)
+                exit(128 + (int) si->ssi_signo);
+        cp->signal = (int) si->ssi_signo;
+        cp->aborted = true;
+        /* A cancel may end its call at once, which changes cp->calls: go through a copy. */
+        memcpy(calls, cp->calls, sizeof(calls));
+        for (size_t i = 0; i < ELEMENTSOF(calls); i++)
+                if (calls[i])
+                        (void) agentix_request_cancel(calls[i]);
+        return 0;
+}
+
+const char *cp_error_reason(const agentix_error *e, char *buf, size_t size) {
+        agentix_error as_file = *e;
+
+        /* fs codes are lower-case words, exception names are not. */
+        if (e->kind == AGENTIX_E_REMOTE && e->type && e->type[0] >= 'a' && e->type[0] <= 'z')
+                as_file.kind = AGENTIX_E_FILE;
+        return error_reason(&as_file, buf, size);
+}
+
+const char *cp_result_message(const msgpack_object *map, const char *fallback, int *ret_len) {
+        const msgpack_object *m = mp_map_get(map, "message");
+        const char *text = fallback;
+        int len = (int) strlen(fallback);
+
+        if (m && m->type == MSGPACK_OBJECT_STR) {
+                text = m->via.str.ptr;
+                len = (int) m->via.str.size;
+                if (len >= 7 && strneq(text, "Error: ", 7)) {
+                        text += 7;
+                        len -= 7;
+                }
         }
-        agentix_exec_result_done(&res);
-        return r;
+        *ret_len = len;
+        return text;
 }
 
 /* ---- where things go ------------------------------------------------------------------------ */
@@ -195,27 +235,46 @@ static bool ends_with_slash(const char *path) {
         return n > 0 && path[n - 1] == '/';
 }
 
-static int remote_kind(Cp *cp, const char *path, PathKind *ret, agentix_entries *ret_listing) {
-        agentix_entries es = {};
+/* What a remote path is, asking fs::ls; a directory's listing (the fs::ls result) is kept in
+ * ret_listing when that is given. Returns an exit status. */
+static int remote_kind(Cp *cp, const char *path, PathKind *ret, msgpack_unpacked *ret_listing) {
+        _cleanup_buffer_ Buffer args = BUFFER_NULL;
         agentix_error e = AGENTIX_ERROR_NULL;
+        msgpack_unpacked result;
+        const msgpack_object *code;
+        msgpack_packer pk;
         int r, status = EXIT_OK;
 
-        r = agentix_ls(cp->client, path, &es, &e);
-        if (r >= 0) {
-                *ret = PATH_DIR;
-                if (ret_listing)
-                        *ret_listing = es;
-                else
-                        agentix_entries_done(&es);
-                return EXIT_OK;
-        }
-        if (e.kind == AGENTIX_E_FILE && streq(strna(e.type), "not_a_directory"))
-                *ret = PATH_FILE;
-        else if (e.kind == AGENTIX_E_FILE && streq(strna(e.type), "file_not_found"))
-                *ret = PATH_MISSING;
-        else
+        mp_packer_init_buffer(&pk, &args);
+        if (msgpack_pack_array(&pk, 1) < 0 || mp_pack_cstr(&pk, path) < 0)
+                return fail(EXIT_SOFTWARE, "out of memory");
+        r = agentix_call(cp->client, "fs::ls", &(agentix_args) { .args = buffer_data(&args), .args_size = args.len }, NULL,
+                         &result, &e);
+        if (r < 0) {
                 status = fail_agentix(&e, "cp: %s", path);
-        agentix_error_done(&e);
+                agentix_error_done(&e);
+                return status;
+        }
+        if (result.data.type != MSGPACK_OBJECT_MAP || !(code = mp_map_get(&result.data, "error"))) {
+                msgpack_unpacked_destroy(&result);
+                return fail(EXIT_PROTOCOL, "cp: %s: fs::ls answered something unexpected", path);
+        }
+        if (code->type == MSGPACK_OBJECT_NIL) {
+                *ret = PATH_DIR;
+                if (ret_listing) {
+                        *ret_listing = result;
+                        return EXIT_OK;
+                }
+        } else if (mp_str_eq(code, "not_a_directory"))
+                *ret = PATH_FILE;
+        else if (mp_str_eq(code, "file_not_found"))
+                *ret = PATH_MISSING;
+        else {
+                int len;
+                const char *text = cp_result_message(&result.data, "error", &len);
+                status = fail(EXIT_FAILED, "cp: %s: %.*s", path, len, text);
+        }
+        msgpack_unpacked_destroy(&result);
         return status;
 }
 
@@ -289,7 +348,8 @@ int verb_cp(int argc, char *argv[]) {
         };
         _cleanup_(remote_path_done) RemotePath src = {}, dst = {};
         _cleanup_free_ char *target = NULL;
-        agentix_entries listing = {};
+        msgpack_unpacked listing;
+        bool have_listing = false;
         Cp cp = { .batch_size = 8u * 1024 * 1024, .jobs = 4 };
         int64_t v;
         PathKind kind;
@@ -306,7 +366,7 @@ int verb_cp(int argc, char *argv[]) {
                         cp.batch_size = (uint64_t) v;
                         break;
                 case ARG_JOBS:
-                        if (parse_int64(optarg, 1, &v) < 0 || v > 64)
+                        if (parse_int64(optarg, 1, &v) < 0 || v > CP_JOBS_MAX)
                                 return fail_usage("cp", "invalid --jobs '%s': 1 to 64", optarg);
                         cp.jobs = (unsigned) v;
                         break;
@@ -332,6 +392,16 @@ int verb_cp(int argc, char *argv[]) {
         r = sd_event_new(&cp.event);
         if (r < 0)
                 return fail_errno(EXIT_SOFTWARE, r, "cp: cannot set up an event loop: %m");
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        (void) sd_event_add_signal(cp.event, NULL, SIGINT, on_signal, &cp);
+        (void) sd_event_add_signal(cp.event, NULL, SIGTERM, on_signal, &cp);
+        (void) sd_event_add_signal(cp.event, NULL, SIGHUP, on_signal, &cp);
 
         if (!src.remote) {
                 struct stat st;
@@ -363,6 +433,7 @@ int verb_cp(int argc, char *argv[]) {
                 status = remote_kind(&cp, src.path, &kind, &listing);
                 if (status != EXIT_OK)
                         goto finish;
+                have_listing = kind == PATH_DIR;
                 if (kind == PATH_MISSING) {
                         status = fail(EXIT_FAILED, "cp: Path '%s' not found in the sandbox", src.path);
                         goto finish;
@@ -371,16 +442,21 @@ int verb_cp(int argc, char *argv[]) {
                 if (status != EXIT_OK)
                         goto finish;
                 start = now_usec();
-                cp_download(&cp, src.path, target, kind == PATH_DIR, kind == PATH_DIR ? &listing : NULL);
+                cp_download(&cp, src.path, target, kind == PATH_DIR, have_listing ? &listing.data : NULL);
         }
         progress_finish(&cp.progress);
 
+        if (cp.signal != 0) {
+                status = 128 + cp.signal;
+                goto finish;
+        }
         status = print_summary(&cp, now_usec() - start);
         if (status == EXIT_OK)
                 status = cp.status;
 
 finish:
-        agentix_entries_done(&listing);
+        if (have_listing)
+                msgpack_unpacked_destroy(&listing);
         agentix_client_unref(cp.client);
         sd_event_unref(cp.event);
         return status;

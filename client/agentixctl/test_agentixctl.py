@@ -26,7 +26,7 @@ import fcntl
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/interop"))
-from harness import Server, free_port, main, test  # noqa: E402
+from harness import Server, free_port, main, test, wait_until  # noqa: E402
 
 CTL = os.environ.get("AGENTIXCTL") or sys.exit("set AGENTIXCTL to the agentixctl binary")
 MAN = os.environ.get("AGENTIXCTL_MAN") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -561,7 +561,7 @@ def cp_symlinks_and_special_files():
 
 @test
 def cp_large_file_in_parts():
-    """A file above the one-message batch limit goes up in parts and comes down through cat."""
+    """A file above the batch size is streamed both ways (fs::write_stream, fs::read_stream)."""
     d = remote_tmpdir()
     with tempfile.TemporaryDirectory() as local:
         src = os.path.join(local, "big")
@@ -756,6 +756,140 @@ def output_to_a_closed_pipe():
                         "sh -c 'yes | head -c 50000000' | head -c 10 > /dev/null; echo ${PIPESTATUS[0]}"],
                        capture_output=True, timeout=60)
     assert p.stdout.strip() == b"141" and p.stderr == b"", p
+
+
+# ---- cp with nothing but agentix-server in the sandbox -----------------------------------------
+
+
+def ctl_at(srv, *args, **kw):
+    """agentixctl against a server of the test's own."""
+    return ctl("--url", srv.url, "--token", TOKEN, *args, url=False, **kw)
+
+
+def file_modes(root):
+    """{relative path: permission bits} of every file below root."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root)] = os.lstat(p).st_mode & 0o7777
+    return out
+
+
+def temp_files(root):
+    """Names below root that look like a write in progress (".#<name>.<random>")."""
+    return [os.path.join(d, n) for d, ds, fs in os.walk(root) for n in fs + ds if n.startswith(".#")]
+
+
+@test
+def cp_needs_nothing_in_the_sandbox():
+    """cp against a server whose PATH holds no programs at all (so sandbox::exec could not run
+    cat, mkdir or chmod) and whose messages hold at most 1 MiB: a tree with an empty directory,
+    executable, private, read-only and world-writable files and files larger than one message
+    arrives byte-exact with every file's mode, both ways; so do single large files."""
+    with Server("--max-message", str(1 << 20), env={"AGENTIX_TOKEN": TOKEN, "PATH": "/nonexistent"}) as srv, \
+            tempfile.TemporaryDirectory() as local, tempfile.TemporaryDirectory() as remote:
+        # The sandbox has nothing to run: a command is not found.
+        p = ctl_at(srv, "exec", "--", "cat", "/dev/null")
+        assert p.returncode == 127, (p.returncode, p.stdout, p.stderr)
+
+        src = os.path.join(local, "src")
+        files = {
+            "bin/tool": (os.urandom(5000), 0o755),
+            "bin/script.sh": (b"#!/bin/sh\necho hi\n", 0o750),
+            "private.key": (os.urandom(100), 0o600),
+            "shared.txt": (b"everyone\n", 0o666),  # not 0644: no umask on the way
+            "read-only.txt": (b"ro\n", 0o444),
+            "empty-file": (b"", 0o640),
+            "data/big.bin": (os.urandom(3 << 20) + b"tail", 0o640),  # several messages' worth
+            "huge.bin": (os.urandom(5 << 20), 0o700),
+        }
+        for i in range(40):
+            files[f"data/small/s{i}"] = (os.urandom(i * 1000), 0o644 if i % 2 else 0o604)
+        for rel, (data, mode) in files.items():
+            path = os.path.join(src, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            os.chmod(path, mode)
+        os.makedirs(os.path.join(src, "empty", "deeper"))
+        want_modes = {rel: mode for rel, (data, mode) in files.items()}
+        assert file_modes(src) == want_modes
+
+        up = os.path.join(remote, "up")
+        p = ctl_at(srv, "--json", "cp", "--batch-size=262144", src, ":" + up, check_rc=0, timeout=300)
+        summary = json.loads(p.stdout)
+        assert summary["files"] == len(files) and summary["failed"] == 0, summary
+        assert tree_digest(up) == tree_digest(src), set(tree_digest(up).items()) ^ set(tree_digest(src).items())
+        assert file_modes(up) == want_modes, file_modes(up)
+        assert os.path.isdir(os.path.join(up, "empty", "deeper"))
+        assert temp_files(remote) == [], temp_files(remote)
+
+        # Modes changed in the sandbox come back as they are there.
+        os.chmod(os.path.join(up, "shared.txt"), 0o604)
+        os.chmod(os.path.join(up, "data", "big.bin"), 0o751)
+        down = os.path.join(local, "down")
+        p = ctl_at(srv, "--json", "cp", "--batch-size=262144", ":" + up, down, check_rc=0, timeout=300)
+        assert json.loads(p.stdout)["files"] == len(files), p.stdout
+        assert tree_digest(down) == tree_digest(up)
+        assert file_modes(down) == file_modes(up)
+        assert file_modes(down)["shared.txt"] == 0o604 and file_modes(down)["data/big.bin"] == 0o751
+        assert os.path.isdir(os.path.join(down, "empty", "deeper"))
+
+        # Single files larger than a message, both ways, with their modes.
+        one = os.path.join(remote, "one.bin")
+        ctl_at(srv, "cp", "--batch-size=262144", os.path.join(src, "huge.bin"), ":" + one, check_rc=0, timeout=300)
+        assert sha256(one) == sha256(os.path.join(src, "huge.bin")) and file_modes(remote)["one.bin"] == 0o700
+        os.chmod(one, 0o755)
+        back = os.path.join(local, "one.bin")
+        ctl_at(srv, "cp", "--batch-size=262144", ":" + one, back, check_rc=0, timeout=300)
+        assert sha256(back) == sha256(one) and os.stat(back).st_mode & 0o7777 == 0o755
+        assert temp_files(remote) == [], temp_files(remote)
+
+
+@test
+def cp_interrupted_leaves_nothing_behind():
+    """Ctrl-C in the middle of streaming a large file: agentixctl cancels its calls, the sandbox
+    removes the half-written temporary file (the old file stays as it was), a half-downloaded
+    local file is removed, and the status is 130."""
+    with Server(env={"AGENTIX_TOKEN": TOKEN}) as srv, tempfile.TemporaryDirectory() as local, \
+            tempfile.TemporaryDirectory() as remote:
+        src = os.path.join(local, "big")
+        with open(src, "wb") as f:
+            f.write(os.urandom(96 << 20))
+        target = os.path.join(remote, "big")
+        with open(target, "wb") as f:
+            f.write(b"the old content\n")
+
+        def interrupt(argv, started):
+            proc = subprocess.Popen([CTL, "--url", srv.url, "--token", TOKEN, "-q"] + argv, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            wait_until(started, timeout=60, what="the transfer to start")
+            # Hold the server so that the copy cannot finish meanwhile, then interrupt it.
+            os.kill(srv.proc.pid, signal.SIGSTOP)
+            try:
+                proc.send_signal(signal.SIGINT)
+                time.sleep(0.3)
+            finally:
+                os.kill(srv.proc.pid, signal.SIGCONT)
+            out, err = proc.communicate(timeout=60)
+            return proc.returncode, err
+
+        # 64 KiB chunks: many items, so the copy is still going when it is interrupted.
+        rc, err = interrupt(["cp", "--batch-size=65536", src, ":" + target], lambda: temp_files(remote))
+        assert rc == 130 and err == b"", (rc, err)
+        wait_until(lambda: temp_files(remote) == [], timeout=30, what="the temporary file to go")
+        with open(target, "rb") as f:
+            assert f.read() == b"the old content\n"
+
+        # Down: the partial local file goes.
+        ctl_at(srv, "cp", src, ":" + target, check_rc=0, timeout=300)
+        back = os.path.join(local, "back")
+        rc, err = interrupt(["cp", "--batch-size=65536", ":" + target, back],
+                            lambda: os.path.exists(back) and os.path.getsize(back) > 0)
+        assert rc == 130 and err == b"", (rc, err)
+        assert not os.path.exists(back)
+        wait_until(lambda: srv.proc.poll() is None, what="the server to stay up")
 
 
 if __name__ == "__main__":
