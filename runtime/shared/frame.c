@@ -6,7 +6,7 @@
 
 bool frame_kind_is_valid(uint8_t kind) {
         switch (kind) {
-        case FRAME_CALL: case FRAME_IN: case FRAME_END_IN: case FRAME_CANCEL: case FRAME_SHUTDOWN:
+        case FRAME_CALL: case FRAME_IN: case FRAME_END_IN: case FRAME_CANCEL: case FRAME_SHUTDOWN: case FRAME_OUT_CREDIT:
         case FRAME_READY: case FRAME_RESULT: case FRAME_ITEM: case FRAME_END: case FRAME_ERROR: case FRAME_IN_TAKEN:
                 return true;
         default:

@@ -22,6 +22,9 @@ typedef enum FrameKind {
         FRAME_END_IN = 'E',   /* {call_id} */
         FRAME_CANCEL = 'X',   /* {call_id, reason?} reason: "cancelled" | "deadline" | "shutdown" */
         FRAME_SHUTDOWN = 'Q', /* {} */
+        FRAME_OUT_CREDIT = 'o', /* {call_id, bytes} the client has taken `bytes` more of the call's ITEM
+                                 * payload off the server's hands (flow control of stream and bidi
+                                 * output, see FRAME_OUT_WINDOW) */
         /* worker → server */
         FRAME_READY = 'R',    /* {pid} */
         FRAME_RESULT = 'r',   /* {call_id, value} terminal (unary) */
@@ -33,6 +36,14 @@ typedef enum FrameKind {
 } FrameKind;
 
 #define FRAME_HEADER_SIZE 5u
+
+/* Flow control of a stream or bidi call's output: the worker lets a call have at most this many
+ * bytes of ITEM payload sent and not yet credited (OUT_CREDIT) before the function's next item
+ * waits (one item may overshoot it). The server credits bytes once they have left its queue
+ * for the client, coalesced: when at least FRAME_OUT_CREDIT_MIN are due. Both sides are built
+ * from this header, so they agree. */
+#define FRAME_OUT_WINDOW (4u * 1024u * 1024u)
+#define FRAME_OUT_CREDIT_MIN (FRAME_OUT_WINDOW / 4u)
 /* Largest frame accepted by default; the server raises it to its max message size plus slack. */
 #define FRAME_DEFAULT_MAX (256u * 1024u * 1024u + 64u * 1024u)
 

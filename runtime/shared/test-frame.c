@@ -34,7 +34,7 @@ static uint8_t *make_frame(uint8_t kind, const void *payload, size_t size, size_
 }
 
 static void test_kinds(void **state) {
-        static const uint8_t valid[] = { 'C', 'I', 'E', 'X', 'Q', 'R', 'r', 'i', 'e', 'x', 't' };
+        static const uint8_t valid[] = { 'C', 'I', 'E', 'X', 'Q', 'R', 'r', 'i', 'e', 'x', 't', 'o' };
         unsigned n_valid = 0;
 
         for (unsigned k = 0; k < 256; k++)
@@ -50,6 +50,7 @@ static void test_kinds(void **state) {
         assert_false(frame_kind_is_terminal(FRAME_ITEM));
         assert_false(frame_kind_is_terminal(FRAME_CALL));
         assert_false(frame_kind_is_terminal(FRAME_READY));
+        assert_false(frame_kind_is_terminal(FRAME_OUT_CREDIT));
 }
 
 static void test_header_round_trip(void **state) {

@@ -1,7 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -57,9 +54,7 @@ int inbox_init(Inbox *ib, bool open, uint64_t deadline_usec) {
         *ib = (Inbox) {
                 .closed = !open,
                 .deadline_usec = deadline_usec,
-                .event_fd = -EBADF,
-                .timer_fd = -EBADF,
-                .wait_fd = -EBADF,
+                .wait_fd = READY_FD_NULL,
         };
         ib->tail = &ib->head;
 
@@ -86,10 +81,7 @@ void inbox_done(Inbox *ib) {
                 inbox_item_free(i);
         }
         ib->current = inbox_item_free(ib->current);
-        if (ib->wait_fd != ib->event_fd)
-                safe_close(ib->wait_fd);
-        safe_close(ib->event_fd);
-        safe_close(ib->timer_fd);
+        ready_fd_close(&ib->wait_fd);
         pthread_mutex_destroy(&ib->lock);
         pthread_cond_destroy(&ib->cond);
 }
@@ -120,19 +112,10 @@ static bool deadline_passed(const Inbox *ib) {
         return ib->deadline_usec > 0 && now_usec() >= ib->deadline_usec;
 }
 
-/* With the lock held: make the event fd's counter match the readiness. The deadline is the
- * timer fd's business, so it is not part of this. */
+/* With the lock held: make the wait fd's readiness match. The deadline is the timer fd's
+ * business, so it is not part of this. */
 static void update_readiness(Inbox *ib) {
-        bool ready = ib->head || (ib->closed && !ib->absent) || ib->cancelled;
-        uint64_t v = 1;
-
-        if (ib->event_fd < 0 || ready == ib->signalled)
-                return;
-        if (ready)
-                (void) !write(ib->event_fd, &v, sizeof(v));
-        else
-                (void) !read(ib->event_fd, &v, sizeof(v));
-        ib->signalled = ready;
+        ready_fd_set(&ib->wait_fd, ib->head || (ib->closed && !ib->absent) || ib->cancelled);
 }
 
 int inbox_push(Inbox *ib, InboxItem *item) {
@@ -252,51 +235,17 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
         return r;
 }
 
-static int make_wait_fd(Inbox *ib) {
-        _cleanup_close_ int efd = -EBADF, tfd = -EBADF, ep = -EBADF;
-
-        efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (efd < 0)
-                return negative_errno();
-        if (ib->deadline_usec == 0) {
-                ib->event_fd = ib->wait_fd = TAKE_FD(efd);
-                return 0;
-        }
-
-        /* With a deadline the kernel must make the fd readable when it passes, without anyone
-         * writing to it: an epoll set of the event fd and a timer fd armed at the deadline. */
-        struct itimerspec its = { .it_value = timespec_from_usec(ib->deadline_usec) };
-        tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (tfd < 0)
-                return negative_errno();
-        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
-                its.it_value.tv_nsec = 1; /* all zero would disarm it */
-        if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-                return negative_errno();
-        ep = epoll_create1(EPOLL_CLOEXEC);
-        if (ep < 0)
-                return negative_errno();
-        if (epoll_ctl(ep, EPOLL_CTL_ADD, efd, &(struct epoll_event) { .events = EPOLLIN }) < 0 ||
-            epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &(struct epoll_event) { .events = EPOLLIN }) < 0)
-                return negative_errno();
-
-        ib->event_fd = TAKE_FD(efd);
-        ib->timer_fd = TAKE_FD(tfd);
-        ib->wait_fd = TAKE_FD(ep);
-        return 0;
-}
-
 int inbox_wait_fd(Inbox *ib) {
         int r = 0;
 
         pthread_mutex_lock(&ib->lock);
-        if (ib->wait_fd < 0) {
-                r = make_wait_fd(ib);
+        if (ib->wait_fd.fd < 0) {
+                r = ready_fd_open(&ib->wait_fd, ib->deadline_usec);
                 if (r >= 0)
                         update_readiness(ib);
         }
         if (r >= 0)
-                r = ib->wait_fd;
+                r = ib->wait_fd.fd;
         pthread_mutex_unlock(&ib->lock);
         return r;
 }

@@ -15,6 +15,8 @@
 
 #include <msgpack.h>
 
+#include "ready-fd.h"
+
 /* Bounds per call: a producer faster than the function overflows the inbox and the call fails
  * (the worker never buffers without limit). One item is always admitted into an empty inbox,
  * however big (frames themselves are bounded by the frame limit). */
@@ -64,10 +66,7 @@ typedef struct Inbox {
                                     * reports cancellation and the deadline */
         bool cancelled;
         uint64_t deadline_usec;    /* CLOCK_MONOTONIC µs, 0: none */
-        int event_fd;              /* lazily created: nonzero counter == ready */
-        int timer_fd;              /* fires at the deadline (only with a deadline) */
-        int wait_fd;               /* what inbox_wait_fd() hands out: event_fd, or an epoll of both */
-        bool signalled;            /* event_fd counter is nonzero */
+        ReadyFd wait_fd;           /* what inbox_wait_fd() hands out; lazily created */
         inbox_taken_handler on_taken;  /* NULL: nobody wants to know */
         void *on_taken_userdata;
         unsigned n_taken;          /* items taken since the last report */
