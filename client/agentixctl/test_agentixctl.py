@@ -892,6 +892,71 @@ def cp_interrupted_leaves_nothing_behind():
         wait_until(lambda: srv.proc.poll() is None, what="the server to stay up")
 
 
+def vm_rss(pid):
+    """Resident set size of a process in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class RssWatch:
+    """The largest VmRSS of a process, sampled every 50 ms on a thread until stop()."""
+
+    def __init__(self, pid):
+        self.pid, self.max, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            self.max = max(self.max, vm_rss(self.pid))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.max
+
+
+def small_asan_quarantine():
+    """Sanitizer builds keep freed memory in a quarantine (256 MB by default), which would count
+    as the server's memory here: make it small. No effect on other builds."""
+    opts = os.environ.get("ASAN_OPTIONS", "")
+    return {"ASAN_OPTIONS": (opts + ":" if opts else "") + "quarantine_size_mb=8"}
+
+
+@test
+def exec_output_flow_control():
+    """Output faster than the reader (`exec … | slow`): the command is held back at the reader's
+    pace — the server keeps a window per call, not the whole output — and every byte arrives. The
+    server used to buffer it all (1 GB RSS) and fail the call after ~670 MB."""
+    size = 1000000000
+    with Server(env={"AGENTIX_TOKEN": TOKEN, **small_asan_quarantine()}) as srv:
+        watch = RssWatch(srv.proc.pid)
+        t0 = time.time()
+        r = subprocess.run(["/bin/sh", "-c", f"{CTL} --url {srv.url} --token {TOKEN} exec -- "
+                            f"sh -c 'head -c {size} /dev/zero' | (sleep 4; wc -c)"],
+                           capture_output=True, timeout=120)
+        rss = watch.stop()
+        assert r.returncode == 0 and r.stdout.strip() == str(size).encode() and r.stderr == b"", r
+        assert rss < 200 << 20, f"server VmRSS reached {rss >> 20} MiB"
+        assert time.time() - t0 < 60
+
+        # Over polling too (the queue drains with each GET), with the reader paused at the start.
+        watch = RssWatch(srv.proc.pid)
+        size = 100000000
+        r = subprocess.run(["/bin/sh", "-c", f"{CTL} --url {srv.url} --token {TOKEN} --transport=polling exec -- "
+                            f"sh -c 'head -c {size} /dev/zero' | (sleep 2; wc -c)"],
+                           capture_output=True, timeout=120)
+        rss = watch.stop()
+        assert r.returncode == 0 and r.stdout.strip() == str(size).encode() and r.stderr == b"", r
+        assert rss < 200 << 20, f"server VmRSS reached {rss >> 20} MiB (polling)"
+
+
 if __name__ == "__main__":
     try:
         main()

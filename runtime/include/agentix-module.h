@@ -96,11 +96,31 @@ typedef struct agentix_module {
 /* Unary: pack exactly one value into this packer and return 0. Packing nothing sends nil. */
 AGENTIX_EXPORT msgpack_packer *agentix_call_result(agentix_call *call);
 
-/* Stream and bidi: pack exactly one value between begin and end; end sends it (it may block
- * while the server is busy: that is the backpressure). Returns 0, or -ECANCELED once the call
- * was cancelled (stop producing and return). Returning 0 from the function ends the stream. */
+/* Stream and bidi: pack exactly one value between begin and end; end sends it. Returns 0, or
+ * -ECANCELED once the call was cancelled, its deadline passed or the worker is shutting down
+ * (the item is dropped: stop producing and return). Returning 0 from the function ends the
+ * stream.
+ *
+ * Flow control: a call may have a window of a few MiB of items on their way to a client that
+ * has not taken them yet. While the window is full, end waits (before sending) until the
+ * client has read enough — a function that produces faster than the client reads is slowed
+ * down to the client's pace, and the server never buffers more than the window per call.
+ * While no client is attached (it reconnects and resumes later) the call simply waits. The
+ * wait ends with -ECANCELED as above. One item may overshoot the window. */
 AGENTIX_EXPORT msgpack_packer *agentix_call_item_begin(agentix_call *call);
 AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call);
+
+/* For functions that wait on several things in one poll() (a child's pipes, the inbox, the
+ * clock) and so must not block in agentix_call_item_end(): after
+ * agentix_call_set_output_blocking(call, false), end never waits; the function paces itself
+ * instead — it produces only while agentix_call_output_ready() is true, and otherwise polls
+ * agentix_call_output_fd() (POLLIN: the window has room again, or the call was cancelled, or
+ * its deadline passed). A function that ignores the window is not stopped, but a client that
+ * does not read then makes the server drop the connection. Unary calls have no window
+ * (always ready). Do not read or close the fd. */
+AGENTIX_EXPORT void agentix_call_set_output_blocking(agentix_call *call, bool blocking);
+AGENTIX_EXPORT bool agentix_call_output_ready(agentix_call *call);
+AGENTIX_EXPORT int agentix_call_output_fd(agentix_call *call);
 
 /* Pack `size` bytes read from `fd` as one msgpack bin value, reading straight into the
  * outgoing frame (no intermediate copy). If the file yields fewer bytes (it shrank) or a read
@@ -125,6 +145,13 @@ AGENTIX_EXPORT bool agentix_call_cancelled(agentix_call *call);
  * Returns 1 with *ret_item set (valid until the next agentix_call_inbox_next() or the end of
  * the function), 0 when the caller closed the inbox, -ETIMEDOUT, or -ECANCELED. */
 AGENTIX_EXPORT int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms);
+
+/* The next inbox item only if the caller marked it urgent (call:in with urgent: true: a
+ * signal, a terminal resize). Urgent items are queued ahead of the ordinary ones, so a function
+ * that cannot take ordinary input right now (its own buffer is full) can still act on them.
+ * Never waits: 1 with *ret_item set (valid as for agentix_call_inbox_next()), -ETIMEDOUT when
+ * no urgent item is next, -ECANCELED. */
+AGENTIX_EXPORT int agentix_call_inbox_next_urgent(agentix_call *call, msgpack_object *ret_item);
 
 /* A file descriptor that polls readable (POLLIN) while agentix_call_inbox_next(…, 0) would
  * return something other than -ETIMEDOUT, or the call is cancelled (or its deadline passed).

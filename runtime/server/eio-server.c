@@ -464,6 +464,14 @@ static int build_poll_payload(EioSession *s, Buffer *out) {
         return 0;
 }
 
+/* Packets left the queue: tell the layer above when the client has caught up (flow control). */
+static void session_notify_drained(EioSession *s) {
+        EioServer *server = s->server;
+
+        if (!s->closed && server->callbacks.drained && s->backlog <= server->config.drain_low_water)
+                server->callbacks.drained(s, server->userdata);
+}
+
 static void respond_poll(EioSession *s, HttpConn *c) {
         _cleanup_buffer_ Buffer body = BUFFER_NULL;
 
@@ -472,6 +480,7 @@ static void respond_poll(EioSession *s, HttpConn *c) {
                 return;
         }
         (void) http_conn_respond(c, 200, "text/plain; charset=UTF-8", &body);
+        session_notify_drained(s);
 }
 
 static void respond_noop(HttpConn *c) {
@@ -927,8 +936,8 @@ int eio_conn_ws_writeable(HttpConn *c) {
 
         if (s && s->ws_conn == c) {
                 OutPacket *p;
-
                 size_t since_check = 0;
+                bool dequeued = false;
 
                 while ((p = s->out_head) && budget > 0) {
                         size_t len;
@@ -964,6 +973,7 @@ int eio_conn_ws_writeable(HttpConn *c) {
                                         s->out_tail = NULL;
                                 s->backlog -= len;
                                 out_packet_free(p);
+                                dequeued = true;
                         }
                         /* lws keeps (copies) what the socket did not take; then wait for the next
                          * writeable callback. Asking whether the socket is choked costs a poll(),
@@ -976,6 +986,8 @@ int eio_conn_ws_writeable(HttpConn *c) {
                                         break;
                         }
                 }
+                if (dequeued)
+                        session_notify_drained(s);
                 if (s->out_head) {
                         http_conn_want_write(c);
                         return 0;

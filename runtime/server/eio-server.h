@@ -25,6 +25,11 @@ typedef struct EioCallbacks {
                                   size_t total_size, void *userdata);
         /* The session is gone (reason for logs). The session pointer dies after this. */
         void (*close)(EioSession *s, const char *reason, void *userdata);
+        /* Queued packets went out (written to the WebSocket, or into a polling response) and at
+         * most EioConfig.drain_low_water bytes are still queued: the client is taking what it
+         * gets, the layer above may produce more (flow control). Called after each such write,
+         * not once per packet; never from inside eio_session_send*(). Optional. */
+        void (*drained)(EioSession *s, void *userdata);
 } EioCallbacks;
 
 #define EIO_OVERSIZED_HEAD 4096u
@@ -37,6 +42,7 @@ typedef struct EioConfig {
         size_t max_payload;           /* advertised maxPayload; bound of a polling POST body */
         size_t max_message;           /* bound of one WebSocket message */
         size_t max_backlog;           /* queued outbound bytes per session before it is closed */
+        size_t drain_low_water;       /* see EioCallbacks.drained */
         unsigned max_sessions;
 } EioConfig;
 

@@ -359,6 +359,10 @@ static int setup(Server *srv, Options *o) {
                 .max_message = o->max_message,
                 /* Room for a full-size message plus what else is queued, then the client is stuck. */
                 .max_backlog = 2 * o->max_message + 64 * MIB,
+                /* Stream output is credited to the worker when the client's queue is this low
+                 * (rpc.c): the rest of the window is then still queued, so the client never
+                 * runs dry while the credit makes its way to the function. */
+                .drain_low_water = FRAME_OUT_CREDIT_MIN,
                 .max_sessions = o->max_connections,
         };
         HttpServerConfig http_config = {

@@ -37,6 +37,7 @@ typedef struct Pending {
 typedef struct RpcSocket {
         SioSocket *socket;
         RpcCall *calls;
+        RpcCall *due; /* calls with output to credit to the worker (out_due > 0) */
 } RpcSocket;
 
 struct RpcCall {
@@ -60,6 +61,14 @@ struct RpcCall {
 
         Pending *pending_head, *pending_tail; /* items produced while no client was attached */
         size_t pending_bytes;
+
+        /* Flow control of stream/bidi output (FRAME_OUT_WINDOW): item bytes queued for the
+         * owner's connection and not yet credited to the worker. They are credited once the
+         * connection has drained (the client took them), or when they are lost with it. Items
+         * kept in pending while no client is attached are not: the call waits for one. */
+        uint64_t out_due;
+        bool due_listed;
+        RpcCall *due_next;
 
         const char *terminal_event;
         Blob *terminal;
@@ -116,6 +125,71 @@ static bool is_forgotten(Rpc *rpc, const char *id, size_t len) {
         return rpc->forgotten && forget_set_contains(rpc->forgotten, id, len);
 }
 
+/* ---- output flow control ------------------------------------------------------------------- */
+
+/* OUT_CREDIT {call_id, bytes}: the function may send that much more. */
+static void call_credit_out(RpcCall *c, uint64_t bytes) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        msgpack_packer pk;
+
+        if (bytes == 0 || !c->in_worker || c->done || !c->rpc->worker)
+                return;
+        mp_packer_init_buffer(&pk, &b);
+        if (msgpack_pack_map(&pk, 2) < 0 || mp_pack_cstr(&pk, "call_id") < 0 ||
+            mp_pack_str(&pk, c->id, c->id_len) < 0 || mp_pack_cstr(&pk, "bytes") < 0 ||
+            msgpack_pack_uint64(&pk, bytes) < 0) {
+                /* The call would wait for this credit forever: better to end it. */
+                log_oom();
+                return;
+        }
+        (void) worker_link_send(c->rpc->worker, FRAME_OUT_CREDIT, buffer_data(&b), b.len);
+}
+
+static void due_unlist(RpcCall *c) {
+        if (!c->due_listed)
+                return;
+        for (RpcCall **p = &c->owner->due; *p; p = &(*p)->due_next)
+                if (*p == c) {
+                        *p = c->due_next;
+                        break;
+                }
+        c->due_next = NULL;
+        c->due_listed = false;
+}
+
+/* `bytes` of the call's items were queued for its owner's connection. */
+static void call_add_due(RpcCall *c, size_t bytes) {
+        c->out_due += bytes;
+        if (!c->due_listed) {
+                c->due_next = c->owner->due;
+                c->owner->due = c;
+                c->due_listed = true;
+        }
+}
+
+/* The connection of `o` drained: its calls' queued items went out (all but the low-water mark).
+ * Credit in batches of at least FRAME_OUT_CREDIT_MIN, not one frame per item: a call that
+ * waits for credit has a whole window due, so a smaller rest can wait for the next drain. */
+static void on_drained(SioSocket *s, void *userdata) {
+        RpcSocket *o = sio_socket_get_userdata(s);
+
+        if (!o)
+                return;
+        for (RpcCall **p = &o->due; *p;) {
+                RpcCall *c = *p;
+
+                if (c->out_due < FRAME_OUT_CREDIT_MIN) {
+                        p = &c->due_next;
+                        continue;
+                }
+                call_credit_out(c, c->out_due);
+                c->out_due = 0;
+                *p = c->due_next;
+                c->due_next = NULL;
+                c->due_listed = false;
+        }
+}
+
 /* ---- call lifetime -------------------------------------------------------------------------- */
 
 static void call_detach(RpcCall *c) {
@@ -123,6 +197,11 @@ static void call_detach(RpcCall *c) {
 
         if (!o)
                 return;
+        /* What was queued for this connection is out of our hands now (sent, or lost with it):
+         * credit it, or the call's window would shrink for good. */
+        due_unlist(c);
+        call_credit_out(c, c->out_due);
+        c->out_due = 0;
         if (c->owner_prev)
                 c->owner_prev->owner_next = c->owner_next;
         else
@@ -156,18 +235,25 @@ static void call_drop_pending(RpcCall *c) {
         c->pending_bytes = 0;
 }
 
-/* Send the items produced while no client was attached, in order. */
-static void call_flush_pending(RpcCall *c, SioSocket *to) {
+/* Send the items produced while no client was attached to the owner, in order. */
+static void call_flush_pending(RpcCall *c) {
         Pending *p;
 
-        while ((p = c->pending_head)) {
+        while (c->owner && (p = c->pending_head)) {
                 c->pending_head = p->next;
-                (void) sio_socket_emit_binary1(to, EV_ITEM, p->data);
+                if (!c->pending_head)
+                        c->pending_tail = NULL;
+                c->pending_bytes -= p->data->size;
+                (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, p->data);
+                /* Emitting may close a connection that stopped reading (the backlog bound),
+                 * which detaches the call: the item is lost with it. */
+                if (c->owner)
+                        call_add_due(c, p->data->size);
+                else
+                        call_credit_out(c, p->data->size);
                 blob_unref(p->data);
                 free(p);
         }
-        c->pending_tail = NULL;
-        c->pending_bytes = 0;
 }
 
 /* Tell the client how many inbox items the function has taken so far: {call_id, taken}. Only
@@ -263,8 +349,9 @@ static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
 
         if (c->owner && envelope) {
                 /* Items the client has not seen yet go first: order within a call is kept. */
-                call_flush_pending(c, c->owner->socket);
-                (void) sio_socket_emit_binary1(c->owner->socket, event, envelope);
+                call_flush_pending(c);
+                if (c->owner)
+                        (void) sio_socket_emit_binary1(c->owner->socket, event, envelope);
         }
 
         if (!c->terminal_event) {
@@ -421,8 +508,9 @@ static void call_resume_on(RpcCall *c, RpcSocket *o) {
         call_attach(c, o);
         /* Acks sent on the old connection may be lost: the current total makes them good. */
         call_emit_in_ack(c);
-        call_flush_pending(c, o->socket);
-        if (!c->done)
+        call_flush_pending(c);
+        /* Not attached any more: emitting closed a connection that stopped reading. */
+        if (!c->done || c->owner != o)
                 return;
         if (c->terminal_event)
                 (void) sio_socket_emit_binary1(o->socket, c->terminal_event, c->terminal);
@@ -797,6 +885,10 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
                         return;
                 if (c->owner) {
                         (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, blob);
+                        if (c->owner)
+                                call_add_due(c, size);
+                        else /* lost with a connection the backlog bound just closed */
+                                call_credit_out(c, size);
                         return;
                 }
                 if (c->pending_bytes + size > rpc->config.max_orphan_bytes) {
@@ -964,6 +1056,7 @@ int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret) {
                 .connected = on_connected,
                 .event = on_event,
                 .disconnect = on_disconnect,
+                .drained = on_drained,
                 .userdata = rpc,
         };
         *ret = rpc;

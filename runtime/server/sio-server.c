@@ -331,6 +331,16 @@ static void on_eio_too_large(EioSession *e, bool binary, const uint8_t *head, si
         on_attachment(c, head, head_size, true, total);
 }
 
+static void on_eio_drained(EioSession *e, void *userdata) {
+        SioClient *c = eio_session_get_userdata(e);
+
+        if (!c)
+                return;
+        for (size_t i = 0; i < MAX_NAMESPACES; i++)
+                if (c->sockets[i] && c->sockets[i]->ns->drained)
+                        c->sockets[i]->ns->drained(c->sockets[i], c->sockets[i]->ns->userdata);
+}
+
 static void on_eio_close(EioSession *e, const char *reason, void *userdata) {
         SioClient *c = eio_session_get_userdata(e);
 
@@ -350,6 +360,7 @@ const EioCallbacks sio_eio_callbacks = {
         .message = on_eio_message,
         .message_too_large = on_eio_too_large,
         .close = on_eio_close,
+        .drained = on_eio_drained,
 };
 
 /* ---- sockets -------------------------------------------------------------------------------- */

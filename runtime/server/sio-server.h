@@ -32,6 +32,9 @@ typedef struct SioNamespace {
                       int64_t ack_id, void *userdata);
         /* The socket left the namespace or the connection closed; the pointer dies after this. */
         void (*disconnect)(SioSocket *s, const char *reason, void *userdata);
+        /* The connection's queue drained (EioCallbacks.drained): what was emitted on this socket
+         * has gone out, but for at most the low-water mark of the connection. Optional. */
+        void (*drained)(SioSocket *s, void *userdata);
         void *userdata;
 } SioNamespace;
 

@@ -46,8 +46,17 @@ int call_new(const void *payload, size_t size, FrameSink *sink, size_t max_frame
         msgpack_packer_init(&c->pk, c, call_pack_write);
         msgpack_zone_init(&c->zone, 2048);
 
+        c->output_blocking = true;
+
         r = inbox_init(&c->inbox, false, 0);
         if (r < 0) {
+                msgpack_zone_destroy(&c->zone);
+                free(c);
+                return r;
+        }
+        r = out_window_init(&c->out_window, 0, 0);
+        if (r < 0) {
+                inbox_done(&c->inbox);
                 msgpack_zone_destroy(&c->zone);
                 free(c);
                 return r;
@@ -71,6 +80,7 @@ agentix_call *call_free(agentix_call *c) {
         if (!c)
                 return NULL;
         inbox_done(&c->inbox);
+        out_window_done(&c->out_window);
         buffer_done(&c->out);
         buffer_done(&c->taken_frame);
         free(c->raise_type);
@@ -174,6 +184,11 @@ int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_
         c->inbox.closed = c->shape != AGENTIX_SHAPE_BIDI;
         c->inbox.absent = c->inbox.closed;
         c->inbox.deadline_usec = c->deadline_usec;
+        /* A unary result is one frame the server must take anyway: no window. Only unary
+         * functions run inline on the reader thread — the thread that receives the credit —
+         * so that thread never waits for it. */
+        c->out_window.size = c->shape == AGENTIX_SHAPE_UNARY ? 0 : FRAME_OUT_WINDOW;
+        c->out_window.deadline_usec = c->deadline_usec;
         *ret_args = args;
         *ret_kwargs = kwargs;
         return 0;
@@ -186,6 +201,7 @@ void call_stop(agentix_call *c, CallStop reason) {
                 reason = CALL_STOP_DEADLINE;
         (void) atomic_compare_exchange_strong(&c->stop, &expected, (int) reason);
         inbox_cancel(&c->inbox);
+        out_window_stop(&c->out_window);
 }
 
 CallStop call_stop_reason(agentix_call *c) {
@@ -253,6 +269,12 @@ AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call) {
         if (call->pack_error < 0)
                 return call->pack_error; /* stays set: the call ends with this error */
 
+        /* Backpressure: wait while the client has a window's worth of items still to take. The
+         * wait ends early on cancellation, the deadline or shutdown; the item is dropped then. */
+        r = out_window_reserve(&call->out_window, call->out.len, call->output_blocking);
+        if (r < 0)
+                return -ECANCELED;
+
         r = frame_sink_send(call->sink, &call->out, FRAME_ITEM);
         if (r < 0) {
                 /* The server is gone: nobody will read more items. */
@@ -263,6 +285,18 @@ AGENTIX_EXPORT int agentix_call_item_end(agentix_call *call) {
         if (call->out.cap > 1024 * 1024)
                 buffer_done(&call->out);
         return call_stop_reason(call) != CALL_STOP_NONE ? -ECANCELED : 0;
+}
+
+AGENTIX_EXPORT bool agentix_call_output_ready(agentix_call *call) {
+        return out_window_ready(&call->out_window);
+}
+
+AGENTIX_EXPORT int agentix_call_output_fd(agentix_call *call) {
+        return out_window_fd(&call->out_window);
+}
+
+AGENTIX_EXPORT void agentix_call_set_output_blocking(agentix_call *call, bool blocking) {
+        call->output_blocking = blocking;
 }
 
 AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size) {
@@ -340,6 +374,10 @@ AGENTIX_EXPORT bool agentix_call_cancelled(agentix_call *call) {
 
 AGENTIX_EXPORT int agentix_call_inbox_next(agentix_call *call, msgpack_object *ret_item, int timeout_ms) {
         return inbox_next(&call->inbox, ret_item, timeout_ms);
+}
+
+AGENTIX_EXPORT int agentix_call_inbox_next_urgent(agentix_call *call, msgpack_object *ret_item) {
+        return inbox_next_urgent(&call->inbox, ret_item);
 }
 
 AGENTIX_EXPORT int agentix_call_wait_fd(agentix_call *call) {

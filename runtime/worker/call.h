@@ -20,6 +20,7 @@
 #include "envelope.h"
 #include "frame-sink.h"
 #include "inbox.h"
+#include "out-window.h"
 
 /* Why a call was asked to stop; the first reason wins. */
 typedef enum CallStop {
@@ -48,6 +49,8 @@ struct agentix_call {
         Inbox inbox;
         Buffer taken_frame;                /* IN_TAKEN reports (in_ack: true), apart from c->out: a
                                             * function may take items while it packs one */
+        OutWindow out_window;              /* flow control of ITEM frames (stream, bidi) */
+        bool output_blocking;              /* item_end waits while the window is full (default) */
 
         FrameSink *sink;
         size_t max_frame;                  /* largest frame payload we may send */
@@ -71,11 +74,13 @@ agentix_call *call_free(agentix_call *c);
 
 /* Check the rest of the request: shape, callable (copied into callable/n), args, kwargs,
  * deadline_ms (relative to now), in_ack (bidi: report taken inbox items in IN_TAKEN frames).
+ * Stream and bidi calls get their output window here.
  * -EINVAL with a message for a BadRequest. */
 int call_parse_request(agentix_call *c, char *callable, size_t n, const msgpack_object **ret_args,
                        const msgpack_object **ret_kwargs, char **ret_error);
 
-/* Ask the call to stop (thread-safe, idempotent: the first reason stays). */
+/* Ask the call to stop (thread-safe, idempotent: the first reason stays). Wakes the function
+ * wherever it waits: its inbox, its output window. */
 void call_stop(agentix_call *c, CallStop reason);
 CallStop call_stop_reason(agentix_call *c); /* includes a passed deadline */
 

@@ -172,6 +172,46 @@ static struct timespec timespec_from_usec(uint64_t usec) {
         return (struct timespec) { .tv_sec = (time_t) (usec / 1000000u), .tv_nsec = (long) (usec % 1000000u) * 1000 };
 }
 
+/* With the lock held: hand out the head. */
+static void take_head_locked(Inbox *ib, msgpack_object *ret_item) {
+        InboxItem *i = ib->head;
+
+        ib->head = i->next;
+        if (!ib->head)
+                ib->tail = &ib->head;
+        ib->n_items--;
+        ib->n_bytes -= i->size;
+        atomic_fetch_sub(&total_bytes, i->size);
+        ib->current = i;
+        *ret_item = i->item;
+        ib->n_taken++;
+        ib->taken_bytes += i->size;
+        update_readiness(ib);
+}
+
+/* With the lock held, after an item was taken: working through a full inbox, report in
+ * batches, so the producer refills it meanwhile. */
+static void maybe_report_taken_locked(Inbox *ib) {
+        if (ib->n_taken >= INBOX_TAKEN_REPORT_ITEMS || ib->taken_bytes >= INBOX_TAKEN_REPORT_BYTES)
+                report_taken_locked(ib);
+}
+
+int inbox_next_urgent(Inbox *ib, msgpack_object *ret_item) {
+        int r = -ETIMEDOUT;
+
+        pthread_mutex_lock(&ib->lock);
+        ib->current = inbox_item_free(ib->current);
+        if (ib->cancelled || deadline_passed(ib))
+                r = -ECANCELED;
+        else if (ib->head && ib->head->urgent) {
+                take_head_locked(ib, ret_item);
+                maybe_report_taken_locked(ib);
+                r = 1;
+        }
+        pthread_mutex_unlock(&ib->lock);
+        return r;
+}
+
 int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
         uint64_t until = 0; /* 0: wait forever */
         int r;
@@ -187,19 +227,7 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                         break;
                 }
                 if (ib->head) {
-                        InboxItem *i = ib->head;
-
-                        ib->head = i->next;
-                        if (!ib->head)
-                                ib->tail = &ib->head;
-                        ib->n_items--;
-                        ib->n_bytes -= i->size;
-                        atomic_fetch_sub(&total_bytes, i->size);
-                        ib->current = i;
-                        *ret_item = i->item;
-                        ib->n_taken++;
-                        ib->taken_bytes += i->size;
-                        update_readiness(ib);
+                        take_head_locked(ib, ret_item);
                         r = 1;
                         break;
                 }
@@ -228,9 +256,8 @@ int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms) {
                         (void) pthread_cond_timedwait(&ib->cond, &ib->lock, &ts);
                 }
         }
-        /* Working through a full inbox: report in batches, so the producer refills it meanwhile. */
-        if (r == 1 && (ib->n_taken >= INBOX_TAKEN_REPORT_ITEMS || ib->taken_bytes >= INBOX_TAKEN_REPORT_BYTES))
-                report_taken_locked(ib);
+        if (r == 1)
+                maybe_report_taken_locked(ib);
         pthread_mutex_unlock(&ib->lock);
         return r;
 }

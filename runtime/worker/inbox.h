@@ -94,4 +94,8 @@ void inbox_cancel(Inbox *ib);
  * (cancelled or past the deadline: cancellation wins over queued items). Taken items are
  * reported from here, see INBOX_TAKEN_REPORT_ITEMS. */
 int inbox_next(Inbox *ib, msgpack_object *ret_item, int timeout_ms);
+/* Take the next item only if it is urgent (urgent items queue ahead of the others, so that
+ * is the head): 1 + item, -ETIMEDOUT when there is none, -ECANCELED. Never waits. For a
+ * consumer that cannot take ordinary items right now but must not hold up a signal. */
+int inbox_next_urgent(Inbox *ib, msgpack_object *ret_item);
 int inbox_wait_fd(Inbox *ib);

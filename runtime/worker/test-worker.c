@@ -482,6 +482,112 @@ static void test_inbox_taken(void **state) {
         stop(h);
 }
 
+/* ---- output flow control ------------------------------------------------------------------- */
+
+/* Read the ITEM frames of `id` that come until none has for `quiet_ms`: their payload bytes
+ * (what the worker counts against the window). */
+static uint64_t drain_items(WorkerHarness *h, const char *id, int quiet_ms, unsigned *ret_n) {
+        uint64_t bytes = 0;
+        unsigned n = 0;
+
+        for (;;) {
+                WorkerFrame f = {};
+                int r = worker_harness_read_for(h, id, quiet_ms, &f);
+
+                if (r == -ETIMEDOUT)
+                        break;
+                assert_int_equal(r, 0);
+                if (f.kind != FRAME_ITEM)
+                        fail_msg("%s: expected ITEM, got '%c' %s: %s", id, f.kind, strna(f.error_type),
+                                 strna(f.error_message));
+                bytes += f.size;
+                n++;
+                worker_frame_done(&f);
+        }
+        if (ret_n)
+                *ret_n = n;
+        return bytes;
+}
+
+/* Items of 1 MiB: what testmod::bulk(n, 1 MiB) puts in one ITEM payload. */
+#define BULK_ITEM (1024u * 1024u)
+
+/* A stream that produces faster than its consumer is held at the window: without OUT_CREDIT
+ * the worker sends a window's worth (one item may overshoot) and then nothing; each credit lets
+ * that much more through; cancellation and the deadline end a call that waits for credit. */
+static void check_window(WorkerHarness *h, const char *id, bool use_poll) {
+        _cleanup_free_ char *args = NULL;
+        uint64_t got, more, item_payload, total;
+        unsigned n, m;
+        WorkerFrame f = {};
+
+        assert_true(asprintf(&args, "[64, %u, %s]", BULK_ITEM, use_poll ? "true" : "false") > 0);
+        assert_int_equal(worker_harness_call(h, id, "testmod::bulk", "stream", args, NULL, -1), 0);
+        got = drain_items(h, id, 500, &n);
+        assert_true(n > 0);
+        item_payload = got / n;
+        assert_true(item_payload > BULK_ITEM && item_payload < BULK_ITEM + 64);
+        /* Items go out while less than a window is in flight: the last one crosses it. */
+        if (got < FRAME_OUT_WINDOW || got >= FRAME_OUT_WINDOW + item_payload)
+                fail_msg("%s: %" PRIu64 " bytes arrived without credit, window %u", id, got, FRAME_OUT_WINDOW);
+
+        /* Credit half of it: about half a window more, then it waits again. */
+        assert_int_equal(worker_harness_credit(h, id, got / 2), 0);
+        more = drain_items(h, id, 500, &m);
+        if (got - got / 2 + more < FRAME_OUT_WINDOW || got - got / 2 + more >= FRAME_OUT_WINDOW + item_payload)
+                fail_msg("%s: %" PRIu64 " bytes after a credit of %" PRIu64, id, more, got / 2);
+
+        /* Credit everything from now on: the rest of the 64 MiB flows to the end. */
+        assert_int_equal(worker_harness_credit(h, id, got - got / 2 + more), 0);
+        worker_harness_set_auto_credit(h, true);
+        total = n + m;
+        for (;;) {
+                read_terminal(h, id, &f);
+                if (f.kind != FRAME_ITEM)
+                        break;
+                total++;
+                worker_frame_done(&f);
+        }
+        assert_int_equal(f.kind, FRAME_END);
+        worker_frame_done(&f);
+        assert_int_equal(total, 64);
+        worker_harness_set_auto_credit(h, false);
+}
+
+static void test_output_window(void **state) {
+        WorkerHarness *h = start(NULL);
+        unsigned long long t0;
+
+        worker_harness_set_auto_credit(h, false);
+        /* Blocking in agentix_call_item_end(), and pacing itself with the output fd. */
+        check_window(h, "w-block", false);
+        check_window(h, "w-poll", true);
+
+        /* Cancelled while it waits for credit: the call ends at once. */
+        for (int i = 0; i < 2; i++) {
+                const char *id = i == 0 ? "c-block" : "c-poll";
+
+                assert_int_equal(worker_harness_call(h, id, "testmod::bulk", "stream",
+                                                     i == 0 ? "[64, 1048576]" : "[64, 1048576, true]", NULL, -1), 0);
+                assert_true(drain_items(h, id, 300, NULL) >= FRAME_OUT_WINDOW);
+                t0 = now_usec();
+                assert_int_equal(worker_harness_cancel(h, id, NULL), 0);
+                expect_error(h, id, RPC_ERR_CANCELLED, NULL, true);
+                assert_true(now_usec() - t0 < 1000 * 1000);
+        }
+
+        /* Its deadline passes while it waits: DeadlineExceeded, on time. */
+        t0 = now_usec();
+        assert_int_equal(worker_harness_call(h, "d-block", "testmod::bulk", "stream", "[64, 1048576]", NULL, 700), 0);
+        assert_true(drain_items(h, "d-block", 200, NULL) >= FRAME_OUT_WINDOW);
+        expect_error(h, "d-block", RPC_ERR_DEADLINE, NULL, true);
+        assert_true(now_usec() - t0 < 2000 * 1000);
+
+        /* A unary result is not held back by any window. */
+        expect_unary(h, "u", "testmod::echo", "[1]", NULL, "1");
+        stop(h);
+}
+
 /* ---- cancellation and deadlines ------------------------------------------------------------- */
 
 static void test_cancel(void **state) {
@@ -964,6 +1070,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_bidi, teardown),
                 cmocka_unit_test_teardown(test_inbox_overflow, teardown),
                 cmocka_unit_test_teardown(test_inbox_taken, teardown),
+                cmocka_unit_test_teardown(test_output_window, teardown),
                 cmocka_unit_test_teardown(test_cancel, teardown),
                 cmocka_unit_test_teardown(test_deadline, teardown),
                 cmocka_unit_test_teardown(test_errors, teardown),

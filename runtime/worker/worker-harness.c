@@ -25,6 +25,7 @@ struct WorkerHarness {
         int status;
         FrameReader reader;
         StashedFrame *stash, **stash_tail;
+        bool no_auto_credit;
 };
 
 void worker_frame_done(WorkerFrame *f) {
@@ -360,20 +361,40 @@ int worker_harness_call_mp(WorkerHarness *h, const char *call_id, const char *ca
         return send_buffer(h, FRAME_CALL, &b);
 }
 
-int worker_harness_send_in_mp(WorkerHarness *h, const char *call_id, const void *item, size_t item_size) {
+static int send_in_mp(WorkerHarness *h, const char *call_id, const void *item, size_t item_size, bool urgent) {
         _cleanup_buffer_ Buffer b = {};
         msgpack_packer pk;
         int r = 0;
 
         mp_packer_init_buffer(&pk, &b);
-        r |= msgpack_pack_map(&pk, 2);
+        r |= msgpack_pack_map(&pk, urgent ? 3 : 2);
         r |= mp_pack_cstr(&pk, "call_id");
         r |= mp_pack_cstr(&pk, call_id);
+        if (urgent) {
+                r |= mp_pack_cstr(&pk, "urgent");
+                r |= msgpack_pack_true(&pk);
+        }
         r |= mp_pack_cstr(&pk, "item");
         r |= buffer_append(&b, item, item_size);
         if (r)
                 return -ENOMEM;
         return send_buffer(h, FRAME_IN, &b);
+}
+
+int worker_harness_send_in_mp(WorkerHarness *h, const char *call_id, const void *item, size_t item_size) {
+        return send_in_mp(h, call_id, item, item_size, false);
+}
+
+int worker_harness_send_in_urgent(WorkerHarness *h, const char *call_id, const char *item_json) {
+        _cleanup_buffer_ Buffer item = {};
+        msgpack_packer pk;
+        int r;
+
+        mp_packer_init_buffer(&pk, &item);
+        r = pack_json_or_default(&pk, item_json ?: "null", false);
+        if (r < 0)
+                return r;
+        return send_in_mp(h, call_id, buffer_data(&item), item.len, true);
 }
 
 int worker_harness_send_in(WorkerHarness *h, const char *call_id, const char *item_json) {
@@ -414,6 +435,26 @@ int worker_harness_cancel(WorkerHarness *h, const char *call_id, const char *rea
         if (r)
                 return -ENOMEM;
         return send_buffer(h, FRAME_CANCEL, &b);
+}
+
+int worker_harness_credit(WorkerHarness *h, const char *call_id, uint64_t bytes) {
+        _cleanup_buffer_ Buffer b = {};
+        msgpack_packer pk;
+        int r = 0;
+
+        mp_packer_init_buffer(&pk, &b);
+        r |= msgpack_pack_map(&pk, 2);
+        r |= mp_pack_cstr(&pk, "call_id");
+        r |= mp_pack_cstr(&pk, call_id);
+        r |= mp_pack_cstr(&pk, "bytes");
+        r |= msgpack_pack_uint64(&pk, bytes);
+        if (r)
+                return -ENOMEM;
+        return send_buffer(h, FRAME_OUT_CREDIT, &b);
+}
+
+void worker_harness_set_auto_credit(WorkerHarness *h, bool on) {
+        h->no_auto_credit = !on;
 }
 
 int worker_harness_shutdown_frame(WorkerHarness *h) {
@@ -490,6 +531,14 @@ static int read_socket(WorkerHarness *h, int timeout_ms, WorkerFrame *ret) {
                         if (r < 0) {
                                 worker_frame_done(&f);
                                 return r;
+                        }
+                        /* Like the server: an item read is an item the client has. */
+                        if (kind == FRAME_ITEM && !h->no_auto_credit) {
+                                r = worker_harness_credit(h, f.call_id, size);
+                                if (r < 0 && r != -EPIPE) {
+                                        worker_frame_done(&f);
+                                        return r;
+                                }
                         }
                         *ret = f;
                         return 0;

@@ -77,9 +77,16 @@ int worker_harness_call_mp(WorkerHarness *h, const char *call_id, const char *ca
                            int64_t deadline_ms);
 int worker_harness_send_in(WorkerHarness *h, const char *call_id, const char *item_json);
 int worker_harness_send_in_mp(WorkerHarness *h, const char *call_id, const void *item, size_t item_size);
+/* IN {call_id, item, urgent: true}: queued ahead of the ordinary items (a signal, a resize). */
+int worker_harness_send_in_urgent(WorkerHarness *h, const char *call_id, const char *item_json);
 int worker_harness_end_in(WorkerHarness *h, const char *call_id);
 int worker_harness_cancel(WorkerHarness *h, const char *call_id, const char *reason /* NULL: none */);
 int worker_harness_shutdown_frame(WorkerHarness *h);
+/* OUT_CREDIT {call_id, bytes}: let the call send `bytes` more of its output. */
+int worker_harness_credit(WorkerHarness *h, const char *call_id, uint64_t bytes);
+/* By default every ITEM frame read is credited at once (as the server does once the client has
+ * it), so output flows; off, the test credits with worker_harness_credit() itself. */
+void worker_harness_set_auto_credit(WorkerHarness *h, bool on);
 /* Any frame, verbatim (for malformed-input tests). */
 int worker_harness_send_raw(WorkerHarness *h, uint8_t kind, const void *payload, size_t size);
 

@@ -289,6 +289,32 @@ static int dispatch_control(Worker *w, uint8_t kind, const uint8_t *payload, siz
         return 0;
 }
 
+/* OUT_CREDIT {call_id, bytes}: the server passed `bytes` more of the call's items on to the
+ * client, so the function may send that much more. */
+static int dispatch_credit(Worker *w, const uint8_t *payload, size_t size) {
+        msgpack_object root;
+        agentix_call *c;
+        const char *id;
+        size_t id_len, off = 0;
+        int64_t bytes;
+
+        msgpack_zone_clear(&w->scratch);
+        if (mp_check((const uint8_t *) payload, size) < 0 ||
+            msgpack_unpack((const char *) payload, size, &off, &w->scratch, &root) != MSGPACK_UNPACK_SUCCESS ||
+            mp_map_get_str(&root, "call_id", &id, &id_len) < 0 || mp_map_get_int(&root, "bytes", &bytes) < 0 ||
+            bytes < 0) {
+                log_warning("Dropping a malformed OUT_CREDIT frame (%zu bytes).", size);
+                return 0;
+        }
+
+        call_table_lock(&w->calls);
+        c = call_table_find_locked(&w->calls, id, id_len);
+        if (c)
+                out_window_credit(&c->out_window, (uint64_t) bytes);
+        call_table_unlock(&w->calls);
+        return 0;
+}
+
 /* ---- the loop ------------------------------------------------------------------------------ */
 
 static void stop_call(agentix_call *c, void *userdata) {
@@ -322,6 +348,9 @@ static int process_frames(Worker *w) {
                 case FRAME_END_IN:
                 case FRAME_CANCEL:
                         r = dispatch_control(w, kind, payload, size);
+                        break;
+                case FRAME_OUT_CREDIT:
+                        r = dispatch_credit(w, payload, size);
                         break;
                 case FRAME_SHUTDOWN:
                         frame_reader_consume(&w->reader);

@@ -2,9 +2,18 @@
 #pragma once
 
 /* The worker: a process the server spawns (the agentix-worker program, worker-main.c). It
- * reads CALL/IN/END_IN/CANCEL/SHUTDOWN frames (frame.h) from its frame socket, runs each call
- * on a thread of its own, and writes RESULT/ITEM/END/ERROR frames back. Exactly one terminal
- * frame per CALL, always — even after a CANCEL — so the server knows when a call's slot frees.
+ * reads CALL/IN/END_IN/CANCEL/OUT_CREDIT/SHUTDOWN frames (frame.h) from its frame socket, runs
+ * each call on a thread of its own, and writes RESULT/ITEM/END/ERROR/IN_TAKEN frames back.
+ * Exactly one terminal frame per CALL, always — even after a CANCEL — so the server knows when
+ * a call's slot frees.
+ *
+ * Flow control of stream and bidi output (out-window.h): a call may have FRAME_OUT_WINDOW bytes
+ * of ITEM payload sent and not yet credited by OUT_CREDIT {call_id, bytes}; its next
+ * agentix_call_item_end() waits for credit (or cancellation, the deadline, shutdown). The
+ * server credits what has left its queue for the client, and nothing while no client is
+ * attached, so a slow client slows the function down. Unary results are not counted; inline
+ * functions (unary only) run on the reader thread, which is the one that takes in the credit,
+ * and so never wait for it. OUT_CREDIT for an unknown or finished call is ignored.
  *
  * Flow control of bidi inboxes: a CALL with in_ack: true gets IN_TAKEN {call_id, count} frames
  * telling how many more IN items the function took out of its inbox (coalesced, see inbox.h:

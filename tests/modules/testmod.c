@@ -44,6 +44,48 @@ static int count(agentix_call *call, const msgpack_object *argv, size_t argc) {
         return 0;
 }
 
+/* bulk(n: int, size: int, poll: bool = False) -> stream of n bin items of `size` bytes each
+ * (byte j of item i is (i + j) & 0xff). The output window paces it: blocking in item_end, or
+ * with poll=True, by polling the output fd (and the wait fd for cancellation) itself. */
+static int bulk(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        int64_t n = argv[0].via.i64, size = argv[1].via.i64;
+        bool use_poll = argv[2].via.boolean;
+        uint8_t *data;
+        int r = 0;
+
+        if (argv[0].type == MSGPACK_OBJECT_NEGATIVE_INTEGER || argv[1].type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+            size > 64 * 1024 * 1024)
+                return agentix_call_raise(call, "ValueError", "n and size must be >= 0, size at most 64 MiB");
+        data = malloc(size + 256);
+        if (!data)
+                return -ENOMEM;
+        for (int64_t j = 0; j < size + 256; j++)
+                data[j] = (uint8_t) j;
+        if (use_poll)
+                agentix_call_set_output_blocking(call, false);
+
+        for (int64_t i = 0; i < n && r >= 0; i++) {
+                msgpack_packer *pk;
+
+                while (use_poll && !agentix_call_output_ready(call) && !agentix_call_cancelled(call)) {
+                        struct pollfd p[2] = { { .fd = agentix_call_output_fd(call), .events = POLLIN },
+                                               { .fd = agentix_call_wait_fd(call), .events = POLLIN } };
+                        if (poll(p, 2, -1) < 0 && errno != EINTR) {
+                                r = -errno;
+                                break;
+                        }
+                }
+                if (r < 0)
+                        break;
+                pk = agentix_call_item_begin(call);
+                msgpack_pack_bin(pk, (size_t) size);
+                msgpack_pack_bin_body(pk, data + (i & 0xff), (size_t) size);
+                r = agentix_call_item_end(call);
+        }
+        free(data);
+        return r;
+}
+
 /* upper() bidi: every str item comes back upper-cased; other items raise TypeError. Waits on
  * the wait fd (not in inbox_next) to exercise it. */
 static int upper(agentix_call *call, const msgpack_object *argv, size_t argc) {
@@ -470,6 +512,8 @@ static const agentix_function testmod_functions[] = {
         { "echo", AGENTIX_SHAPE_UNARY, "(value: any) -> any", echo, "return the argument" },
         { "count", AGENTIX_SHAPE_STREAM, "(n: int) -> int", count, "stream 0 … n-1" },
         { "upper", AGENTIX_SHAPE_BIDI, "() -> str", upper, "upper-case each inbox item" },
+        { "bulk", AGENTIX_SHAPE_STREAM, "(n: int, size: int, poll: bool = False) -> bytes", bulk,
+          "stream n items of size bytes" },
         { "sleep", AGENTIX_SHAPE_UNARY, "(ms: int) -> int", sleep_ms, "sleep, cancellably" },
         { "crash", AGENTIX_SHAPE_UNARY, "(signal: int = 9) -> none", crash, "kill the worker" },
         { "fail", AGENTIX_SHAPE_UNARY, "(errno: int) -> none", fail, "return -errno" },
