@@ -384,6 +384,29 @@ static uint64_t min_deadline(uint64_t a, uint64_t b) {
         return MIN(a, b);
 }
 
+/* Take the urgent items (signals, resizes) waiting at the head of the inbox, even while the
+ * stdin buffer is full. Returns <0 to stop the run. */
+static int exec_run_pump_urgent(ExecRun *run, const ExecHooks *h) {
+        if (!h->on_inbox_urgent || run->inbox_closed)
+                return 0;
+        for (unsigned i = 0; i < EXEC_INBOX_BATCH; i++) {
+                int r = h->on_inbox_urgent(h->userdata, run);
+
+                if (r < 0)
+                        return r;
+                if (r != EXEC_INBOX_ITEM)
+                        break;
+        }
+        return 0;
+}
+
+/* Whether output may be read now (see ExecHooks.output_ready): past max_output it is read
+ * and dropped, and after a timeout the rest is small and must not keep the call waiting. */
+static bool exec_run_output_ready(const ExecRun *run, const ExecHooks *h) {
+        return !h->output_ready || run->timed_out || run->delivered >= run->opts.max_output ||
+               h->output_ready(h->userdata);
+}
+
 /* Run the inbox hook while there is room. Returns <0 to stop the run. */
 static int exec_run_pump_inbox(ExecRun *run, const ExecHooks *h, bool *ret_progress) {
         *ret_progress = false;
@@ -412,10 +435,10 @@ static int exec_run_loop_inner(ExecRun *run, const ExecHooks *h) {
                 deadline = now + run->opts.timeout_usec;
 
         for (;;) {
-                struct pollfd p[5];
+                struct pollfd p[6];
                 size_t n = 0, i_pid = SIZE_MAX, i_in = SIZE_MAX, i_wait = SIZE_MAX, i_out[2] = { SIZE_MAX, SIZE_MAX };
                 uint64_t wake = 0;
-                bool watch_wait, inbox_wanted;
+                bool watch_wait, inbox_wanted, output_ok;
 
                 exec_run_pump_input(run);
 
@@ -428,11 +451,18 @@ static int exec_run_loop_inner(ExecRun *run, const ExecHooks *h) {
                         exec_run_kill(run);
                         run->timed_out = true;
                 }
-                if (run->flush_at > 0 && now >= run->flush_at) {
+                /* The client is behind: leave the output in the pipes (the child blocks when they
+                 * are full) until the call may send again. */
+                output_ok = exec_run_output_ready(run, h);
+                if (output_ok && run->flush_at > 0 && now >= run->flush_at) {
                         r = exec_run_flush(run, h);
                         if (r < 0)
                                 return r;
                 }
+                /* The exit grace is for background jobs that keep the pipes open, not for output
+                 * we hold back ourselves: it starts over once we read again. */
+                if (!output_ok && grace_until > 0)
+                        grace_until = now + run->opts.exit_grace_usec;
                 if (run->exited && (run->n_outputs == 0 || (grace_until > 0 && now >= grace_until)))
                         return 0;
 
@@ -440,10 +470,12 @@ static int exec_run_loop_inner(ExecRun *run, const ExecHooks *h) {
                         i_pid = n;
                         p[n++] = (struct pollfd) { .fd = run->child.pidfd, .events = POLLIN };
                 }
-                for (size_t i = 0; i < run->n_outputs; i++) {
+                for (size_t i = 0; output_ok && i < run->n_outputs; i++) {
                         i_out[i] = n;
                         p[n++] = (struct pollfd) { .fd = run->outputs[i].fd, .events = POLLIN };
                 }
+                if (!output_ok)
+                        p[n++] = (struct pollfd) { .fd = h->output_fd, .events = POLLIN };
                 if (!run->input_done && exec_run_input_pending(run)) {
                         i_in = n;
                         p[n++] = (struct pollfd) { .fd = run->input_fd, .events = POLLOUT };
@@ -457,15 +489,17 @@ static int exec_run_loop_inner(ExecRun *run, const ExecHooks *h) {
                 if (watch_wait) {
                         i_wait = n;
                         p[n++] = (struct pollfd) { .fd = h->wait_fd, .events = POLLIN };
-                } else if (h->is_cancelled)
-                        wake = now + EXEC_CANCEL_CHECK_USEC;
+                } else if (h->is_cancelled || h->on_inbox_urgent)
+                        wake = now + MIN(EXEC_CANCEL_CHECK_USEC, EXEC_URGENT_CHECK_USEC);
 
                 if (!run->exited && run->child.pidfd < 0)
                         wake = min_deadline(wake, now + EXEC_EXIT_POLL_USEC);
                 if (!run->timed_out)
                         wake = min_deadline(wake, deadline);
-                wake = min_deadline(wake, run->flush_at);
-                wake = min_deadline(wake, grace_until);
+                if (output_ok) {
+                        wake = min_deadline(wake, run->flush_at);
+                        wake = min_deadline(wake, grace_until);
+                }
 
                 struct timespec ts, *tsp = NULL;
                 if (wake > 0) {
@@ -487,8 +521,15 @@ static int exec_run_loop_inner(ExecRun *run, const ExecHooks *h) {
                     h->is_cancelled(h->userdata))
                         return -ECANCELED;
 
+                /* A signal or a resize must not wait behind stdin the child does not read. */
+                if (!watch_wait) {
+                        r = exec_run_pump_urgent(run, h);
+                        if (r < 0)
+                                return r;
+                }
+
                 /* Output before the exit status, so nothing written just before exit is lost. */
-                for (size_t i = 0, n_open = run->n_outputs; i < n_open; i++) {
+                for (size_t i = 0, n_open = output_ok ? run->n_outputs : 0; i < n_open; i++) {
                         if (!p[i_out[i]].revents)
                                 continue;
                         r = exec_run_read(run, h, i, now);

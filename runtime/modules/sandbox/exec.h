@@ -87,14 +87,29 @@ typedef struct ExecHooks {
         bool (*is_cancelled)(void *userdata);
 
         /* Output in arrival order. A negative return stops the run (the group is killed);
-         * -ECANCELED counts as a cancellation. May block: that is backpressure. */
+         * -ECANCELED counts as a cancellation. Should not block when output_ready is set. */
         int (*on_output)(void *userdata, ExecStream stream, const void *data, size_t size);
+
+        /* Backpressure (optional): while it returns false the loop reads no output — the child
+         * blocks once its pipe is full — and waits for output_fd (POLLIN) instead, while the
+         * timeout, the inbox and cancellation are served as usual. Once the command timed out
+         * (its group is killed), what is left in the pipes is delivered regardless. */
+        bool (*output_ready)(void *userdata);
+        int output_fd;
 
         /* Take at most one inbox item and apply it with exec_run_write_stdin() & co. Called only
          * while the stdin buffer has room, so a slow reader throttles the inbox. Returns an
          * ExecInboxStatus, or a negative errno to stop the run (the group is killed). */
         int (*on_inbox)(void *userdata, ExecRun *run);
+        /* Optional: take one urgent item (a signal, a resize), if one is next in the inbox.
+         * Called while the stdin buffer is full too — every EXEC_URGENT_CHECK_USEC — so a
+         * signal gets through to a child that does not read its stdin. Returns like on_inbox
+         * (EXEC_INBOX_EMPTY: no urgent item waiting). */
+        int (*on_inbox_urgent)(void *userdata, ExecRun *run);
 } ExecHooks;
+
+/* How long an urgent inbox item may wait while the stdin buffer is full. */
+#define EXEC_URGENT_CHECK_USEC (10u * 1000u)
 
 typedef struct ExecResult {
         int exit_code;        /* exit status; 128+N when killed by signal N; 124 on timeout */

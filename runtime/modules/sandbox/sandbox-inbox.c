@@ -114,3 +114,16 @@ int sandbox_inbox_take(void *userdata, ExecRun *run) {
                 return r; /* -ECANCELED */
         return apply_item(call, run, &item);
 }
+
+int sandbox_inbox_take_urgent(void *userdata, ExecRun *run) {
+        agentix_call *call = userdata;
+        msgpack_object item;
+        int r;
+
+        r = agentix_call_inbox_next_urgent(call, &item);
+        if (r == -ETIMEDOUT)
+                return EXEC_INBOX_EMPTY;
+        if (r < 0)
+                return r; /* -ECANCELED */
+        return apply_item(call, run, &item);
+}

@@ -49,6 +49,16 @@ static int exec_take_inbox(void *userdata, ExecRun *run) {
         return sandbox_inbox_take(e->call, run);
 }
 
+static int exec_take_urgent(void *userdata, ExecRun *run) {
+        SandboxExec *e = userdata;
+        return sandbox_inbox_take_urgent(e->call, run);
+}
+
+static bool exec_output_ready(void *userdata) {
+        SandboxExec *e = userdata;
+        return agentix_call_output_ready(e->call);
+}
+
 /* Parse, start and run to the end; the hooks decide what happens to the output. */
 static int exec_run_call(SandboxExec *e, const msgpack_object *argv, size_t argc,
                          int (*on_output)(void *, ExecStream, const void *, size_t), ExecResult *ret) {
@@ -56,7 +66,8 @@ static int exec_run_call(SandboxExec *e, const msgpack_object *argv, size_t argc
         _cleanup_exec_run_ ExecRun *run = NULL;
         ExecStage stage = EXEC_STAGE_SETUP;
         bool bidi = agentix_call_shape(e->call) == AGENTIX_SHAPE_BIDI;
-        int r;
+        bool streaming = agentix_call_shape(e->call) != AGENTIX_SHAPE_UNARY;
+        int output_fd = -EBADF, r;
 
         r = sandbox_exec_args_parse(e->call, argv, argc, &a);
         if (r < 0)
@@ -65,13 +76,26 @@ static int exec_run_call(SandboxExec *e, const msgpack_object *argv, size_t argc
         if (r < 0)
                 return sandbox_raise_start_error(e->call, &a, stage, r);
 
+        /* Streamed output is paced by the client (the call's output window): the loop stops
+         * reading the child's pipes while the window is full, so the child blocks on write —
+         * and it never blocks in item_end, so the timeout and signals are served meanwhile. */
+        if (streaming) {
+                agentix_call_set_output_blocking(e->call, false);
+                output_fd = agentix_call_output_fd(e->call);
+                if (output_fd < 0)
+                        return output_fd;
+        }
+
         return exec_run_loop(run,
                              &(ExecHooks) {
                                      .userdata = e,
                                      .wait_fd = agentix_call_wait_fd(e->call),
                                      .is_cancelled = exec_is_cancelled,
                                      .on_output = on_output,
+                                     .output_ready = streaming ? exec_output_ready : NULL,
+                                     .output_fd = output_fd,
                                      .on_inbox = bidi ? exec_take_inbox : NULL,
+                                     .on_inbox_urgent = bidi ? exec_take_urgent : NULL,
                              },
                              ret);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -555,6 +556,93 @@ static void test_stream_timeout(void **state) {
         stream_done(&s);
 }
 
+/* ---- backpressure ---- */
+
+/* Read the call's frames until none comes for `quiet_ms` (without crediting them): the ITEM
+ * payload bytes (what the window counts) into *ret_payload, the items into s. Returns the
+ * kind of the last frame: FRAME_ITEM (it went quiet) or the terminal one. */
+static uint8_t stream_read_quiet(const char *id, Stream *s, int quiet_ms, uint64_t *ret_payload) {
+        for (;;) {
+                WorkerFrame f = {};
+                int r = worker_harness_read_for(worker, id, quiet_ms, &f);
+                uint8_t kind;
+
+                if (r == -ETIMEDOUT)
+                        return FRAME_ITEM;
+                assert_int_equal(r, 0);
+                kind = f.kind;
+                if (kind == FRAME_ITEM) {
+                        const msgpack_object *data = mp_map_get(f.value, "data");
+
+                        *ret_payload += f.size;
+                        if (data)
+                                assert_int_equal(buffer_append(&s->data, data->via.bin.ptr, data->via.bin.size), 0);
+                        else {
+                                s->final = true;
+                                s->exit_code = map_int(f.value, "exit_code");
+                                s->timed_out = map_bool(f.value, "timed_out");
+                        }
+                } else if (kind == FRAME_ERROR)
+                        fail_msg("%s: ERROR %s: %s", id, f.error_type, f.error_message);
+                worker_frame_done(&f);
+                if (kind != FRAME_ITEM)
+                        return kind;
+        }
+}
+
+/* A client that does not read holds the command back: a window's worth of output arrives, then
+ * nothing, and the command blocks on its full pipe instead of running on; credit lets it go. */
+static void test_stream_backpressure(void **state) {
+        char dir[] = "/tmp/test-sandbox-bp-XXXXXX", command[256], marker[64];
+        uint64_t payload = 0;
+        Stream s = {};
+        const char *id;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(marker, sizeof(marker), "%s/done", dir);
+        snprintf(command, sizeof(command), "head -c 33554432 /dev/zero; touch %s", marker);
+        worker_harness_set_auto_credit(worker, false);
+        id = call("stream", -1, json_pack("{s:s,s:I}", "command", command, "max_output", (json_int_t) 1 << 30));
+
+        assert_int_equal(stream_read_quiet(id, &s, 500, &payload), FRAME_ITEM);
+        /* The loop checks the window before each read: a few pipe reads may overshoot it. */
+        if (payload < FRAME_OUT_WINDOW || payload > FRAME_OUT_WINDOW + 256 * 1024)
+                fail_msg("%" PRIu64 " bytes arrived without credit (window %u)", payload, FRAME_OUT_WINDOW);
+        (void) usleep(300 * 1000);
+        assert_int_equal(access(marker, F_OK), -1); /* head is blocked on its pipe */
+
+        assert_int_equal(worker_harness_credit(worker, id, payload), 0);
+        worker_harness_set_auto_credit(worker, true);
+        stream_collect(id, &s);
+        assert_int_equal(s.data.len, 33554432);
+        assert_int_equal(s.exit_code, 0);
+        assert_int_equal(access(marker, F_OK), 0);
+        stream_done(&s);
+        (void) unlink(marker);
+        (void) rmdir(dir);
+}
+
+/* The command's timeout fires while its output waits for a client that does not read: the group
+ * is killed, and the rest (what the pipe held) and the exit status come without credit. */
+static void test_stream_timeout_while_blocked(void **state) {
+        unsigned long long t0 = now_usec();
+        uint64_t payload = 0;
+        Stream s = {};
+        const char *id;
+
+        worker_harness_set_auto_credit(worker, false);
+        id = call("stream", -1, json_pack("{s:s,s:f,s:I}", "command", "head -c 1073741824 /dev/zero", "timeout", 1.0,
+                                          "max_output", (json_int_t) 1 << 31));
+        assert_int_equal(stream_read_quiet(id, &s, TIMEOUT_MS, &payload), FRAME_END);
+        worker_harness_set_auto_credit(worker, true);
+        assert_true(s.final);
+        assert_true(s.timed_out);
+        assert_int_equal(s.exit_code, 124);
+        assert_true(s.data.len >= FRAME_OUT_WINDOW - 256 * 1024 && s.data.len < FRAME_OUT_WINDOW + 1024 * 1024);
+        assert_true(now_usec() - t0 < 5 * 1000 * 1000);
+        stream_done(&s);
+}
+
 /* ---- bidi ---- */
 
 static void test_bidi_cat(void **state) {
@@ -598,6 +686,31 @@ static void test_bidi_signal(void **state) {
         send_in(id, json_pack("{s:i}", "signal", 9));
         stream_collect(id, &s);
         assert_int_equal(s.exit_code, 137);
+        stream_done(&s);
+}
+
+/* A child that never reads its stdin, and more stdin than fits anywhere: the pipe and exec's
+ * buffer fill, the rest waits in the inbox. A signal sent urgent still gets through at once. */
+static void test_bidi_signal_behind_full_stdin(void **state) {
+        const char *id = call("bidi", -1, json_pack("{s:s}", "command", "echo $$; exec sleep 100"));
+        _cleanup_free_ char *chunk = malloc(65537);
+        unsigned long long t0;
+        Stream s = {};
+
+        assert_non_null(chunk);
+        memset(chunk, 'x', 65536);
+        chunk[65536] = 0;
+        stream_wait_for(id, &s, "\n");
+        wait_comm((pid_t) atoi(stream_data(&s)), "sleep");
+        for (int i = 0; i < 48; i++)
+                send_in(id, json_pack("{s:s}", "stdin", chunk));
+        (void) usleep(100 * 1000); /* exec has taken what fits and stopped */
+
+        t0 = now_usec();
+        assert_int_equal(worker_harness_send_in_urgent(worker, id, "{\"signal\": \"INT\"}"), 0);
+        stream_collect(id, &s);
+        assert_int_equal(s.exit_code, 130);
+        assert_true(now_usec() - t0 < 2 * 1000 * 1000);
         stream_done(&s);
 }
 
@@ -757,9 +870,12 @@ int main(void) {
                 cmocka_unit_test(test_stream_order_and_final),
                 cmocka_unit_test(test_stream_truncation),
                 cmocka_unit_test(test_stream_timeout),
+                cmocka_unit_test(test_stream_backpressure),
+                cmocka_unit_test(test_stream_timeout_while_blocked),
                 cmocka_unit_test(test_bidi_cat),
                 cmocka_unit_test(test_bidi_end_in_is_eof),
                 cmocka_unit_test(test_bidi_signal),
+                cmocka_unit_test(test_bidi_signal_behind_full_stdin),
                 cmocka_unit_test(test_bidi_bad_items),
                 cmocka_unit_test(test_pty_tty),
                 cmocka_unit_test(test_pty_stream_items),
