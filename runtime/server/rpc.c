@@ -138,7 +138,8 @@ static void call_credit_out(RpcCall *c, uint64_t bytes) {
         if (msgpack_pack_map(&pk, 2) < 0 || mp_pack_cstr(&pk, "call_id") < 0 ||
             mp_pack_str(&pk, c->id, c->id_len) < 0 || mp_pack_cstr(&pk, "bytes") < 0 ||
             msgpack_pack_uint64(&pk, bytes) < 0) {
-                /* The call would wait for this credit forever: better to end it. */
+                /* The call may now wait for this credit until it is cancelled or its deadline
+                 * passes; with no memory for 40 bytes, little else works either. */
                 log_oom();
                 return;
         }

@@ -137,6 +137,35 @@ static void test_urgent_first(void **state) {
         inbox_done(&ib);
 }
 
+/* A consumer that cannot take ordinary items (its own buffer is full) takes the urgent ones
+ * waiting ahead of them, and only those. */
+static void test_next_urgent(void **state) {
+        msgpack_object o;
+        Inbox ib;
+
+        assert_int_equal(inbox_init(&ib, true, 0), 0);
+        assert_int_equal(inbox_next_urgent(&ib, &o), -ETIMEDOUT); /* empty */
+        assert_int_equal(inbox_push(&ib, make_item(1, 0)), 0);
+        assert_int_equal(inbox_push(&ib, make_item(2, 0)), 0);
+        assert_int_equal(inbox_next_urgent(&ib, &o), -ETIMEDOUT); /* only ordinary items */
+        assert_int_equal(inbox_push(&ib, make_item_full(100, 0, true)), 0);
+        assert_int_equal(inbox_push(&ib, make_item_full(101, 0, true)), 0);
+        assert_int_equal(inbox_next_urgent(&ib, &o), 1);
+        assert_int_equal(o.via.i64, 100);
+        assert_int_equal(inbox_next_urgent(&ib, &o), 1);
+        assert_int_equal(o.via.i64, 101);
+        assert_int_equal(inbox_next_urgent(&ib, &o), -ETIMEDOUT);
+        /* The ordinary ones are still there, in order. */
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(o.via.i64, 1);
+        assert_int_equal(inbox_next(&ib, &o, 0), 1);
+        assert_int_equal(o.via.i64, 2);
+        assert_int_equal(inbox_push(&ib, make_item_full(102, 0, true)), 0);
+        inbox_cancel(&ib);
+        assert_int_equal(inbox_next_urgent(&ib, &o), -ECANCELED); /* cancellation wins */
+        inbox_done(&ib);
+}
+
 typedef struct Reports {
         unsigned n;
         unsigned counts[16];
@@ -365,6 +394,7 @@ int main(void) {
                 cmocka_unit_test(test_item_decoding),
                 cmocka_unit_test(test_order_close_and_fd),
                 cmocka_unit_test(test_urgent_first),
+                cmocka_unit_test(test_next_urgent),
                 cmocka_unit_test(test_taken_reports),
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_closed_from_start),
