@@ -17,6 +17,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
+BUILD=$(cd "$BUILD" && pwd) # absolute: it is bind-mounted into a container
 OUT=${OUT:-$HERE/results.json}
 QUICK=${QUICK:-0}
 PY=/usr/bin/python3 # python3-socketio & co. live here, not in the python3 first on PATH
