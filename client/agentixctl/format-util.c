@@ -32,3 +32,30 @@ const char *format_timestamp(const char *iso, char buf[static FORMAT_TIME_MAX]) 
         snprintf(buf, FORMAT_TIME_MAX, "%.10s %.5s", iso, iso + 11);
         return buf;
 }
+
+const char *format_mode(bool is_dir, int mode, char buf[static FORMAT_MODE_MAX]) {
+        /* For user, group and other: the read/write letters, then x, or the special bit. */
+        static const struct {
+                int special;
+                char with_x, without_x;
+        } third[3] = { { 04000, 's', 'S' }, { 02000, 's', 'S' }, { 01000, 't', 'T' } };
+
+        buf[0] = is_dir ? 'd' : '-';
+        for (unsigned who = 0; who < 3; who++) {
+                int shift = 6 - 3 * (int) who;
+                char *p = buf + 1 + 3 * who;
+
+                if (mode < 0) {
+                        memcpy(p, "???", 3);
+                        continue;
+                }
+                p[0] = mode & (04 << shift) ? 'r' : '-';
+                p[1] = mode & (02 << shift) ? 'w' : '-';
+                if (mode & third[who].special)
+                        p[2] = mode & (01 << shift) ? third[who].with_x : third[who].without_x;
+                else
+                        p[2] = mode & (01 << shift) ? 'x' : '-';
+        }
+        buf[10] = '\0';
+        return buf;
+}

@@ -303,11 +303,12 @@ static json_t *entries_json(const agentix_entries *es, const char *list_key, boo
 
         for (size_t i = 0; a && i < es->n_entries; i++) {
                 const agentix_entry *en = &es->entries[i];
+                json_t *mode = en->mode >= 0 ? json_integer(en->mode) : json_null();
                 json_t *o = with_is_dir
-                        ? json_pack("{s:s,s:b,s:I,s:s?}", "path", en->path, "is_dir", en->is_dir, "size",
-                                    (json_int_t) en->size, "modified_at", en->modified_at)
-                        : json_pack("{s:s,s:I,s:s?}", "path", en->path, "size", (json_int_t) en->size, "modified_at",
-                                    en->modified_at);
+                        ? json_pack("{s:s,s:b,s:I,s:s?,s:o}", "path", en->path, "is_dir", en->is_dir, "size",
+                                    (json_int_t) en->size, "modified_at", en->modified_at, "mode", mode)
+                        : json_pack("{s:s,s:I,s:s?,s:o}", "path", en->path, "size", (json_int_t) en->size,
+                                    "modified_at", en->modified_at, "mode", mode);
                 if (json_array_append_new(a, o) < 0) {
                         json_decref(a);
                         return NULL;
@@ -328,11 +329,11 @@ static void note_truncated(const char *verb, bool truncated) {
 static void ls_help(void) {
         printf("Usage: agentixctl ls [OPTIONS] [PATH]\n"
                "\n"
-               "List a directory in the sandbox (default /): type, size, modification time (UTC)\n"
-               "and name, sorted by name; directories end in '/'.\n"
+               "List a directory in the sandbox (default /): type and mode, size, modification\n"
+               "time (UTC) and name, sorted by name; directories end in '/'.\n"
                "\n"
                "  -h --help               Show this help\n"
-               "     --json               Print {entries: [{path, is_dir, size, modified_at}],\n"
+               "     --json               Print {entries: [{path, is_dir, size, modified_at, mode}],\n"
                "                          truncated}\n"
                "  -q --quiet              Do not say on stderr that the list is incomplete\n"
                "\n"
@@ -385,9 +386,10 @@ int verb_ls(int argc, char *argv[]) {
                 for (size_t i = 0; i < es.n_entries; i++) {
                         const agentix_entry *en = &es.entries[i];
                         const char *slash = strrchr(en->path, '/');
-                        char t[FORMAT_TIME_MAX];
+                        char t[FORMAT_TIME_MAX], m[FORMAT_MODE_MAX];
 
-                        printf("%c %*llu  %s  %s%s\n", en->is_dir ? 'd' : '-', width, (unsigned long long) en->size,
+                        printf("%s %*llu  %s  %s%s\n", format_mode(en->is_dir, en->mode, m), width,
+                               (unsigned long long) en->size,
                                format_timestamp(en->modified_at, t), slash && slash[1] ? slash + 1 : en->path,
                                en->is_dir ? "/" : "");
                 }
@@ -406,7 +408,8 @@ static void glob_help(void) {
                "path below PATH ('**' for any number of directories).\n"
                "\n"
                "  -h --help               Show this help\n"
-               "     --json               Print {matches: [{path, size, modified_at}], truncated}\n"
+               "     --json               Print {matches: [{path, size, modified_at, mode}],\n"
+               "                          truncated}\n"
                "  -q --quiet              Do not say on stderr that the list is incomplete\n"
                "\n"
                "See agentixctl(1).\n");

@@ -29,6 +29,20 @@ static void test_format_timestamp(void **state) {
         assert_string_equal(format_timestamp(NULL, t), "n/a");
 }
 
+static void test_format_mode(void **state) {
+        char m[FORMAT_MODE_MAX];
+
+        assert_string_equal(format_mode(true, 0755, m), "drwxr-xr-x");
+        assert_string_equal(format_mode(false, 0644, m), "-rw-r--r--");
+        assert_string_equal(format_mode(false, 0, m), "----------");
+        assert_string_equal(format_mode(false, 04755, m), "-rwsr-xr-x");
+        assert_string_equal(format_mode(false, 02640, m), "-rw-r-S---");
+        assert_string_equal(format_mode(true, 01777, m), "drwxrwxrwt");
+        assert_string_equal(format_mode(true, 01770, m), "drwxrwx--T");
+        assert_string_equal(format_mode(false, 07777, m), "-rwsrwsrwt");
+        assert_string_equal(format_mode(true, -1, m), "d?????????");
+}
+
 static void test_frame(void **state) {
         char line[512];
 
@@ -56,6 +70,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_format_bytes),
                 cmocka_unit_test(test_format_timestamp),
+                cmocka_unit_test(test_format_mode),
                 cmocka_unit_test(test_frame),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -645,11 +645,14 @@ def fs_commands_human_and_json():
     p = ctl("ls", d, check_rc=0)
     lines = p.stdout.decode().splitlines()
     assert [l.split()[-1] for l in lines] == ["a.txt", "b.txt", "sub/"], lines
-    assert lines[0].startswith("- ") and lines[2].startswith("d "), lines
+    assert lines[0].startswith("-rw") and re.match(r"d[-r][-w][-x]", lines[2]), lines
+    ctl("exec", "--", "chmod", "0751", f"{d}/b.txt", check_rc=0)
     assert re.search(r"\s22\s+\d{4}-\d\d-\d\d \d\d:\d\d\s+a\.txt$", lines[0]), lines[0]
     j = json.loads(ctl("ls", "--json", d, check_rc=0).stdout)
     assert [(e["path"], e["is_dir"]) for e in j["entries"]] == [(f"{d}/a.txt", False), (f"{d}/b.txt", False),
                                                                  (f"{d}/sub", True)], j
+    assert j["entries"][1]["mode"] == 0o751, j
+    assert ctl("ls", d, check_rc=0).stdout.decode().splitlines()[1].startswith("-rwxr-x--x "), "ls mode"
 
     p = ctl("grep", "BETA", d, check_rc=0)
     assert p.stdout.decode() == f"{d}/a.txt:2:BETA\n{d}/a.txt:3:gamma BETA\n", p.stdout

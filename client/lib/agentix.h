@@ -284,6 +284,7 @@ typedef struct agentix_entry {
         bool is_dir;
         uint64_t size;
         char *modified_at;              /* ISO 8601 UTC */
+        int mode;                       /* permission bits (07777), -1 when the server does not say */
 } agentix_entry;
 
 typedef struct agentix_entries {

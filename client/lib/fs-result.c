@@ -152,7 +152,7 @@ int fs_result_entries(const msgpack_object *map, const char *key, agentix_entrie
         for (uint32_t i = 0; i < list->via.array.size; i++) {
                 const msgpack_object *m = &list->via.array.ptr[i];
                 agentix_entry *e = &res.entries[i];
-                int64_t size;
+                int64_t size, mode;
 
                 res.n_entries++;
                 if (m->type != MSGPACK_OBJECT_MAP) {
@@ -170,6 +170,10 @@ int fs_result_entries(const msgpack_object *map, const char *key, agentix_entrie
                         e->size = size < 0 ? 0 : (uint64_t) size;
                 if (r >= 0)
                         r = value_get_bytes(m, "modified_at", &e->modified_at, NULL);
+                if (r >= 0)
+                        r = value_get_int(m, "mode", -1, &mode);
+                if (r >= 0)
+                        e->mode = mode >= 0 && mode <= 07777 ? (int) mode : -1;
                 if (r < 0)
                         break;
         }

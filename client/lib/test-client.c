@@ -753,6 +753,16 @@ static void test_fs_single(void **state) {
         assert_false(l.entries[1].is_dir);
         assert_int_equal(l.entries[1].size, 19);
         assert_non_null(l.entries[1].modified_at);
+        {
+                /* The server runs here: its answer is the file's mode on this disk. */
+                struct stat st;
+                assert_int_equal(stat(l.entries[1].path, &st), 0);
+                assert_int_equal(l.entries[1].mode, (int) (st.st_mode & 07777));
+                assert_int_equal(chmod(l.entries[1].path, 0751), 0);
+        }
+        agentix_entries_done(&l);
+        assert_int_equal(agentix_ls(F.c, sub, &l, &e), 0);
+        assert_int_equal(l.entries[1].mode, 0751);
         agentix_entries_done(&l);
         assert_int_equal(agentix_ls(F.c, path, &l, &e), -ENOTDIR);
         assert_string_equal(e.type, "not_a_directory");
