@@ -13,7 +13,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import socket
 import struct
@@ -26,7 +25,7 @@ import fcntl
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/interop"))
-from harness import Server, free_port, main, test, wait_until  # noqa: E402
+from harness import RssWatch, Server, free_port, main, test, wait_until  # noqa: E402
 
 CTL = os.environ.get("AGENTIXCTL") or sys.exit("set AGENTIXCTL to the agentixctl binary")
 MAN = os.environ.get("AGENTIXCTL_MAN") or os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -893,36 +892,6 @@ def cp_interrupted_leaves_nothing_behind():
         assert rc == 130 and err == b"", (rc, err)
         assert not os.path.exists(back)
         wait_until(lambda: srv.proc.poll() is None, what="the server to stay up")
-
-
-def vm_rss(pid):
-    """Resident set size of a process in bytes (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-class RssWatch:
-    """The largest VmRSS of a process, sampled every 50 ms on a thread until stop()."""
-
-    def __init__(self, pid):
-        self.pid, self.max, self.done = pid, 0, threading.Event()
-        self.thread = threading.Thread(target=self.run)
-        self.thread.start()
-
-    def run(self):
-        while not self.done.wait(0.05):
-            self.max = max(self.max, vm_rss(self.pid))
-
-    def stop(self):
-        self.done.set()
-        self.thread.join()
-        return self.max
 
 
 def small_asan_quarantine():

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.request
@@ -102,6 +103,36 @@ def wait_until(cond, timeout=5.0, interval=0.01, what="condition"):
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
 
+
+
+def vm_rss(pid):
+    """Resident set size of a process in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class RssWatch:
+    """The largest VmRSS of a process, sampled every 50 ms on a thread until stop()."""
+
+    def __init__(self, pid):
+        self.pid, self.max, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(0.05):
+            self.max = max(self.max, vm_rss(self.pid))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.max
 
 def main():
     only = sys.argv[1:]

@@ -9,13 +9,12 @@ sees nothing new on the wire."""
 
 import logging
 import os
-import threading
 import time
 
 import msgpack
 
 import harness
-from harness import main, test, wait_until
+from harness import RssWatch, main, test, wait_until
 
 _own_tests = len(harness._tests)
 from test_rpc import Client, server  # noqa: E402
@@ -23,35 +22,6 @@ from test_rpc import Client, server  # noqa: E402
 del harness._tests[_own_tests:]  # test_rpc's tests run in their own suite
 
 MiB = 1 << 20
-
-
-def vm_rss(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-class RssWatch:
-    """The largest VmRSS of a process, sampled every 50 ms until stop()."""
-
-    def __init__(self, pid):
-        self.pid, self.max, self.done = pid, 0, threading.Event()
-        self.thread = threading.Thread(target=self.run)
-        self.thread.start()
-
-    def run(self):
-        while not self.done.wait(0.05):
-            self.max = max(self.max, vm_rss(self.pid))
-
-    def stop(self):
-        self.done.set()
-        self.thread.join()
-        return self.max
 
 
 def flow_server():
