@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -77,10 +78,14 @@ int test_server_start(TestServer *s, const char *token) {
         snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%u", s->port);
         snprintf(s->log_path, sizeof(s->log_path), "/tmp/agentix-test-client-%u.log", s->port);
 
+        pid_t parent = getpid();
         pid = fork();
         if (pid < 0)
                 return negative_errno();
         if (pid == 0) {
+                /* A test that crashes must not leave its server running. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(127);
                 int fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
                         _exit(127);
