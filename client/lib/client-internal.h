@@ -55,8 +55,6 @@
  * right after it accepts the call, before any item of it. When the window is full and none
  * came within this long (or an item came first), the call goes on without flow control. */
 #define INBOX_ACK_TIMEOUT_USEC (3u * 1000000u)
-/* The connection's own send queue is full (-ENOBUFS, 2 × max_message): try again this soon. */
-#define INBOX_TRANSPORT_RETRY_USEC (5u * 1000u)
 
 typedef enum ClientState {
         CLIENT_IDLE,         /* never connected, or gone for good */
@@ -194,7 +192,7 @@ struct agentix_request {
         agentix_writable_handler writable;
         void *writable_userdata;
         sd_event_source *ack_timer;    /* see INBOX_ACK_TIMEOUT_USEC */
-        sd_event_source *retry_timer;  /* see INBOX_TRANSPORT_RETRY_USEC */
+        bool transport_full;           /* the connection's queue refused an item: wait for writable */
 };
 
 /* client.c */
@@ -243,5 +241,7 @@ void request_inbox_item_seen(agentix_request *r);
 /* On a fresh connection (after the call or its resume went out): send the unacknowledged items
  * again — the server drops copies it has (by seq) — then what waits, then the end. */
 void request_inbox_on_connected(agentix_request *r);
+/* The connection's send queue, full when an item was refused, has room again. */
+void request_inbox_on_transport_writable(agentix_request *r);
 /* The call ended or the client goes: drop everything. */
 void request_inbox_clear(agentix_request *r);

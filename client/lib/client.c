@@ -655,11 +655,29 @@ static void on_sio_too_large(SioClient *s, const char *event, const uint8_t *hea
         client_leave(c);
 }
 
+/* The connection's queue refused inbox items earlier and has room now. */
+static void on_sio_writable(SioClient *s, void *userdata) {
+        agentix_client *c = userdata;
+        agentix_request **a;
+        size_t n = 0;
+
+        client_enter(c);
+        a = snapshot_requests(c, &n);
+        if (a) {
+                for (size_t i = 0; i < n; i++)
+                        request_inbox_on_transport_writable(a[i]);
+                release_snapshot(a, n);
+        } else
+                log_oom();
+        client_leave(c);
+}
+
 static const SioClientCallbacks sio_callbacks = {
         .connected = on_sio_connected,
         .disconnected = on_sio_disconnected,
         .event = on_sio_event,
         .message_too_large = on_sio_too_large,
+        .writable = on_sio_writable,
 };
 
 static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {

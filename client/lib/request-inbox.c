@@ -82,7 +82,7 @@ void request_inbox_clear(agentix_request *r) {
         inbox_queue_clear(&r->in_waiting);
         inbox_queue_clear(&r->in_urgent);
         r->ack_timer = sd_event_source_disable_unref(r->ack_timer);
-        r->retry_timer = sd_event_source_disable_unref(r->retry_timer);
+        r->transport_full = false;
         r->want_writable = false;
 }
 
@@ -147,22 +147,6 @@ static void inbox_watch_for_ack(agentix_request *r) {
                                        on_ack_timeout, r);
         if (k < 0)
                 log_debug_errno(k, "Failed to watch call %s for its first call:in_ack: %m", r->id);
-}
-
-static int on_retry(sd_event_source *s, uint64_t usec, void *userdata);
-
-/* The connection's send queue is full: pump again in a moment. */
-static void inbox_retry_later(agentix_request *r) {
-        int k;
-
-        if (r->retry_timer)
-                k = sd_event_source_set_time_relative(r->retry_timer, INBOX_TRANSPORT_RETRY_USEC) ?:
-                    sd_event_source_set_enabled(r->retry_timer, SD_EVENT_ONESHOT);
-        else
-                k = sd_event_add_time_relative(r->client->event, &r->retry_timer, CLOCK_MONOTONIC,
-                                               INBOX_TRANSPORT_RETRY_USEC, 0, on_retry, r);
-        if (k < 0)
-                log_debug_errno(k, "Failed to arm the send retry of call %s: %m", r->id);
 }
 
 /* An item can never go out (e.g. larger than the server takes): the call cannot go on. */
@@ -237,7 +221,7 @@ static void inbox_pump(agentix_request *r) {
                 k = inbox_emit(r, m, fresh);
                 if (k == 0) {
                         inbox_queue_push_front(q, m);
-                        inbox_retry_later(r);
+                        r->transport_full = true; /* the client calls request_inbox_on_transport_writable() */
                         return;
                 }
                 if (k < 0) {
@@ -256,7 +240,7 @@ static void inbox_pump(agentix_request *r) {
                 if (k >= 0)
                         k = client_emit(r->client, EV_CALL_END_IN, buffer_data(&b), b.len, false);
                 if (k == -ENOBUFS)
-                        inbox_retry_later(r);
+                        r->transport_full = true;
                 else if (k < 0 && k != -ENOTCONN)
                         inbox_fail(r, k);
                 else
@@ -285,19 +269,12 @@ static void inbox_go_unlimited(agentix_request *r) {
         inbox_notify_writable(r);
 }
 
-static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
-        agentix_request *r = userdata;
-        agentix_client *c = r->client;
-
-        if (r->done || !c)
-                return 0;
-        client_enter(c);
-        agentix_request_ref(r);
+void request_inbox_on_transport_writable(agentix_request *r) {
+        if (!r->transport_full || r->done || !r->client)
+                return;
+        r->transport_full = false;
         inbox_pump(r);
         inbox_notify_writable(r);
-        agentix_request_unref(r);
-        client_leave(c);
-        return 0;
 }
 
 static int on_ack_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -411,6 +388,7 @@ void request_inbox_on_connected(agentix_request *r) {
         /* Whatever is in flight may have been lost with the old connection. */
         inbox_queue_prepend(&r->in_resend, &r->in_flight);
         r->end_in_sent = false;
+        r->transport_full = false;
         inbox_pump(r);
         inbox_notify_writable(r);
 }

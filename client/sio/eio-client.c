@@ -180,11 +180,19 @@ static void on_transport_closed(void *userdata, int error, const char *message, 
         report_closed(userdata, error, message, upgrade_refused);
 }
 
+static void on_sent(void *userdata) {
+        EioClient *e = userdata;
+
+        if (!e->closed && e->handlers->sent)
+                e->handlers->sent(e->userdata);
+}
+
 static const EioTransportHandlers transport_handlers = {
         .activity = on_activity,
         .packet = on_packet,
         .too_large = on_too_large,
         .closed = on_transport_closed,
+        .sent = on_sent,
 };
 
 /* ---- the connection -------------------------------------------------------------------------- */

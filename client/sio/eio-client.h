@@ -48,6 +48,8 @@ typedef struct EioClientHandlers {
         /* The connection is gone: a negative errno and a message for a person; upgrade_refused
          * as in eio-transport.h. At most once, never after eio_client_close(). */
         void (*closed)(void *userdata, int error, const char *message, bool upgrade_refused);
+        /* Queued messages left; eio_client_queued() is smaller now. Optional. */
+        void (*sent)(void *userdata);
 } EioClientHandlers;
 
 int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClientHandlers *handlers,

@@ -35,6 +35,9 @@ typedef struct EioTransportHandlers {
          * the server answered the WebSocket upgrade request, but not with 101 (AUTO falls back
          * to polling then). Called at most once, never after *_close(). */
         void (*closed)(void *userdata, int error, const char *message, bool upgrade_refused);
+        /* Queued messages left (written to the socket, or their POST answered): there is
+         * room again. Optional. */
+        void (*sent)(void *userdata);
 } EioTransportHandlers;
 
 /* One outgoing Engine.IO packet in WebSocket frame form: text is the type digit + data,

@@ -344,6 +344,8 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
 
         /* Poll again, send what waits: from the loop (we are in a curl callback chain). */
         (void) sd_event_source_set_enabled(t->kick, SD_EVENT_ONESHOT);
+        if (req == &t->post && t->handlers->sent)
+                t->handlers->sent(t->userdata);
 }
 
 static int on_kick(sd_event_source *s, void *userdata) {

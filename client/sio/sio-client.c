@@ -47,6 +47,7 @@ typedef enum NoticeKind {
         NOTICE_DISCONNECTED,
         NOTICE_EVENT,
         NOTICE_TOO_LARGE,
+        NOTICE_WRITABLE,
 } NoticeKind;
 
 /* A callback waiting to be made from the dispatcher. */
@@ -92,6 +93,7 @@ struct SioClient {
         sd_event_source *dispatcher;
         Notice *notices, *notices_tail;
         unsigned hold;        /* sio_client_hold() depth: emits are queued, not sent */
+        bool emit_refused;    /* an emit got -ENOBUFS: the next drain is told (writable) */
         bool dispatching;
         bool free_requested;
 };
@@ -183,6 +185,10 @@ static int on_dispatch(sd_event_source *s, void *userdata) {
                         if (cb->message_too_large)
                                 cb->message_too_large(c, n->text, buffer_data(&n->data) ?: (const uint8_t *) "",
                                                       n->data.len, n->size, c->userdata);
+                        break;
+                case NOTICE_WRITABLE:
+                        if (cb->writable)
+                                cb->writable(c, c->userdata);
                         break;
                 }
                 notice_free(n);
@@ -501,11 +507,23 @@ static void on_eio_closed(void *userdata, int error, const char *message, bool u
         conn_lost(userdata, error, message, upgrade_refused);
 }
 
+/* An emit was refused with -ENOBUFS: say so once half the limit is free again. */
+static void on_eio_sent(void *userdata) {
+        Conn *conn = userdata;
+        SioClient *c = conn->client;
+
+        if (c->emit_refused && conn == c->current && eio_client_queued(conn->eio) <= c->max_message) {
+                c->emit_refused = false;
+                (void) notice_push(c, NOTICE_WRITABLE, false, 0, NULL);
+        }
+}
+
 static const EioClientHandlers eio_handlers = {
         .open = on_eio_open,
         .message = on_eio_message,
         .too_large = on_eio_too_large,
         .closed = on_eio_closed,
+        .sent = on_eio_sent,
 };
 
 /* A connection or an attempt ended (any reason but the user's). */
@@ -743,8 +761,10 @@ int sio_client_emit_binary1(SioClient *c, const char *event, const void *data, s
         if (size > c->max_message || size > eio_client_max_payload(conn->eio))
                 return -EMSGSIZE;
         queued = eio_client_queued(conn->eio);
-        if (queued > 0 && queued + size > 2 * c->max_message)
+        if (queued > 0 && queued + size > 2 * c->max_message) {
+                c->emit_refused = true;
                 return -ENOBUFS;
+        }
 
         r = buffer_set_headroom(&text, EIO_OUT_HEADROOM);
         if (r >= 0)

@@ -56,6 +56,9 @@ typedef struct SioClientCallbacks {
          * -EMSGSIZE (a reconnect follows when enabled). */
         void (*message_too_large)(SioClient *c, const char *event, const uint8_t *head, size_t head_size,
                                   size_t size, void *userdata);
+        /* Optional. An emit was refused with -ENOBUFS, and the connection's queue has drained
+         * to half its limit since: emitting again is worth a try. */
+        void (*writable)(SioClient *c, void *userdata);
 } SioClientCallbacks;
 
 /* All callbacks run from the event loop (an sd-event source of the client's), never from

@@ -213,7 +213,7 @@ static void frame_sent(WsTransport *t) {
 
 /* Send as much as the socket takes. Returns 0, or a negative errno once reported. */
 static int write_pending(WsTransport *t) {
-        size_t budget = WS_IO_BUDGET;
+        size_t budget = WS_IO_BUDGET, queued_before = t->queue->bytes;
 
         while (!t->closed && budget > 0) {
                 ssize_t n;
@@ -251,6 +251,8 @@ static int write_pending(WsTransport *t) {
         if (t->tx_left == 0 && t->tx_gather.cap > 2 * WS_GATHER_MAX)
                 buffer_done(&t->tx_gather);
         update_events(t);
+        if (!t->closed && t->queue->bytes < queued_before && t->handlers->sent)
+                t->handlers->sent(t->userdata);
         return 0;
 }
 
