@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
         build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
         libsystemd-dev libssl-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev
-        libuv1-dev libjansson-dev libarchive-dev libcmocka-dev
+        libuv1-dev libhttp-parser-dev libjansson-dev libarchive-dev libcmocka-dev
         python3-socketio python3-engineio python3-msgpack python3-requests python3-websocket
         python3-aiohttp python3-uvicorn python3-websockets
         util-linux procps curl

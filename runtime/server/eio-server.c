@@ -2,6 +2,8 @@
 #include <malloc.h>
 #include <sys/random.h>
 
+#include <libwebsockets.h>
+
 #include "eio-packet.h"
 #include "eio-server.h"
 #include "log.h"
@@ -523,17 +525,19 @@ static int on_poll_flush(sd_event_source *source, void *userdata) {
         return 0;
 }
 
+/* The checks and their order are engine.io's (Server.verify, then the handshake): the
+ * transport, then the session, then what a handshake needs. */
 static int parse_request_query(HttpConn *c, bool *ret_has_sid, bool *ret_websocket) {
         char eio[16], transport[32];
 
-        if (http_conn_query(c, "EIO", eio, sizeof(eio)) < 0 || !streq(eio, "4"))
-                return http_conn_respond_error(c, 400, 5, "Unsupported protocol version"), -EINVAL;
         if (http_conn_query(c, "transport", transport, sizeof(transport)) < 0 ||
             !(streq(transport, "polling") || streq(transport, "websocket")))
                 return http_conn_respond_error(c, 400, 0, "Transport unknown"), -EINVAL;
-
         *ret_has_sid = http_conn_query(c, "sid", c->sid, sizeof(c->sid)) > 0;
         *ret_websocket = streq(transport, "websocket");
+        if (!*ret_has_sid && c->method == HTTP_METHOD_GET &&
+            (http_conn_query(c, "EIO", eio, sizeof(eio)) < 0 || !streq(eio, "4")))
+                return http_conn_respond_error(c, 400, 5, "Unsupported protocol version"), -EINVAL;
         return 0;
 }
 
@@ -598,8 +602,6 @@ void eio_server_handle_request(EioServer *server, HttpConn *c) {
                         respond_noop(c);
                         return;
                 }
-                /* Park: lws would otherwise kill an idle HTTP request after a few seconds. */
-                lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
                 c->parked = true;
                 c->session = s;
                 s->poll_conn = c;
@@ -748,26 +750,44 @@ void eio_conn_http_closed(HttpConn *c) {
 
 /* ---- WebSocket ------------------------------------------------------------------------------ */
 
-int eio_server_ws_filter(EioServer *server, HttpConn *c) {
-        bool has_sid, websocket;
+/* A request to open a WebSocket. Checked twice: by http-conn.c before the hand-over, where a
+ * refusal is answered like engine.io does (HTTP 400 with the error), and again by lws's filter,
+ * where it can only close. */
+int eio_server_ws_check(EioServer *server, HttpConn *c) {
         char eio[16], transport[32];
+        int code = 3;
+        const char *message = "Bad request";
         EioSession *s;
 
-        if (http_conn_query(c, "EIO", eio, sizeof(eio)) < 0 || !streq(eio, "4"))
-                return -EINVAL;
-        if (http_conn_query(c, "transport", transport, sizeof(transport)) < 0 || !streq(transport, "websocket"))
-                return -EINVAL;
-        has_sid = http_conn_query(c, "sid", c->sid, sizeof(c->sid)) > 0;
-        websocket = true;
-        (void) websocket;
-        if (!has_sid) {
+        if (http_conn_query(c, "transport", transport, sizeof(transport)) < 0 || !streq(transport, "websocket")) {
+                code = 0;
+                message = "Transport unknown";
+                goto refuse;
+        }
+        if (http_conn_query(c, "sid", c->sid, sizeof(c->sid)) <= 0) {
                 c->sid[0] = 0;
+                if (http_conn_query(c, "EIO", eio, sizeof(eio)) < 0 || !streq(eio, "4")) {
+                        code = 5;
+                        message = "Unsupported protocol version";
+                        goto refuse;
+                }
                 return 0;
         }
         s = strmap_get(server->sessions, c->sid, strlen(c->sid));
-        if (!s || s->transport != TRANSPORT_POLLING || s->probe_conn || s->closed)
-                return -EINVAL;
+        if (!s || s->closed) {
+                code = 1;
+                message = "Session ID unknown";
+                goto refuse;
+        }
+        /* Upgraded already, or upgrading over another socket. */
+        if (s->transport != TRANSPORT_POLLING || s->probe_conn)
+                goto refuse;
         return 0;
+
+refuse:
+        if (!c->wsi)
+                (void) http_conn_respond_error(c, 400, code, message);
+        return -EINVAL;
 }
 
 int eio_server_ws_established(EioServer *server, HttpConn *c) {

@@ -74,8 +74,9 @@ void eio_server_handle_request(EioServer *s, HttpConn *c);
 void eio_conn_post_chunk(HttpConn *c, const uint8_t *data, size_t size);
 void eio_server_handle_body(EioServer *s, HttpConn *c);
 void eio_conn_http_closed(HttpConn *c);
-/* WebSocket: filter before the upgrade (0 accept, <0 refuse), then established/rx/tx/closed. */
-int eio_server_ws_filter(EioServer *s, HttpConn *c);
+/* WebSocket: check before the upgrade (0 accept; <0 refuse, answered when it is still plain
+ * HTTP), then established/rx/tx/closed. */
+int eio_server_ws_check(EioServer *s, HttpConn *c);
 int eio_server_ws_established(EioServer *s, HttpConn *c);
 int eio_conn_ws_receive(HttpConn *c, const uint8_t *data, size_t size);
 int eio_conn_ws_writeable(HttpConn *c);

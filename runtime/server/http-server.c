@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <libwebsockets.h>
 #include <netdb.h>
+#include <strings.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,8 +13,6 @@
 
 #define MAX_LISTENERS 16
 #define MAX_ROUTES 4
-/* Bytes handed to lws per HTTP body write. */
-#define HTTP_CHUNK (256u * 1024u)
 
 typedef struct Listener {
         HttpServer *server;
@@ -30,35 +30,46 @@ struct HttpServer {
         size_t n_listeners;
         EioServer *routes[MAX_ROUTES];
         size_t n_routes;
-        unsigned n_connections;
+        HttpConn *conns;         /* plain HTTP connections (ours) */
+        unsigned n_connections;  /* those and the WebSockets lws runs */
         unsigned port;
         bool shutting_down;
 };
 
-static void conn_reset_request(HttpConn *c) {
-        c->method = HTTP_METHOD_OTHER;
-        c->eio = NULL;
-        c->origin[0] = 0;
-        c->sid[0] = 0;
-        buffer_done(&c->body);
-        c->body_pending = false;
-        c->body_too_large = false;
-        c->post_stream = false;
-        c->post_error = 0;
-        c->post_packet_len = 0;
-        c->post_oversized = false;
-        c->responding = false;
-        c->status = 0;
-        c->content_type = NULL;
-        buffer_done(&c->response);
-        c->response_sent = 0;
-        c->headers_sent = false;
-        c->close_after_response = false;
+const HttpServerConfig *http_server_config(const HttpServer *s) {
+        return &s->config;
 }
 
-static void conn_free_buffers(HttpConn *c) {
+sd_event *http_server_event(const HttpServer *s) {
+        return s->event;
+}
+
+bool http_server_is_shutting_down(const HttpServer *s) {
+        return s->shutting_down;
+}
+
+void http_server_conn_added(HttpServer *s, HttpConn *c) {
+        c->next = s->conns;
+        if (s->conns)
+                s->conns->prev = c;
+        s->conns = c;
+        s->n_connections++;
+}
+
+void http_server_conn_removed(HttpServer *s, HttpConn *c) {
+        if (c->prev)
+                c->prev->next = c->next;
+        else if (s->conns == c)
+                s->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+        if (s->n_connections > 0)
+                s->n_connections--;
+}
+
+static void ws_conn_free_buffers(HttpConn *c) {
         buffer_done(&c->body);
-        buffer_done(&c->response);
         buffer_done(&c->rx);
 }
 
@@ -67,6 +78,8 @@ int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size) {
         const char *v;
         size_t n;
 
+        if (!c->wsi)
+                return http_conn_own_query(c, name, buf, size);
         if (snprintf(key, sizeof(key), "%s=", name) >= (int) sizeof(key))
                 return -EINVAL;
         v = lws_get_urlarg_by_name(c->wsi, key, tmp, (int) sizeof(tmp));
@@ -84,105 +97,6 @@ void http_conn_want_write(HttpConn *c) {
                 lws_callback_on_writable(c->wsi);
 }
 
-int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body) {
-        if (c->responding) {
-                if (body)
-                        buffer_done(body);
-                return -EBUSY;
-        }
-        c->responding = true;
-        /* Unread body bytes would be parsed as the next request: close after answering. */
-        if (c->body_pending)
-                c->close_after_response = true;
-        c->status = status;
-        c->content_type = content_type;
-        buffer_done(&c->response);
-        if (body) {
-                c->response = *body;
-                *body = BUFFER_NULL;
-        }
-        c->response_sent = 0;
-        c->headers_sent = false;
-        lws_callback_on_writable(c->wsi);
-        return 0;
-}
-
-int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
-        int r;
-
-        r = buffer_printf(&b, "{\"code\":%d,\"message\":\"%s\"}", code, message);
-        if (r < 0)
-                return r;
-        return http_conn_respond(c, status, "application/json", &b);
-}
-
-static int add_header(struct lws *wsi, const char *name, const char *value, uint8_t **p, uint8_t *end) {
-        return lws_add_http_header_by_name(wsi, (const unsigned char *) name, (const unsigned char *) value,
-                                           (int) strlen(value), p, end);
-}
-
-/* Returns <0 to close the connection. */
-static int conn_write_response(HttpConn *c) {
-        struct lws *wsi = c->wsi;
-
-        if (!c->headers_sent) {
-                uint8_t hdr[LWS_PRE + 1024], *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof(hdr) - 1;
-
-                if (lws_add_http_common_headers(wsi, c->status, c->content_type ?: "text/plain", c->response.len, &p,
-                                                end))
-                        return -1;
-                /* Socket.IO clients run in browsers too: answer CORS for any origin. */
-                if (c->origin[0]) {
-                        if (add_header(wsi, "access-control-allow-origin:", c->origin, &p, end) ||
-                            add_header(wsi, "access-control-allow-credentials:", "true", &p, end) ||
-                            add_header(wsi, "vary:", "Origin", &p, end))
-                                return -1;
-                } else if (add_header(wsi, "access-control-allow-origin:", "*", &p, end))
-                        return -1;
-                if (c->method == HTTP_METHOD_OPTIONS &&
-                    (add_header(wsi, "access-control-allow-methods:", "GET, POST, OPTIONS", &p, end) ||
-                     add_header(wsi, "access-control-allow-headers:", "content-type, authorization", &p, end)))
-                        return -1;
-                if (add_header(wsi, "cache-control:", "no-store", &p, end))
-                        return -1;
-                if (lws_finalize_write_http_header(wsi, start, &p, end))
-                        return -1;
-                c->headers_sent = true;
-        }
-
-        while (c->response_sent < c->response.len) {
-                size_t n = MIN(c->response.len - c->response_sent, (size_t) HTTP_CHUNK);
-                bool last = c->response_sent + n == c->response.len;
-
-                if (lws_write(wsi, buffer_data(&c->response) + c->response_sent, n,
-                              last ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) < (int) n)
-                        return -1;
-                c->response_sent += n;
-                if (!last && lws_send_pipe_choked(wsi)) {
-                        lws_callback_on_writable(wsi);
-                        return 0;
-                }
-        }
-
-        /* Response complete: keep the connection for the next request unless told not to. */
-        bool close = c->close_after_response;
-        conn_reset_request(c);
-        if (close || lws_http_transaction_completed(wsi))
-                return -1;
-        return 0;
-}
-
-static HttpMethod request_method(struct lws *wsi) {
-        if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0)
-                return HTTP_METHOD_GET;
-        if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0)
-                return HTTP_METHOD_POST;
-        if (lws_hdr_total_length(wsi, WSI_TOKEN_OPTIONS_URI) > 0)
-                return HTTP_METHOD_OPTIONS;
-        return HTTP_METHOD_OTHER;
-}
-
 static EioServer *route(HttpServer *s, const char *path) {
         for (size_t i = 0; i < s->n_routes; i++) {
                 const char *prefix = eio_server_path(s->routes[i]);
@@ -194,28 +108,45 @@ static EioServer *route(HttpServer *s, const char *path) {
         return NULL;
 }
 
-static int on_http_request(HttpServer *s, HttpConn *c, const char *path) {
-        conn_reset_request(c);
-        c->method = request_method(c->wsi);
-        c->body_pending = c->method == HTTP_METHOD_POST;
-        if (lws_hdr_copy(c->wsi, c->origin, sizeof(c->origin), WSI_TOKEN_ORIGIN) < 0)
-                c->origin[0] = 0;
-
+void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path) {
         if (streq(path, "/health")) {
                 _cleanup_buffer_ Buffer b = BUFFER_NULL;
-                if (c->method != HTTP_METHOD_GET)
-                        return http_conn_respond_error(c, 405, 3, "Method not allowed"), 0;
+                if (c->method != HTTP_METHOD_GET) {
+                        (void) http_conn_respond_error(c, 405, 3, "Method not allowed");
+                        return;
+                }
                 (void) buffer_printf(&b, "{\"status\":\"ok\",\"version\":\"%s\"}", AGENTIX_VERSION);
                 (void) http_conn_respond(c, 200, "application/json", &b);
-                return 0;
+                return;
         }
 
         c->eio = route(s, path);
         if (!c->eio) {
                 (void) http_conn_respond_error(c, 404, 3, "Not found");
-                return 0;
+                return;
         }
         eio_server_handle_request(c->eio, c);
+}
+
+int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size) {
+        int fd;
+
+        /* Engine.IO answers a refused upgrade with its usual error, as for polling. */
+        c->eio = route(s, path);
+        if (!c->eio || c->method != HTTP_METHOD_GET || strcasecmp(c->upgrade_proto, "websocket") != 0)
+                return http_conn_respond_error(c, 400, 3, "Bad request"), -EINVAL;
+        if (eio_server_ws_check(c->eio, c) < 0)
+                return -EINVAL; /* answered */
+        if (s->shutting_down)
+                return http_conn_respond_error(c, 503, 3, "Shutting down"), -ESHUTDOWN;
+
+        /* lws takes the socket and reads the head again from `head`; it closes the socket
+         * itself when it cannot take it. From now on the connection is a WebSocket's. */
+        fd = c->fd;
+        c->io = sd_event_source_disable_unref(c->io);
+        if (!lws_adopt_socket_vhost_readbuf(s->vhost, fd, (const char *) head, size))
+                log_warning("Failed to hand a WebSocket connection to libwebsockets.");
+        uv_event_run(s->uv);
         return 0;
 }
 
@@ -225,68 +156,11 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         HttpConn *c = user;
 
         switch (reason) {
-        case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
-                if (c && !c->wsi) {
-                        c->wsi = wsi;
-                        c->server = s;
-                }
-                return 0;
-
-        case LWS_CALLBACK_HTTP: {
-                char path[256];
-
-                if (!c)
-                        return -1;
-                c->wsi = wsi;
-                c->server = s;
-                if (len >= sizeof(path))
-                        return http_conn_respond_error(c, 414, 3, "URI too long"), 0;
-                memcpy(path, in, len);
-                path[len] = 0;
-                return on_http_request(s, c, path);
-        }
-
+        /* Plain HTTP is ours (http-conn.c); lws only sees requests that upgrade. */
+        case LWS_CALLBACK_HTTP:
         case LWS_CALLBACK_HTTP_BODY:
-                if (!c || c->responding)
-                        return 0;
-                if (c->post_stream) {
-                        eio_conn_post_chunk(c, in, len);
-                        return 0;
-                }
-                if (c->body_too_large)
-                        return 0;
-                if (c->body.len + len > s->config.max_http_body) {
-                        c->body_too_large = true;
-                        buffer_done(&c->body);
-                        return 0;
-                }
-                if (buffer_append(&c->body, in, len) < 0)
-                        return -1;
-                return 0;
-
         case LWS_CALLBACK_HTTP_BODY_COMPLETION:
-                if (!c)
-                        return 0;
-                c->body_pending = false;
-                if (c->responding)
-                        return 0;
-                if (c->eio && c->method == HTTP_METHOD_POST)
-                        eio_server_handle_body(c->eio, c);
-                else
-                        (void) http_conn_respond_error(c, 400, 3, "Bad request");
-                return 0;
-
-        case LWS_CALLBACK_HTTP_WRITEABLE:
-                if (!c || !c->responding)
-                        return 0;
-                return conn_write_response(c) < 0 ? -1 : 0;
-
-        case LWS_CALLBACK_CLOSED_HTTP:
-                if (c) {
-                        eio_conn_http_closed(c);
-                        conn_reset_request(c);
-                }
-                return 0;
+                return -1;
 
         case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION: {
                 char path[256];
@@ -302,7 +176,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 c->eio = route(s, path);
                 if (!c->eio)
                         return -1;
-                return eio_server_ws_filter(c->eio, c) < 0 ? -1 : 0;
+                return eio_server_ws_check(c->eio, c) < 0 ? -1 : 0;
         }
 
         case LWS_CALLBACK_ESTABLISHED:
@@ -336,9 +210,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 if (c) {
                         if (c->is_ws)
                                 eio_conn_ws_closed(c);
-                        else
-                                eio_conn_http_closed(c);
-                        conn_free_buffers(c);
+                        ws_conn_free_buffers(c);
                         c->wsi = NULL;
                 }
                 if (s && s->n_connections > 0)
@@ -384,6 +256,10 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
                 return -ENOMEM;
         s->event = sd_event_ref(event);
         s->config = *config;
+        if (s->config.idle_timeout_ms == 0)
+                s->config.idle_timeout_ms = 60 * 1000;
+        if (s->config.request_timeout_ms == 0)
+                s->config.request_timeout_ms = 30 * 1000;
 
         r = uv_event_new(event, &s->uv);
         if (r < 0)
@@ -402,6 +278,8 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
         /* lws sizes its fd table from this; the default (RLIMIT_NOFILE) can be millions. */
         info.fd_limit_per_thread = config->max_connections + 64;
         info.max_http_header_pool = MIN(config->max_connections, 1024u);
+        /* The upgrade request is handed over whole; browsers send long ones (cookies). */
+        info.max_http_header_data = HTTP_MAX_HEAD;
         info.pt_serv_buf_size = 64 * 1024;
         info.timeout_secs = 30;
         s->context = lws_create_context(&info);
@@ -432,6 +310,7 @@ fail:
 static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Listener *l = userdata;
         HttpServer *s = l->server;
+        int r;
 
         for (int i = 0; i < 64; i++) {
                 int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -446,12 +325,13 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                         continue;
                 }
                 (void) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
-                if (!lws_adopt_socket_vhost(s->vhost, cfd)) {
-                        log_warning("Failed to hand a connection to libwebsockets.");
+                HttpConn *c;
+                r = http_conn_new(s, cfd, &c);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to set up a connection: %m");
                         safe_close(cfd);
                 }
         }
-        uv_event_run(s->uv);
         return 0;
 }
 
@@ -527,12 +407,16 @@ void http_server_shutdown(HttpServer *s) {
                 s->listeners[i].source = sd_event_source_disable_unref(s->listeners[i].source);
                 s->listeners[i].fd = safe_close(s->listeners[i].fd);
         }
+        for (HttpConn *c = s->conns; c; c = c->next)
+                http_conn_shutdown(c);
 }
 
 HttpServer *http_server_free(HttpServer *s) {
         if (!s)
                 return NULL;
         http_server_shutdown(s);
+        while (s->conns)
+                http_conn_free(s->conns);
         if (s->context) {
                 /* On a foreign loop lws 4.1 stops after the first stage and waits for its uv
                  * handles to close; once the loop has run their close callbacks, the second

@@ -2,13 +2,21 @@
 #pragma once
 
 /* The HTTP/WebSocket front of agentix-server: our own listening sockets (any address family,
- * several addresses), accepted connections adopted into a libwebsockets vhost running on the
- * uv loop embedded in sd-event, and routing: GET /health, and Engine.IO endpoints by path. */
+ * several addresses), plain HTTP/1.1 served by http-conn.c (persistent connections,
+ * pipelining, chunked bodies; requests framed by libhttp-parser), WebSocket upgrades handed to
+ * a libwebsockets vhost running on the uv loop embedded in sd-event, and routing: GET /health,
+ * and Engine.IO endpoints by path. */
 
-#include <libwebsockets.h>
+#include <stdbool.h>
+
 #include <systemd/sd-event.h>
 
 #include "buffer.h"
+
+/* libwebsockets.h and http_parser.h cannot be included together (both define enum
+ * http_status): each .c file includes the one it uses. */
+struct lws;
+struct http_parser;
 
 typedef struct HttpServer HttpServer;
 typedef struct EioServer EioServer;
@@ -22,21 +30,53 @@ typedef enum HttpMethod {
 } HttpMethod;
 
 #define HTTP_QUERY_VALUE_MAX 64
+/* Request line plus headers; Node's default bound too. Larger heads get 431. */
+#define HTTP_MAX_HEAD (16u * 1024u)
 
-/* Per-connection state (lws per-session user data). One HTTP/1.1 connection carries several
- * requests in turn; the request part is reset at each new request. */
+/* One client connection. Either a plain HTTP/1.1 connection of ours (http-conn.c: fd, parser,
+ * one request at a time, the request part reset at each new request), or a WebSocket that
+ * libwebsockets runs (wsi set; this struct is then lws's per-session data). */
 typedef struct HttpConn {
-        struct lws *wsi;
         HttpServer *server;
         EioServer *eio; /* route of the current request / websocket */
+        struct lws *wsi; /* WebSocket only */
         bool is_ws;
+
+        /* plain HTTP: the connection (http-conn.c) */
+        int fd;
+        sd_event_source *io, *timer, *defer;
+        struct HttpConn *prev, *next; /* HttpServer's list */
+        struct http_parser *parser;
+        Buffer in;        /* received, from the start of the current request's head */
+        size_t in_parsed; /* bytes of `in` the parser has taken */
+        bool in_message;  /* between the first byte of a request and its end */
+        bool head_done;   /* the current request's head is parsed */
+        bool lingering;   /* final response out, write side shut, waiting for the peer's close */
+        bool request_done;
+        bool keep_alive;
+        bool peer_closed;
+        bool dead;
+        bool upgrade;          /* the request asks for another protocol (WebSocket) */
+        bool expect_continue;
+        uint64_t progress_usec; /* last byte in or out, for the timeouts */
+        Buffer url;
+        char header_name[32];
+        size_t header_name_len;
+        int header_kind; /* which header the value being received belongs to */
+        char upgrade_proto[16];
+        char expect[16];
+        Buffer out_head;  /* status lines and headers, in order */
+        size_t out_head_sent;
+        Buffer out_body;  /* body of the response being sent */
+        size_t out_body_sent;
+        bool response_queued;
 
         /* request */
         HttpMethod method;
         char origin[256];
         char sid[HTTP_QUERY_VALUE_MAX];
         Buffer body;
-        bool body_pending; /* a POST whose body has not been read completely */
+        bool body_pending; /* a request body has not been read completely */
         bool body_too_large;
         bool post_stream;       /* Engine.IO POST: the body is decoded as it arrives */
         int post_error;
@@ -45,11 +85,6 @@ typedef struct HttpConn {
 
         /* response */
         bool responding;
-        unsigned status;
-        const char *content_type;
-        Buffer response; /* LWS_PRE headroom */
-        size_t response_sent;
-        bool headers_sent;
         bool close_after_response;
 
         /* Engine.IO */
@@ -70,6 +105,9 @@ typedef struct HttpConn {
 typedef struct HttpServerConfig {
         size_t max_http_body;        /* bound for bodies of routes that take none */
         unsigned max_connections;
+        unsigned idle_timeout_ms;    /* a kept-alive connection with no request (default 60 s) */
+        unsigned request_timeout_ms; /* no progress while a request arrives or a response
+                                      * leaves (default 30 s) */
 } HttpServerConfig;
 
 int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer **ret);
@@ -83,7 +121,7 @@ unsigned http_server_port(HttpServer *s);
 /* Route requests whose path starts with eio's path to it. */
 int http_server_add_eio(HttpServer *s, EioServer *eio);
 
-/* Stop accepting and close every connection. */
+/* Stop accepting; idle connections close, the others after their current response. */
 void http_server_shutdown(HttpServer *s);
 
 /* Respond to the current request with a body (taken over; may be NULL for no body). */
@@ -91,8 +129,28 @@ int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Bu
 /* Respond with an Engine.IO style JSON error body {"code":…,"message":…}. */
 int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message);
 
-/* Copy a query argument's value (URL-decoded by lws). Returns length, or -ENOENT / -E2BIG. */
+/* Copy a query argument's value (URL-decoded). Returns length, or -ENOENT / -E2BIG. */
 int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size);
 
 /* Ask lws to call back when the websocket can take more data. */
 void http_conn_want_write(HttpConn *c);
+
+/* For http-conn.c. */
+int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size);
+const HttpServerConfig *http_server_config(const HttpServer *s);
+sd_event *http_server_event(const HttpServer *s);
+bool http_server_is_shutting_down(const HttpServer *s);
+/* A complete request head arrived (path without the query). Routes it. */
+void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path);
+/* The request asks for a WebSocket: check it and hand the socket, with `head` (the request's
+ * bytes, and whatever followed), to libwebsockets. Returns 0 when lws has the socket; <0 when
+ * the request was answered with an error instead (the connection then closes). */
+int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size);
+void http_server_conn_added(HttpServer *s, HttpConn *c);
+void http_server_conn_removed(HttpServer *s, HttpConn *c);
+
+/* http-conn.c */
+int http_conn_new(HttpServer *server, int fd, HttpConn **ret);
+HttpConn *http_conn_free(HttpConn *c);
+/* Close now if idle, else after the response in progress (server shutdown). */
+void http_conn_shutdown(HttpConn *c);

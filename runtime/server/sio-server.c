@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <sys/random.h>
 
+#include <libwebsockets.h>
+
 #include "log.h"
 #include "sio-packet.h"
 #include "sio-server.h"
