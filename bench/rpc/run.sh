@@ -17,7 +17,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
-BUILD=$(cd "$BUILD" && pwd) # absolute: it is bind-mounted into a container
+# Absolute (it is bind-mounted into a container); made absolute before it exists, since a fresh
+# checkout has none and it is configured below.
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 OUT=${OUT:-$HERE/results.json}
 QUICK=${QUICK:-0}
 PY=/usr/bin/python3 # python3-socketio & co. live here, not in the python3 first on PATH
@@ -177,6 +179,7 @@ spawn_measure() { # scenario label loadgen-args… -- cmd…
 # ---- build and dependencies ---------------------------------------------------------------
 if [ ! -f "$BUILD/build.ninja" ]; then
         log "configuring $BUILD (release)"
+        "$ROOT/scripts/deps.sh" >"$WORK/deps.log" 2>&1 || { tail "$WORK/deps.log" >&2; exit 1; }
         (cd "$ROOT" && meson setup "$BUILD" -Dbuildtype=release >"$WORK/meson.log") || { cat "$WORK/meson.log" >&2; exit 1; }
 fi
 TARGETS=(runtime/server/agentix-server runtime/server/agentix-worker bench/rpc/loadgen bench/rpc/pingpong
