@@ -10,6 +10,8 @@
 #include "frame.h"
 #include "http-server.h"
 #include "log.h"
+#include "pids-limit.h"
+#include "process-tree.h"
 #include "rpc.h"
 #include "sio-server.h"
 #include "worker-link.h"
@@ -32,6 +34,8 @@ typedef struct Options {
         unsigned max_calls;
         unsigned max_connections;
         unsigned max_results;
+        unsigned orphan_timeout_s;
+        unsigned max_processes; /* 0: no bound of our own */
 } Options;
 
 typedef struct Server {
@@ -43,6 +47,7 @@ typedef struct Server {
         SioServer *sio;
         Rpc *rpc;
         WorkerLink *worker;
+        PidsLimit *pids_limit;
         sd_event_source *shutdown_timer;
         uint64_t shutdown_deadline;
         bool shutting_down;
@@ -72,6 +77,12 @@ static void help(void) {
                "     --ping-timeout=MS        Engine.IO ping timeout (default 60000)\n"
                "     --max-payload=BYTES      Engine.IO maxPayload (default: --max-message)\n"
                "     --connect-timeout=MS     Time a client has to join a namespace (default 45000)\n"
+               "     --orphan-timeout=SEC     Cancel a running call no client has resumed for this\n"
+               "                              long after its connection dropped (default 300;\n"
+               "                              0: never)\n"
+               "     --max-processes=N        Bound the worker and every process it starts to N,\n"
+               "                              with a pids cgroup of their own (default: none; in\n"
+               "                              a container its pids limit protects the host)\n"
                "     --conformance            Act as the Engine.IO/Socket.IO reference test server\n"
                "\n"
                "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
@@ -119,6 +130,8 @@ enum {
         ARG_MAX_PAYLOAD,
         ARG_CONNECT_TIMEOUT,
         ARG_CONFORMANCE,
+        ARG_ORPHAN_TIMEOUT,
+        ARG_MAX_PROCESSES,
 };
 
 static int parse_argv(int argc, char *argv[], Options *o) {
@@ -139,6 +152,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "max-payload", required_argument, NULL, ARG_MAX_PAYLOAD },
                 { "connect-timeout", required_argument, NULL, ARG_CONNECT_TIMEOUT },
                 { "conformance", no_argument, NULL, ARG_CONFORMANCE },
+                { "orphan-timeout", required_argument, NULL, ARG_ORPHAN_TIMEOUT },
+                { "max-processes", required_argument, NULL, ARG_MAX_PROCESSES },
                 {}
         };
         bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
@@ -209,6 +224,15 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_CONFORMANCE:
                         o->conformance = true;
                         break;
+                case ARG_ORPHAN_TIMEOUT:
+                        if (parse_uint(optarg, 0, &o->orphan_timeout_s) < 0)
+                                return log_error_errno(EINVAL, "Invalid --orphan-timeout: %s", optarg);
+                        break;
+                case ARG_MAX_PROCESSES:
+                        /* The worker's own threads count too: leave it room to start. */
+                        if (parse_uint(optarg, 8, &o->max_processes) < 0)
+                                return log_error_errno(EINVAL, "Invalid --max-processes (8 or more): %s", optarg);
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -250,6 +274,13 @@ static void options_from_env(Options *o) {
         e = getenv("AGENTIX_MODULE_DIR");
         if (!strempty(e))
                 o->module_dir = e;
+}
+
+static int on_worker_spawn(pid_t pid, void *userdata) {
+        int r = pids_limit_add(userdata, pid);
+        if (r < 0)
+                return log_error_errno(r, "Failed to move the worker into its pids cgroup: %m");
+        return 0;
 }
 
 /* ---- shutdown ----------------------------------------------------------------------------- */
@@ -406,10 +437,21 @@ static int setup(Server *srv, Options *o) {
                         .max_result_bytes = 1024u * MIB,
                         .max_orphan_bytes = 64u * MIB,
                         .forget_window = 16384,
+                        .orphan_timeout_usec = (uint64_t) o->orphan_timeout_s * 1000 * 1000,
                 };
                 WorkerLinkConfig worker_config = {
                         .max_frame = o->max_message + 64 * 1024,
                 };
+
+                if (o->max_processes > 0) {
+                        r = pids_limit_new(o->max_processes, &srv->pids_limit);
+                        if (r < 0)
+                                return r;
+                        worker_config.on_spawn = on_worker_spawn;
+                        worker_config.on_spawn_userdata = srv->pids_limit;
+                        log_info("Worker and its processes bounded to %u (%s).", o->max_processes,
+                                 pids_limit_path(srv->pids_limit));
+                }
 
                 r = find_worker(exe, sizeof(exe));
                 if (r < 0)
@@ -463,12 +505,30 @@ static int setup(Server *srv, Options *o) {
         return 0;
 }
 
+/* What commands left running in the background (orphans come to us as subreaper, so they are
+ * all our descendants) ends with the server. */
+static void end_descendants(void) {
+        int n = process_tree_kill(getpid(), 0, 16);
+
+        if (n > 0)
+                log_info("Ended %d process%s left running by commands.", n, n == 1 ? "" : "es");
+        for (int i = 0; i < 200; i++) {
+                pid_t p = waitpid(-1, NULL, WNOHANG);
+                if (p < 0)
+                        break; /* ECHILD: all reaped */
+                if (p == 0)
+                        usleep(5 * 1000);
+        }
+}
+
 static void server_done(Server *srv) {
         /* lws first: closing its connections calls back into the Engine.IO layer. */
         srv->http = http_server_free(srv->http);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);
         srv->worker = worker_link_free(srv->worker);
+        end_descendants();
+        srv->pids_limit = pids_limit_free(srv->pids_limit);
         srv->rpc = rpc_free(srv->rpc);
         srv->sio = sio_server_free(srv->sio);
         sd_event_source_disable_unref(srv->shutdown_timer);
@@ -485,6 +545,7 @@ int main(int argc, char *argv[]) {
                 .max_calls = 1024,
                 .max_connections = 1024,
                 .max_results = 4096,
+                .orphan_timeout_s = 300,
         };
         Server srv = { .opts = &o };
         sigset_t mask;

@@ -74,6 +74,7 @@ struct RpcCall {
         Blob *terminal;
 
         sd_event_source *deadline;
+        sd_event_source *orphan_timer; /* running with no client attached: cancel when it fires */
         RpcCall *results_prev, *results_next; /* oldest first */
 };
 
@@ -193,11 +194,31 @@ static void on_drained(SioSocket *s, void *userdata) {
 
 /* ---- call lifetime -------------------------------------------------------------------------- */
 
+static int on_orphan_timeout(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* A running call lost its client: if none resumes it within the orphan timeout, the client
+ * has left for good and the call is cancelled (sandbox::exec kills the command's group). */
+static void call_orphan_timer_arm(RpcCall *c) {
+        Rpc *rpc = c->rpc;
+        uint64_t now;
+
+        if (c->done || rpc->config.orphan_timeout_usec == 0 || rpc->stopping ||
+            sd_event_now(rpc->event, CLOCK_MONOTONIC, &now) < 0)
+                return;
+        if (c->orphan_timer) {
+                (void) sd_event_source_set_time(c->orphan_timer, now + rpc->config.orphan_timeout_usec);
+                (void) sd_event_source_set_enabled(c->orphan_timer, SD_EVENT_ONESHOT);
+        } else
+                (void) sd_event_add_time(rpc->event, &c->orphan_timer, CLOCK_MONOTONIC,
+                                         now + rpc->config.orphan_timeout_usec, 100 * 1000, on_orphan_timeout, c);
+}
+
 static void call_detach(RpcCall *c) {
         RpcSocket *o = c->owner;
 
         if (!o)
                 return;
+        call_orphan_timer_arm(c);
         /* What was queued for this connection is out of our hands now (sent, or lost with it):
          * credit it, or the call's window would shrink for good. */
         due_unlist(c);
@@ -217,6 +238,7 @@ static void call_attach(RpcCall *c, RpcSocket *o) {
         if (c->owner == o)
                 return;
         call_detach(c);
+        (void) sd_event_source_set_enabled(c->orphan_timer, SD_EVENT_OFF);
         c->owner = o;
         c->owner_next = o->calls;
         if (o->calls)
@@ -303,6 +325,7 @@ static void call_free(RpcCall *c) {
         call_drop_pending(c);
         (void) strmap_remove(rpc->calls, c->id, c->id_len);
         sd_event_source_disable_unref(c->deadline);
+        sd_event_source_disable_unref(c->orphan_timer);
         blob_unref(c->terminal);
         free(c);
 }
@@ -342,6 +365,7 @@ static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
         c->done = true;
         rpc->n_running--;
         c->deadline = sd_event_source_disable_unref(c->deadline);
+        c->orphan_timer = sd_event_source_disable_unref(c->orphan_timer);
 
         c->terminal_event = envelope ? event : NULL;
         c->terminal = blob_ref(envelope);
@@ -397,6 +421,19 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         call_cancel_in_worker(c, "deadline");
         call_finish_error(c, &(RpcError) { .type = RPC_ERR_DEADLINE,
                                            .message = "the call's deadline passed before it finished",
+                                           .cancelled = true });
+        return 0;
+}
+
+static int on_orphan_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        RpcCall *c = userdata;
+
+        if (c->owner || c->done)
+                return 0;
+        log_info("Call %s: no client came back for it, cancelling it.", c->id);
+        call_cancel_in_worker(c, "orphaned");
+        call_finish_error(c, &(RpcError) { .type = RPC_ERR_CANCELLED,
+                                           .message = "no client resumed the call within the orphan timeout",
                                            .cancelled = true });
         return 0;
 }

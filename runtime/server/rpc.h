@@ -20,6 +20,8 @@ typedef struct RpcConfig {
         size_t max_result_bytes;    /* … and their total size */
         size_t max_orphan_bytes;    /* stream output buffered per call while no client is attached */
         unsigned forget_window;     /* acked/evicted call_ids remembered to refuse re-runs */
+        uint64_t orphan_timeout_usec; /* a running call with no client for this long is cancelled
+                                       * (0: never) */
 } RpcConfig;
 
 int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret);

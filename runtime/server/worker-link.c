@@ -202,6 +202,14 @@ int worker_link_start(WorkerLink *w) {
         posix_spawnattr_destroy(&attr);
         if (r != 0)
                 return log_error_errno(r, "Failed to spawn the worker (%s): %m", w->config.executable);
+        if (w->config.on_spawn) {
+                r = w->config.on_spawn(pid, w->config.on_spawn_userdata);
+                if (r < 0) {
+                        (void) kill(pid, SIGKILL);
+                        (void) waitpid(pid, NULL, 0);
+                        return r;
+                }
+        }
 
         w->pid = pid;
         w->fd = TAKE_FD(parent_fd);

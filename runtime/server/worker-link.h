@@ -28,6 +28,10 @@ typedef struct WorkerLinkConfig {
         const char *executable;   /* agentix-worker */
         char **extra_args;        /* NULL-terminated, appended to the worker's argv */
         size_t max_frame;
+        /* Called with each new worker's pid before it gets any work; <0 kills it (a bound
+         * that cannot be applied is not silently skipped). */
+        int (*on_spawn)(pid_t pid, void *userdata);
+        void *on_spawn_userdata;
 } WorkerLinkConfig;
 
 int worker_link_new(sd_event *event, const WorkerLinkConfig *config, const WorkerLinkCallbacks *callbacks,

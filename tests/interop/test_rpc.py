@@ -6,6 +6,7 @@ deadlines, resume after a dropped connection, worker death, seccomp, limits, shu
 import collections
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -14,7 +15,7 @@ import uuid
 import msgpack
 import socketio
 
-from harness import Server, main, test, wait_until
+from harness import Server, main, server_binary, test, wait_until
 
 TOKEN = "s3cret-token"
 MODULE_DIR = os.environ.get("AGENTIX_TEST_MODULE_DIR", "")
@@ -509,6 +510,118 @@ def sigterm_cancels_in_flight_and_exits_cleanly():
     assert s.proc.wait(5) == 0
     s.log.close()
     c.sio.disconnect()
+
+
+# ---- containment without a container --------------------------------------------------------
+
+def process_gone(pid):
+    """True when pid no longer runs (gone, or a zombie waiting for its reaper)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def group_gone(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    # Members may be zombies not yet reaped: look at each.
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.getpgid(int(d)) == pgid and not process_gone(int(d)):
+                    return False
+            except OSError:
+                pass
+    return True
+
+
+@test
+def client_gone_for_good_cancels_its_calls_and_kills_the_group():
+    with server("--orphan-timeout", "1") as s, tempfile.TemporaryDirectory() as tmp:
+        for transports in TRANSPORTS:
+            c = Client(s, transports)
+            cid = c.start("sandbox::exec", kwargs={"command": f"echo $$ > {tmp}/pgid; sleep 5 & sleep 300"})
+            wait_until(lambda: os.path.exists(f"{tmp}/pgid") and open(f"{tmp}/pgid").read().strip())
+            pgid = int(open(f"{tmp}/pgid").read())
+            os.unlink(f"{tmp}/pgid")
+            c.sio.eio.disconnect(abort=True)
+            time.sleep(0.5)
+            assert not group_gone(pgid), "the call must outlive a short drop"
+            wait_until(lambda: group_gone(pgid), timeout=5, what="the orphaned command's group to end")
+            # A client coming back later learns what happened.
+            c2 = Client(s, transports)
+            c2.emit("resume", {"call_ids": [cid]})
+            e = c2.error(cid)
+            assert e["type"] == "Cancelled" and e["cancelled"] is True, e
+            c2.close()
+
+
+@test
+def a_resumed_call_is_not_orphaned():
+    with server("--orphan-timeout", "1") as s:
+        c = Client(s, ["websocket"])
+        cid = c.start("sandbox::exec", kwargs={"command": "sleep 2; echo done"})
+        time.sleep(0.2)
+        c.sio.eio.disconnect(abort=True)
+        time.sleep(0.3)
+        c2 = Client(s, ["websocket"])
+        c2.emit("resume", {"call_ids": [cid]})
+        ev, m = c2.terminal(cid, timeout=10)
+        assert ev == "call:result" and m["value"]["output"] == "done\n", m
+        c2.close()
+
+
+@test
+def background_jobs_end_with_the_server():
+    s = server()
+    c = Client(s, ["websocket"])
+    # A job in the command's group, and one that left it (its own session), both outliving
+    # the call.
+    r = c.call("sandbox::exec", command="sleep 300 >/dev/null 2>&1 & a=$!; "
+                                        "setsid sleep 301 >/dev/null 2>&1 & echo $a $!")
+    pids = [int(x) for x in r["output"].split()]
+    assert r["exit_code"] == 0 and len(pids) == 2, r
+    time.sleep(0.3)
+    assert not any(process_gone(p) for p in pids), "background jobs outlive their call"
+    c.close()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(10) == 0
+    s.log.close()
+    wait_until(lambda: all(process_gone(p) for p in pids), timeout=3, what="the background jobs to end")
+    assert "left running by commands" in s.read_log(), s.read_log()
+
+
+def pids_cgroup_available():
+    with open("/proc/self/cgroup") as f:
+        if any(line.split(":")[1] == "pids" for line in f if line.count(":") >= 2):
+            return os.access("/sys/fs/cgroup/pids", os.W_OK)
+    return False
+
+
+@test
+def max_processes_bounds_the_workers_descendants():
+    if not pids_cgroup_available():
+        print("  (no writable pids cgroup here: --max-processes must refuse to start)")
+        p = subprocess.run([server_binary(), "--max-processes", "20", "--port", "0"], capture_output=True, text=True,
+                           timeout=10)
+        assert p.returncode != 0 and "pids" in p.stderr, p.stderr
+        return
+    with server("--max-processes", "24") as s:
+        c = Client(s, ["websocket"])
+        # 40 background sleeps against a bound of 24 (the worker's threads count too): some
+        # forks must fail, and the shell says so.
+        r = c.call("sandbox::exec", command="for i in $(seq 40); do sleep 2 & done 2>&1; wait", timeout=30)
+        print("  " + r["output"].strip().splitlines()[0])
+        assert "fork" in r["output"].lower(), r
+        cg = [l for l in open(f"/proc/{s.proc.pid}/cgroup") if ":pids:" in l]
+        # The server itself is outside the bound: it keeps serving.
+        wait_until(lambda: c.call("sandbox::exec", command="echo ok")["output"] == "ok\n", timeout=10)
+        c.close()
+        assert cg and "agentix-worker" not in cg[0], cg
 
 
 if __name__ == "__main__":
