@@ -10,7 +10,13 @@ import sys
 binary, manpage = sys.argv[1:3]
 help_text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
 with open(manpage) as f:
-    man_text = f.read().replace("\\-", "-").replace("\\fB", "").replace("\\fI", "").replace("\\fR", "")
+    man_text = f.read()
+# The options are those the OPTIONS section lists (other sections may show other programs' own,
+# in examples); a page without one is read whole.
+section = re.search(r"^\.SH OPTIONS\n(.*?)(?=^\.SH )", man_text, re.S | re.M)
+if section:
+    man_text = section.group(1)
+man_text = man_text.replace("\\-", "-").replace("\\fB", "").replace("\\fI", "").replace("\\fR", "")
 
 option = re.compile(r"(?<![\w-])--[a-z][a-z-]*[a-z]")
 in_help = set(option.findall(help_text))
