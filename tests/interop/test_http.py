@@ -86,6 +86,11 @@ def post(path, body, extra=""):
     return f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n{extra}\r\n".encode() + body
 
 
+def upgrade(path):
+    return (f"GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode()
+
+
 def handshake(c):
     c.send(get(EIO))
     st, _, body = c.response()
@@ -249,23 +254,17 @@ def malformed_and_oversized_requests_are_answered_then_closed():
 
 @test
 def websocket_upgrade_after_polling_on_the_same_connection():
-    c = Conn()
-    sid = handshake(c)
-    c.send(get(f"{EIO}&sid={sid}&x=1", ""))  # nothing queued: parks; answered by the probe
-    ws_req = (f"GET /engine.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: t\r\n"
-              "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode()
     other = Conn()
     other.send(get("/health"))
     assert other.response()[0] == 200
-    other.send(ws_req)  # a fresh websocket session, on a connection that served a request
+    # A fresh websocket session, on a connection that served a plain request before.
+    other.send(upgrade("/engine.io/?EIO=4&transport=websocket"))
     head = b""
     while b"\r\n\r\n" not in head:
         head += other.s.recv(4096)
     assert head.startswith(b"HTTP/1.1 101"), head
     assert b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head
     other.close()
-    c.close()
 
 
 @test
@@ -275,8 +274,7 @@ def refused_websocket_upgrades_are_answered():
                        ("/engine.io/?EIO=4&transport=bogus", 0),
                        ("/engine.io/?EIO=3&transport=websocket", 5)):
         c = Conn()
-        c.send((f"GET {path} HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode())
+        c.send(upgrade(path))
         st, _, body = c.response()
         assert st == 400 and json.loads(body)["code"] == code, (path, st, body)
         assert c.closed_by_server()
@@ -288,9 +286,7 @@ def refused_websocket_upgrades_are_answered():
     assert ws.recv() == "3probe"
     ws.send("5")
     c = Conn()
-    c.send((f"GET /engine.io/?EIO=4&transport=websocket&sid={sid} HTTP/1.1\r\nHost: t\r\n"
-            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode())
+    c.send(upgrade(f"/engine.io/?EIO=4&transport=websocket&sid={sid}"))
     assert c.response()[0] == 400
     ws.send("4still")
     assert ws.recv() == "4still"
