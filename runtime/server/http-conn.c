@@ -26,9 +26,9 @@
 /* A body still to come after an early answer is read and dropped up to this, else we close. */
 #define DISCARD_MAX (1024u * 1024u)
 /* After a final response with "Connection: close": time the peer gets to read it and close. */
-#define LINGER_USEC (2 * USEC_PER_SEC)
 #define USEC_PER_SEC 1000000ULL
 #define USEC_PER_MSEC 1000ULL
+#define LINGER_USEC (2 * USEC_PER_SEC)
 
 enum {
         HEADER_OTHER,
@@ -55,14 +55,13 @@ static void conn_reset_request(HttpConn *c) {
         c->sid[0] = 0;
         c->upgrade_proto[0] = 0;
         c->expect[0] = 0;
-        c->upgrade = false;
-        c->expect_continue = false;
         buffer_clear(&c->url);
+        c->path[0] = 0;
+        c->query_off = c->query_len = 0;
         c->header_name_len = 0;
         c->header_kind = -1;
         buffer_done(&c->body);
         c->body_pending = false;
-        c->body_too_large = false;
         c->post_stream = false;
         c->post_error = 0;
         c->post_packet_len = 0;
@@ -161,69 +160,57 @@ static HttpMethod method_of(const http_parser *p) {
         }
 }
 
-/* The path of the request target, without the query, NUL-terminated into buf. */
-static int request_path(HttpConn *c, char *buf, size_t size) {
+/* Split the request target once: the path into c->path, the query's place in c->url. */
+static int parse_target(HttpConn *c) {
         struct http_parser_url u;
         const char *url = (const char *) buffer_data(&c->url);
 
         http_parser_url_init(&u);
         if (c->url.len == 0 || http_parser_parse_url(url, c->url.len, false, &u) != 0 || !(u.field_set & (1 << UF_PATH)))
                 return -EINVAL;
-        if (u.field_data[UF_PATH].len >= size)
+        if (u.field_data[UF_PATH].len >= sizeof(c->path))
                 return -E2BIG;
-        memcpy(buf, url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
-        buf[u.field_data[UF_PATH].len] = 0;
+        memcpy(c->path, url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
+        c->path[u.field_data[UF_PATH].len] = 0;
+        if (u.field_set & (1 << UF_QUERY)) {
+                c->query_off = u.field_data[UF_QUERY].off;
+                c->query_len = u.field_data[UF_QUERY].len;
+        }
         return 0;
 }
 
 static int on_headers_complete(http_parser *p) {
         HttpConn *c = p->data;
-        char path[256];
-        int r;
 
         c->head_done = true;
         c->method = method_of(p);
         c->keep_alive = http_should_keep_alive(p) && !http_server_is_shutting_down(c->server);
         c->body_pending = request_has_body(p);
-        c->expect_continue = strcasecmp(c->expect, "100-continue") == 0;
-        if (p->upgrade) {
-                /* The parser stops here; conn_parse() hands the connection over. */
-                c->upgrade = true;
-                return 0;
-        }
+        c->target_error = parse_target(c);
+        if (p->upgrade)
+                return 0; /* the parser stops here; conn_parse() hands the connection over */
 
-        r = request_path(c, path, sizeof(path));
-        if (r == -E2BIG)
+        if (c->target_error == -E2BIG)
                 (void) http_conn_respond_error(c, 414, 3, "URI too long");
-        else if (r < 0)
+        else if (c->target_error < 0)
                 (void) http_conn_respond_error(c, 400, 3, "Bad request");
         else
-                http_server_dispatch(c->server, c, path);
+                http_server_dispatch(c->server, c, c->path);
 
         /* A client waiting for leave to send its body gets it, unless it was answered already. */
-        if (c->expect_continue && c->body_pending && !c->responding)
+        if (strcasecmp(c->expect, "100-continue") == 0 && c->body_pending && !c->responding)
                 (void) buffer_append(&c->out_head, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         return 0;
 }
 
+/* Only an Engine.IO POST takes a body; any other request was answered (or parked) at its
+ * headers, and its body is read and dropped. */
 static int on_body(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
-        const uint8_t *data = (const uint8_t *) at;
 
-        if (c->responding)
-                return 0; /* answered already: the rest is dropped */
-        if (c->post_stream) {
-                eio_conn_post_chunk(c, data, n);
-                return 0;
-        }
-        if (c->body_too_large)
-                return 0;
-        if (c->body.len + n > http_server_config(c->server)->max_http_body) {
-                c->body_too_large = true;
-                buffer_done(&c->body);
-                return 0;
-        }
-        return buffer_append(&c->body, data, n) < 0 ? -1 : 0;
+        if (c->post_stream && !c->responding)
+                eio_conn_post_chunk(c, (const uint8_t *) at, n);
+        return 0;
 }
 
 static int on_message_complete(http_parser *p) {
@@ -233,7 +220,7 @@ static int on_message_complete(http_parser *p) {
         c->body_pending = false;
         c->request_done = true;
         http_parser_pause(p, 1);
-        if (c->upgrade || c->responding || c->parked)
+        if (p->upgrade || c->responding || c->parked)
                 return 0;
         if (c->eio && c->method == HTTP_METHOD_POST)
                 eio_server_handle_body(c->eio, c);
@@ -270,7 +257,7 @@ static int url_decode(const char *s, size_t n, char *buf, size_t size) {
 
         for (size_t i = 0; i < n; i++) {
                 char ch = s[i];
-                if (ch == '%' && i + 2 < n + 0 && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+                if (ch == '%' && i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
                         ch = (char) (hex_value(s[i + 1]) << 4 | hex_value(s[i + 2]));
                         i += 2;
                 } else if (ch == '+')
@@ -284,15 +271,9 @@ static int url_decode(const char *s, size_t n, char *buf, size_t size) {
 }
 
 int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
-        struct http_parser_url u;
-        const char *url = (const char *) buffer_data(&c->url), *q, *end;
+        const char *q = (const char *) buffer_data(&c->url) + c->query_off, *end = q + c->query_len;
         size_t name_len = strlen(name);
 
-        http_parser_url_init(&u);
-        if (c->url.len == 0 || http_parser_parse_url(url, c->url.len, false, &u) != 0 || !(u.field_set & (1 << UF_QUERY)))
-                return -ENOENT;
-        q = url + u.field_data[UF_QUERY].off;
-        end = q + u.field_data[UF_QUERY].len;
         while (q < end) {
                 const char *amp = memchr(q, '&', (size_t) (end - q)) ?: end;
                 const char *eq = memchr(q, '=', (size_t) (amp - q));
@@ -454,16 +435,15 @@ static void conn_parse(HttpConn *c) {
                 if (c->parser->upgrade) {
                         const uint8_t *head = buffer_data(&c->in);
                         size_t size = c->in.len;
-                        char path[256];
 
                         /* Skip the blank lines the parser allows before a request. */
                         while (size > 0 && (*head == '\r' || *head == '\n'))
                                 head++, size--;
                         c->request_done = true;
                         c->close_after_response = true;
-                        if (request_path(c, path, sizeof(path)) < 0)
+                        if (c->target_error < 0)
                                 (void) http_conn_respond_error(c, 400, 3, "Bad request");
-                        else if (http_server_upgrade(c->server, c, path, head, size) >= 0) {
+                        else if (http_server_upgrade(c->server, c, c->path, head, size) >= 0) {
                                 /* libwebsockets has the socket now. */
                                 c->fd = -1;
                                 c->dead = true;
@@ -646,8 +626,13 @@ int http_conn_new(HttpServer *server, int fd, HttpConn **ret) {
         HttpConn *c;
         int r;
 
-        /* The parser's own bound on a request head (process-wide; the same value each time). */
-        http_parser_set_max_header_size(HTTP_MAX_HEAD);
+        static bool bound_set = false;
+
+        /* The parser's own bound on a request head (a process-wide setting). */
+        if (!bound_set) {
+                http_parser_set_max_header_size(HTTP_MAX_HEAD);
+                bound_set = true;
+        }
 
         c = calloc(1, sizeof(*c));
         if (!c)

@@ -68,10 +68,6 @@ void http_server_conn_removed(HttpServer *s, HttpConn *c) {
                 s->n_connections--;
 }
 
-static void ws_conn_free_buffers(HttpConn *c) {
-        buffer_done(&c->body);
-        buffer_done(&c->rx);
-}
 
 int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size) {
         char key[64], tmp[HTTP_QUERY_VALUE_MAX + 64];
@@ -210,7 +206,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 if (c) {
                         if (c->is_ws)
                                 eio_conn_ws_closed(c);
-                        ws_conn_free_buffers(c);
+                        buffer_done(&c->rx);
                         c->wsi = NULL;
                 }
                 if (s && s->n_connections > 0)

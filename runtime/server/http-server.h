@@ -56,10 +56,11 @@ typedef struct HttpConn {
         bool keep_alive;
         bool peer_closed;
         bool dead;
-        bool upgrade;          /* the request asks for another protocol (WebSocket) */
-        bool expect_continue;
         uint64_t progress_usec; /* last byte in or out, for the timeouts */
         Buffer url;
+        char path[256];          /* of the request target, once its head is parsed */
+        size_t query_off, query_len; /* the query's place in url */
+        int target_error;        /* the target could not be split (-EINVAL, -E2BIG) */
         char header_name[32];
         size_t header_name_len;
         int header_kind; /* which header the value being received belongs to */
@@ -75,9 +76,8 @@ typedef struct HttpConn {
         HttpMethod method;
         char origin[256];
         char sid[HTTP_QUERY_VALUE_MAX];
-        Buffer body;
+        Buffer body;       /* Engine.IO: the polling packet being received */
         bool body_pending; /* a request body has not been read completely */
-        bool body_too_large;
         bool post_stream;       /* Engine.IO POST: the body is decoded as it arrives */
         int post_error;
         size_t post_packet_len; /* bytes of the packet being received */
@@ -103,7 +103,6 @@ typedef struct HttpConn {
 } HttpConn;
 
 typedef struct HttpServerConfig {
-        size_t max_http_body;        /* bound for bodies of routes that take none */
         unsigned max_connections;
         unsigned idle_timeout_ms;    /* a kept-alive connection with no request (default 60 s) */
         unsigned request_timeout_ms; /* no progress while a request arrives or a response

@@ -397,8 +397,6 @@ static int setup(Server *srv, Options *o) {
                 .max_sessions = o->max_connections,
         };
         HttpServerConfig http_config = {
-                /* Bodies for routes that take none (Engine.IO sets its own bound). */
-                .max_http_body = 64 * 1024,
                 .max_connections = o->max_connections,
         };
         SioConfig sio_config = { .connect_timeout_ms = o->connect_timeout_ms };

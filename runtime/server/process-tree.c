@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,9 @@ static int read_ppid(int proc_fd, const char *pid, pid_t *ret) {
 int process_tree_list(pid_t root, pid_t **ret, size_t *ret_n) {
         _cleanup_free_ Proc *all = NULL;
         _cleanup_free_ pid_t *out = NULL;
+        _cleanup_free_ uint8_t *below = NULL; /* bitmap by pid: a descendant of root */
         size_t n_all = 0, cap = 0, n_out = 0;
+        pid_t max_pid = root;
         _cleanup_close_ int proc_fd = -EBADF;
         DIR *d;
         struct dirent *de;
@@ -68,49 +71,69 @@ int process_tree_list(pid_t root, pid_t **ret, size_t *ret_n) {
                         all = m;
                 }
                 all[n_all++] = (Proc) { (pid_t) pid, ppid };
+                max_pid = MAX(max_pid, (pid_t) pid);
         }
         closedir(d);
 
         out = malloc((n_all + 1) * sizeof(*out));
-        if (!out)
+        below = calloc((size_t) max_pid / 8 + 1, 1);
+        if (!out || !below)
                 return -ENOMEM;
-        /* The closure of "parent is root or already found", to a fixed point. */
+#define MARKED(pid) (below[(pid) / 8] & (1u << ((pid) % 8)))
+        /* One pass per generation: a process is below root when its parent is root or below. */
         do {
                 grew = false;
                 for (size_t i = 0; i < n_all; i++) {
-                        bool below = all[i].ppid == root, known = false;
+                        pid_t pid = all[i].pid, ppid = all[i].ppid;
 
-                        if (all[i].pid == root)
+                        if (pid == root || MARKED(pid))
                                 continue;
-                        for (size_t k = 0; k < n_out && !(below && known); k++) {
-                                if (out[k] == all[i].ppid)
-                                        below = true;
-                                if (out[k] == all[i].pid)
-                                        known = true;
-                        }
-                        if (below && !known) {
-                                out[n_out++] = all[i].pid;
+                        if (ppid == root || (ppid > 0 && ppid <= max_pid && MARKED(ppid))) {
+                                below[pid / 8] |= (uint8_t) (1u << (pid % 8));
+                                out[n_out++] = pid;
                                 grew = true;
                         }
                 }
         } while (grew);
+#undef MARKED
 
         *ret = TAKE_PTR(out);
         *ret_n = n_out;
         return 0;
 }
 
-static bool contains(const pid_t *v, size_t n, pid_t pid) {
-        for (size_t i = 0; i < n; i++)
-                if (v[i] == pid)
-                        return true;
-        return false;
+/* A set of pids as a bitmap that grows to the largest pid put in. */
+typedef struct PidSet {
+        uint8_t *bits;
+        size_t size;
+} PidSet;
+
+static int pid_set_put(PidSet *set, pid_t pid) {
+        size_t byte = (size_t) pid / 8;
+
+        if (byte >= set->size) {
+                size_t size = MAX(byte + 1, set->size * 2);
+                uint8_t *m = realloc(set->bits, size);
+                if (!m)
+                        return -ENOMEM;
+                memset(m + set->size, 0, size - set->size);
+                set->bits = m;
+                set->size = size;
+        }
+        set->bits[byte] |= (uint8_t) (1u << (pid % 8));
+        return 0;
+}
+
+static bool pid_set_has(const PidSet *set, pid_t pid) {
+        size_t byte = (size_t) pid / 8;
+        return byte < set->size && (set->bits[byte] & (1u << (pid % 8)));
 }
 
 int process_tree_kill(pid_t root, pid_t spare, unsigned max_rounds) {
         _cleanup_free_ pid_t *stopped = NULL;
+        PidSet seen = {};
         size_t n_stopped = 0;
-        int r;
+        int r = 0;
 
         for (unsigned round = 0; round < max_rounds; round++) {
                 _cleanup_free_ pid_t *now = NULL;
@@ -119,22 +142,29 @@ int process_tree_kill(pid_t root, pid_t spare, unsigned max_rounds) {
 
                 r = process_tree_list(root, &now, &n_now);
                 if (r < 0)
-                        return r;
+                        break;
                 m = realloc(stopped, (n_stopped + n_now + 1) * sizeof(*stopped));
-                if (!m)
-                        return -ENOMEM;
+                if (!m) {
+                        r = -ENOMEM;
+                        break;
+                }
                 stopped = m;
                 for (size_t i = 0; i < n_now; i++) {
-                        if (now[i] == spare || contains(stopped, n_stopped, now[i]))
+                        if (now[i] == spare || pid_set_has(&seen, now[i]))
                                 continue;
+                        r = pid_set_put(&seen, now[i]);
+                        if (r < 0)
+                                break;
                         (void) kill(now[i], SIGSTOP);
                         stopped[n_stopped++] = now[i];
                         fresh++;
                 }
-                if (fresh == 0)
+                if (r < 0 || fresh == 0)
                         break;
         }
+        /* Whatever went wrong, what was stopped is killed, not left frozen. */
         for (size_t i = 0; i < n_stopped; i++)
                 (void) kill(stopped[i], SIGKILL);
-        return (int) n_stopped;
+        free(seen.bits);
+        return r < 0 ? r : (int) n_stopped;
 }

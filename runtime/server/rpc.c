@@ -238,7 +238,8 @@ static void call_attach(RpcCall *c, RpcSocket *o) {
         if (c->owner == o)
                 return;
         call_detach(c);
-        (void) sd_event_source_set_enabled(c->orphan_timer, SD_EVENT_OFF);
+        if (c->orphan_timer)
+                (void) sd_event_source_set_enabled(c->orphan_timer, SD_EVENT_OFF);
         c->owner = o;
         c->owner_next = o->calls;
         if (o->calls)

@@ -40,7 +40,7 @@ static void setup(void) {
                 .max_backlog = 1024 * 1024,
                 .max_sessions = 64,
         };
-        HttpServerConfig hc = { .max_http_body = 4096, .max_connections = 64 };
+        HttpServerConfig hc = { .max_connections = 64 };
 
         log_set_max_level(LOG_CRIT);
         CHECK(sd_event_new(&event) >= 0);
