@@ -65,3 +65,4 @@ int verb_edit(int argc, char *argv[]);
 int verb_ls(int argc, char *argv[]);
 int verb_grep(int argc, char *argv[]);
 int verb_glob(int argc, char *argv[]);
+int verb_build(int argc, char *argv[]);

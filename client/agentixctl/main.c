@@ -40,6 +40,7 @@ static const Verb verbs[] = {
         { "ls", verb_ls },
         { "grep", verb_grep },
         { "glob", verb_glob },
+        { "build", verb_build },
         { "help", verb_help },
 };
 
@@ -68,6 +69,7 @@ static void help(void) {
                "  grep [--glob=PATTERN] [-m|--max-count=N] PATTERN [PATH]\n"
                "                          Search files for literal text\n"
                "  glob PATTERN [PATH]     Find files by name pattern\n"
+               "  build [-o FILE] [DIR]   Build the bundle image DIR/agentix-bundle.conf declares\n"
                "  help [COMMAND]          Show this help, or a command's\n"
                "\n"
                "Options:\n"

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include "conformance.h"
+#include "environment-file.h"
 #include "eio-server.h"
 #include "frame.h"
 #include "http-server.h"
@@ -17,6 +18,8 @@
 #include "worker-link.h"
 
 #define MIB (1024u * 1024u)
+/* What agentixctl build writes into a bundle. */
+#define ENVIRONMENT_FILE_DEFAULT "/nix/runtime/etc/environment"
 
 typedef struct Options {
         const char *hosts[4];
@@ -36,6 +39,7 @@ typedef struct Options {
         unsigned max_results;
         unsigned orphan_timeout_s;
         unsigned max_processes; /* 0: no bound of our own */
+        const char *environment_file; /* NULL: the bundle's, if there is one; "": none */
 } Options;
 
 typedef struct Server {
@@ -83,6 +87,9 @@ static void help(void) {
                "     --max-processes=N        Bound the worker and every process it starts to N,\n"
                "                              with a pids cgroup of their own (default: none; in\n"
                "                              a container its pids limit protects the host)\n"
+               "     --environment-file=FILE  NAME=VALUE lines (${NAME} expands) to set before\n"
+               "                              anything runs (default %s\n"
+               "                              when it exists; empty: none)\n"
                "     --conformance            Act as the Engine.IO/Socket.IO reference test server\n"
                "\n"
                "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
@@ -90,7 +97,7 @@ static void help(void) {
                "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err).\n"
                "\n"
                "See agentix-server(8).\n",
-               AGENTIX_MODULE_DIR_DEFAULT);
+               AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
 }
 
 static int parse_size(const char *s, size_t min, size_t *ret) {
@@ -132,6 +139,7 @@ enum {
         ARG_CONFORMANCE,
         ARG_ORPHAN_TIMEOUT,
         ARG_MAX_PROCESSES,
+        ARG_ENVIRONMENT_FILE,
 };
 
 static int parse_argv(int argc, char *argv[], Options *o) {
@@ -154,6 +162,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "conformance", no_argument, NULL, ARG_CONFORMANCE },
                 { "orphan-timeout", required_argument, NULL, ARG_ORPHAN_TIMEOUT },
                 { "max-processes", required_argument, NULL, ARG_MAX_PROCESSES },
+                { "environment-file", required_argument, NULL, ARG_ENVIRONMENT_FILE },
                 {}
         };
         bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
@@ -232,6 +241,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         /* The worker's own threads count too: leave it room to start. */
                         if (parse_uint(optarg, 8, &o->max_processes) < 0)
                                 return log_error_errno(EINVAL, "Invalid --max-processes (8 or more): %s", optarg);
+                        break;
+                case ARG_ENVIRONMENT_FILE:
+                        o->environment_file = optarg;
                         break;
                 case '?':
                         return -EINVAL;
@@ -558,6 +570,19 @@ int main(int argc, char *argv[]) {
 
         if (o.n_hosts == 0)
                 o.hosts[o.n_hosts++] = "0.0.0.0";
+
+        /* Before the worker starts, so that it and everything it runs see the bundle's PATH. */
+        if (!o.environment_file) {
+                r = environment_file_apply(ENVIRONMENT_FILE_DEFAULT);
+                if (r < 0 && r != -ENOENT)
+                        return 1;
+        } else if (!strempty(o.environment_file)) {
+                r = environment_file_apply(o.environment_file);
+                if (r == -ENOENT)
+                        log_error_errno(r, "Cannot read --environment-file=%s: %m", o.environment_file);
+                if (r < 0)
+                        return 1;
+        }
 
         /* sd-event wants these blocked so it can take them as signalfd/child events. */
         sigemptyset(&mask);

@@ -12,15 +12,6 @@ bool env_value_is_valid(const char *value, size_t len) {
         return !memchr(value, '\0', len);
 }
 
-char **strv_free(char **l) {
-        if (!l)
-                return NULL;
-        for (char **i = l; *i; i++)
-                free(*i);
-        free(l);
-        return NULL;
-}
-
 /* Does "KEY=value" entry e define the variable key[0..len)? */
 static bool env_entry_matches(const char *e, const char *key, size_t len) {
         return strncmp(e, key, len) == 0 && e[len] == '=';

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "strv.h"
+
 typedef struct EnvOverride {
         const char *key;   /* not NUL-terminated; non-empty, no '=' and no NUL (see env_key_is_valid) */
         size_t key_len;
@@ -25,8 +27,3 @@ int env_merge(char *const *base, const EnvOverride *overrides, size_t n_override
 /* Look up `key` in a NULL-terminated "KEY=value" array; NULL when absent. */
 const char *env_get(char *const *env, const char *key);
 
-char **strv_free(char **l);
-static inline void strv_freep(char ***l) {
-        strv_free(*l);
-}
-#define _cleanup_strv_free_ _cleanup_(strv_freep)

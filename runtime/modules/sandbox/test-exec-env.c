@@ -13,13 +13,6 @@ static size_t len_or_zero(const char *s) {
 
 #define OVR(k, v) { .key = k, .key_len = STRLEN(k), .value = v, .value_len = len_or_zero(v) }
 
-static size_t strv_length(char **l) {
-        size_t n = 0;
-        while (l && l[n])
-                n++;
-        return n;
-}
-
 static void test_merge(void **state) {
         char *base[] = { (char *) "PATH=/bin", (char *) "HOME=/root", (char *) "A=1", NULL };
         const EnvOverride o[] = {

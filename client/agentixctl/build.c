@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/* agentixctl build: make a bundle image from a project's agentix-bundle.conf. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agentixctl.h"
+#include "bundle-build.h"
+#include "fail.h"
+
+#define MANIFEST_NAME "agentix-bundle.conf"
+
+static void help(void) {
+        printf("Usage: agentixctl build [OPTIONS] [DIR]\n"
+               "\n"
+               "Build the bundle DIR/" MANIFEST_NAME " declares (DIR defaults to the current\n"
+               "directory): the agentix runtime, the project's C modules and the tools it names,\n"
+               "with every library they need down to glibc, as a layered image with /nix that runs\n"
+               "on any task image. The image is loaded into Docker as NAME:VERSION and NAME:latest.\n"
+               "\n"
+               "  -h --help               Show this help\n"
+               "  -f --file=FILE          The manifest (default DIR/" MANIFEST_NAME ")\n"
+               "  -o --output=FILE        Write the image archive to FILE instead of loading it\n"
+               "                          (docker load < FILE loads it later)\n"
+               "     --platform=OS/ARCH   The platform to build for; only the build host's own\n"
+               "                          (default: the manifest's Platform=, else the host's)\n"
+               "     --cache-dir=DIR      Store paths and layers of earlier builds (default\n"
+               "                          $AGENTIX_CACHE_DIR, $XDG_CACHE_HOME/agentix, ~/.cache/agentix)\n"
+               "     --runtime-dir=DIR    Take agentix-server and agentix-worker from DIR\n"
+               "                          (default $AGENTIX_RUNTIME_DIR, else the installed ones)\n"
+               "     --json               Print the result as JSON\n"
+               "  -q --quiet              No progress display\n"
+               "\n"
+               "See agentixctl(1) and agentix-bundle(5).\n");
+}
+
+static const char *const step_names[_BUILD_STEP_MAX] = {
+        [BUILD_STEP_RESOLVE] = "Resolving the closure",
+        [BUILD_STEP_MODULES] = "Compiling modules",
+        [BUILD_STEP_STORE] = "Making store paths",
+        [BUILD_STEP_LAYERS] = "Writing layers",
+        [BUILD_STEP_IMAGE] = "Writing the image",
+        [BUILD_STEP_LOAD] = "Loading into Docker",
+};
+
+static void on_progress(BuildStep step, size_t done, size_t total, const char *what, void *userdata) {
+        bool *drawn = userdata;
+
+        /* One line, redrawn in place; on a terminal only (userdata is NULL otherwise). */
+        if (total > 1)
+                fprintf(stderr, "\r\033[K%s %zu/%zu%s%s", step_names[step], done, total, what ? " " : "", what ?: "");
+        else
+                fprintf(stderr, "\r\033[K%s%s", step_names[step], done == total ? " done" : "…");
+        *drawn = true;
+}
+
+static int default_cache_dir(char *buf, size_t size) {
+        const char *e = getenv("AGENTIX_CACHE_DIR"), *home;
+
+        if (!strempty(e))
+                return snprintf(buf, size, "%s", e) < (int) size ? 0 : -ENAMETOOLONG;
+        e = getenv("XDG_CACHE_HOME");
+        if (!strempty(e))
+                return snprintf(buf, size, "%s/agentix", e) < (int) size ? 0 : -ENAMETOOLONG;
+        home = getenv("HOME");
+        if (strempty(home))
+                return -ENOENT;
+        return snprintf(buf, size, "%s/.cache/agentix", home) < (int) size ? 0 : -ENAMETOOLONG;
+}
+
+enum {
+        ARG_PLATFORM = ARG_COMMON_END,
+        ARG_CACHE_DIR,
+        ARG_RUNTIME_DIR,
+};
+
+int verb_build(int argc, char *argv[]) {
+        static const struct option options[] = {
+                COMMON_LONG_OPTIONS,
+                { "file", required_argument, NULL, 'f' },
+                { "output", required_argument, NULL, 'o' },
+                { "platform", required_argument, NULL, ARG_PLATFORM },
+                { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
+                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
+                {}
+        };
+        BundleBuildOptions o = {};
+        BundleBuildResult res = {};
+        _cleanup_free_ char *error = NULL;
+        char manifest[PATH_MAX], cache[PATH_MAX];
+        const char *file = NULL, *dir = ".";
+        bool drawn = false;
+        int c, r;
+
+        o.runtime_dir = getenv("AGENTIX_RUNTIME_DIR");
+        if (strempty(o.runtime_dir))
+                o.runtime_dir = NULL;
+        o.include_dir = getenv("AGENTIX_INCLUDE_DIR");
+        if (strempty(o.include_dir))
+                o.include_dir = NULL;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS "f:o:", options, NULL)) >= 0) {
+                switch (c) {
+                        COMMON_OPTION_CASES("build", help, argv);
+                case 'f':
+                        file = optarg;
+                        break;
+                case 'o':
+                        o.output = optarg;
+                        break;
+                case ARG_PLATFORM:
+                        o.platform = optarg;
+                        break;
+                case ARG_CACHE_DIR:
+                        o.cache_dir = optarg;
+                        break;
+                case ARG_RUNTIME_DIR:
+                        o.runtime_dir = optarg;
+                        break;
+                }
+        }
+        if (optind + 1 < argc)
+                return fail_usage("build", "takes one directory, not %d arguments", argc - optind);
+        if (optind < argc)
+                dir = argv[optind];
+        if (file)
+                snprintf(manifest, sizeof(manifest), "%s", file);
+        else
+                snprintf(manifest, sizeof(manifest), "%s/" MANIFEST_NAME, dir);
+        if (access(manifest, R_OK) < 0)
+                return fail_errno(EXIT_IOERR, errno, "build: cannot read %s: %%m", manifest);
+        o.manifest = manifest;
+        if (!o.cache_dir) {
+                r = default_cache_dir(cache, sizeof(cache));
+                if (r < 0)
+                        return fail_usage("build", "no cache directory: set $HOME or use --cache-dir");
+                o.cache_dir = cache;
+        }
+        if (!arg_quiet && isatty(STDERR_FILENO)) {
+                o.progress = on_progress;
+                o.userdata = &drawn;
+        }
+
+        r = bundle_build(&o, &res, &error);
+        if (drawn)
+                fputs("\r\033[K", stderr);
+        if (r < 0)
+                return fail(r == -ENOENT || r == -ENOPKG ? EXIT_FAILED : EXIT_FAILED, "build: %s", strna(error));
+
+        if (arg_json)
+                printf("{\"id\":\"sha256:%s\",\"name\":\"%s\",\"version\":\"%s\",\"tags\":[\"%s:%s\",\"%s:latest\"],"
+                       "\"store_paths\":%zu,\"layers\":%zu,\"store_paths_made\":%zu,\"size\":%llu,\"loaded\":%s,"
+                       "\"output\":%s%s%s}\n",
+                       res.id, res.name, res.version, res.name, res.version, res.name, res.n_store_paths, res.n_layers,
+                       res.n_made, (unsigned long long) res.size, res.loaded ? "true" : "false",
+                       o.output ? "\"" : "", o.output ?: "null", o.output ? "\"" : "");
+        else {
+                if (!arg_quiet)
+                        fprintf(stderr, "%zu store paths (%zu new), %zu layers, %.1f MiB\n", res.n_store_paths, res.n_made,
+                                res.n_layers, res.size / 1048576.0);
+                if (o.output)
+                        printf("sha256:%s %s\n", res.id, o.output);
+                else
+                        printf("sha256:%s %s:%s %s:latest\n", res.id, res.name, res.version, res.name);
+        }
+        bundle_build_result_done(&res);
+        return EXIT_OK;
+}

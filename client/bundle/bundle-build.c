@@ -1,0 +1,872 @@
+/* SPDX-License-Identifier: MIT */
+#include <elf.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "bundle-build.h"
+#include "bundle-manifest.h"
+#include "closure.h"
+#include "docker-engine.h"
+#include "fs-util.h"
+#include "image-archive.h"
+#include "host-command.h"
+#include "store-build.h"
+
+/* overlayfs stacks at most ~125 layers: past this many store paths, the rest share one. */
+#define MAX_LAYERS 100
+#define RUNTIME_NAME "agentix"
+#define LWS_EVLIB_PACKAGE "libwebsockets-evlib-uv"
+#define LWS_PLUGIN_LINK "/nix/runtime/lib/lws"
+
+typedef struct Build {
+        const BundleBuildOptions *o;
+        BundleManifest *m;
+        DpkgDb *db;
+        Closure *c;
+        char *os, *arch, *variant;
+        char *cache_store, *cache_layers, *cache_tmp;
+        char *tmp;                 /* this build's scratch directory */
+        ImageLayer *layers;
+        size_t n_layers;
+        char **env;
+        char *error;
+} Build;
+
+static int build_fail(Build *b, int r, const char *fmt, ...) _printf_(3, 4);
+static int build_fail(Build *b, int r, const char *fmt, ...) {
+        va_list ap;
+
+        if (b->error)
+                return r;
+        va_start(ap, fmt);
+        if (vasprintf(&b->error, fmt, ap) < 0)
+                b->error = NULL;
+        va_end(ap);
+        return r;
+}
+
+static void progress(Build *b, BuildStep step, size_t done, size_t total, const char *what) {
+        if (b->o->progress)
+                b->o->progress(step, done, total, what, b->o->userdata);
+}
+
+/* ---- platform --------------------------------------------------------------------------- */
+
+static const struct {
+        const char *dpkg, *arch, *variant;
+        uint16_t machine;
+} platforms[] = {
+        { "amd64", "amd64", NULL, EM_X86_64 },
+        { "arm64", "arm64", "v8", EM_AARCH64 },
+        { "armhf", "arm", "v7", EM_ARM },
+        { "i386", "386", NULL, EM_386 },
+        { "ppc64el", "ppc64le", NULL, EM_PPC64 },
+        { "s390x", "s390x", NULL, EM_S390 },
+        { "riscv64", "riscv64", NULL, EM_RISCV },
+};
+
+int platform_of_host(const char *dpkg_arch, char **ret) {
+        for (size_t i = 0; i < ELEMENTSOF(platforms); i++)
+                if (streq(platforms[i].dpkg, dpkg_arch))
+                        return asprintf(ret, "linux/%s%s%s", platforms[i].arch, platforms[i].variant ? "/" : "",
+                                        platforms[i].variant ?: "") < 0 ? -ENOMEM : 0;
+        return -EOPNOTSUPP;
+}
+
+static int check_platform(Build *b, const char *wanted, uint16_t *ret_machine) {
+        _cleanup_free_ char *host = NULL;
+        size_t i;
+
+        for (i = 0; i < ELEMENTSOF(platforms) && !streq(platforms[i].dpkg, b->db->arch); i++)
+                ;
+        if (i == ELEMENTSOF(platforms))
+                return build_fail(b, -EOPNOTSUPP, "this host's architecture (%s) is not one agentix knows", b->db->arch);
+        if (platform_of_host(b->db->arch, &host) < 0)
+                return -ENOMEM;
+        if (wanted) {
+                /* linux/amd64 and, for variants, linux/arm64 as well as linux/arm64/v8. */
+                char short_form[64];
+                snprintf(short_form, sizeof(short_form), "linux/%s", platforms[i].arch);
+                if (!streq(wanted, host) && !(streq(wanted, short_form) && !strneq(platforms[i].arch, "arm", 3)) &&
+                    !(streq(wanted, short_form) && streq(platforms[i].arch, "arm64")))
+                        return build_fail(b, -EOPNOTSUPP,
+                                          "cannot build a bundle for %s on this %s host: a bundle is made of the build "
+                                          "host's own programs and libraries; build it on a %s machine",
+                                          wanted, host, wanted);
+        }
+        b->os = strdup("linux");
+        b->arch = strdup(platforms[i].arch);
+        b->variant = platforms[i].variant ? strdup(platforms[i].variant) : NULL;
+        if (!b->os || !b->arch || (platforms[i].variant && !b->variant))
+                return -ENOMEM;
+        *ret_machine = platforms[i].machine;
+        return 0;
+}
+
+/* ---- inputs ----------------------------------------------------------------------------- */
+
+static int add_runtime(Build *b) {
+        char server[PATH_MAX], worker[PATH_MAX];
+        int r;
+
+        if (b->o->runtime_dir) {
+                snprintf(server, sizeof(server), "%s/agentix-server", b->o->runtime_dir);
+                snprintf(worker, sizeof(worker), "%s/agentix-worker", b->o->runtime_dir);
+        } else {
+                snprintf(server, sizeof(server), "%s/agentix-server", AGENTIX_BINDIR);
+                snprintf(worker, sizeof(worker), "%s/agentix-worker", AGENTIX_LIBEXECDIR);
+        }
+        for (const char *p = server; p; p = p == server ? worker : NULL)
+                if (access(p, X_OK) < 0)
+                        return build_fail(b, -ENOENT, "the agentix runtime is missing: %s: %m (use --runtime-dir)", p);
+        r = closure_add_component(b->c, RUNTIME_NAME, AGENTIX_VERSION, (char *[]) { server, worker, NULL },
+                                  (char *[]) { (char *) "bin/agentix-server", (char *) "bin/agentix-worker", NULL }, NULL);
+        if (r < 0)
+                return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        /* libwebsockets loads its libuv glue as a plugin (nothing names it in an ELF file). */
+        if (dpkg_db_find(b->db, LWS_EVLIB_PACKAGE)) {
+                r = closure_add_package(b->c, LWS_EVLIB_PACKAGE, NULL);
+                if (r < 0)
+                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        }
+        return 0;
+}
+
+/* libwebsockets looks for its event-library plugins in the directory it was built for
+ * (/usr/lib/<triplet>), which a task image may not have: point it at /nix/runtime/lib/lws, a
+ * link to its directory in the store (the new path must not be longer than the old). */
+static int relocate_lws_plugins(Build *b) {
+        StorePath *sp = closure_find_source(b->c, "libwebsockets");
+
+        for (size_t i = 0; sp && i < sp->n_files; i++) {
+                StoreFile *f = &sp->files[i];
+                const char *base = strrchr(f->dest, '/');
+                _cleanup_free_ char *dir = NULL;
+                int r;
+
+                if (!S_ISREG(f->mode) || !base || !strneq(base + 1, "libwebsockets.so.", 17) ||
+                    !strneq(f->dest, "lib/", 4))
+                        continue;
+                dir = strndup(f->dest, base - f->dest);
+                if (!dir || asprintf(&f->rewrite_from, "/usr/%s", dir) < 0 ||
+                    !(f->rewrite_to = strdup(LWS_PLUGIN_LINK)))
+                        return -ENOMEM;
+                if (strlen(f->rewrite_to) >= strlen(f->rewrite_from))
+                        return build_fail(b, -EINVAL, "cannot relocate libwebsockets' plugin directory %s",
+                                          f->rewrite_from);
+                r = closure_add_runtime_link(b->c, LWS_PLUGIN_LINK + STRLEN("/nix/runtime/"), sp, dir);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int pkg_config(Build *b, const char *what, char **pkgs, char **ret) {
+        _cleanup_strv_free_ char **argv = NULL;
+        int r;
+
+        if (strv_extend(&argv, "pkg-config") < 0 || strv_extend(&argv, what) < 0)
+                return -ENOMEM;
+        for (char **p = pkgs; p && *p; p++)
+                if (strv_extend(&argv, *p) < 0)
+                        return -ENOMEM;
+        r = spawn_capture(argv, ret, NULL);
+        if (r == -ENOENT)
+                return build_fail(b, r, "pkg-config is not installed (apt-get install pkg-config)");
+        if (r != 0) {
+                (*ret)[strcspn(*ret, "\n")] = 0;
+                return build_fail(b, -ENOPKG, "pkg-config %s: %s", what, *ret);
+        }
+        (*ret)[strcspn(*ret, "\n")] = 0;
+        return 0;
+}
+
+/* Compile a [Module NAME] with Sources= into NAME.so: position-independent, no debug paths,
+ * the same bytes for the same sources. */
+static int compile_module(Build *b, const BundleModule *mod, const char *out) {
+        _cleanup_strv_free_ char **argv = NULL, **pkgs = NULL;
+        _cleanup_free_ char *cflags = NULL, *libs = NULL, *output = NULL, *prefix_map = NULL, *inc = NULL;
+        const char *cc = getenv("CC");
+        int r;
+
+        if (strv_extend(&pkgs, "msgpack") < 0)
+                return -ENOMEM;
+        for (char **p = mod->pkg_config; p && *p; p++)
+                if (strv_extend(&pkgs, *p) < 0)
+                        return -ENOMEM;
+        r = pkg_config(b, "--cflags", pkgs, &cflags);
+        if (r < 0)
+                return r;
+        if (mod->pkg_config) {
+                r = pkg_config(b, "--libs", mod->pkg_config, &libs);
+                if (r < 0)
+                        return r;
+        }
+        if (asprintf(&prefix_map, "-ffile-prefix-map=%s=.", b->m->dir) < 0 ||
+            asprintf(&inc, "-I%s", b->o->include_dir ?: AGENTIX_INCLUDEDIR) < 0)
+                return -ENOMEM;
+        r = strv_extend(&argv, strempty(cc) ? "cc" : cc);
+        for (const char *const *f = (const char *const[]) { "-shared", "-fPIC", "-O2", "-g0", "-std=gnu11", "-Wall",
+                                                          "-fvisibility=hidden", NULL };
+             r >= 0 && *f; f++)
+                r = strv_extend(&argv, *f);
+        if (r >= 0)
+                r = strv_extend(&argv, prefix_map);
+        if (r >= 0)
+                r = strv_extend(&argv, inc);
+        if (r >= 0)
+                r = strv_split_extend(&argv, cflags);
+        if (r >= 0 && mod->cflags)
+                r = strv_split_extend(&argv, mod->cflags);
+        if (r >= 0)
+                r = strv_extend(&argv, "-o");
+        if (r >= 0)
+                r = strv_extend(&argv, out);
+        for (char **s = mod->sources; r >= 0 && s && *s; s++) {
+                char *path;
+                if (asprintf(&path, "%s%s%s", (*s)[0] == '/' ? "" : b->m->dir, (*s)[0] == '/' ? "" : "/", *s) < 0)
+                        return -ENOMEM;
+                if (access(path, R_OK) < 0) {
+                        r = build_fail(b, -ENOENT, "[Module %s]: source %s: %m", mod->name, path);
+                        free(path);
+                        return r;
+                }
+                r = strv_consume(&argv, path);
+        }
+        if (r >= 0 && libs)
+                r = strv_split_extend(&argv, libs);
+        if (r < 0)
+                return r;
+        r = spawn_capture(argv, &output, NULL);
+        if (r == -ENOENT)
+                return build_fail(b, r, "[Module %s]: the C compiler %s is not installed (apt-get install gcc)", mod->name,
+                                  argv[0]);
+        if (r != 0) {
+                /* The compiler's first error line; its full output above it. */
+                char *line = output ? strstr(output, "error") : NULL;
+                if (output)
+                        fputs(output, stderr);
+                if (line) {
+                        while (line > output && line[-1] != '\n')
+                                line--;
+                        line[strcspn(line, "\n")] = 0;
+                }
+                return build_fail(b, -EINVAL, "[Module %s] does not compile: %s", mod->name, line ?: "see above");
+        }
+        return 0;
+}
+
+static int add_modules(Build *b) {
+        for (size_t i = 0; i < b->m->n_modules; i++) {
+                const BundleModule *mod = &b->m->modules[i];
+                char so[PATH_MAX], dest[PATH_MAX], name[PATH_MAX];
+                int r;
+
+                progress(b, BUILD_STEP_MODULES, i, b->m->n_modules, mod->name);
+                if (mod->file) {
+                        if (mod->file[0] == '/')
+                                snprintf(so, sizeof(so), "%s", mod->file);
+                        else
+                                snprintf(so, sizeof(so), "%s/%s", b->m->dir, mod->file);
+                        if (access(so, R_OK) < 0)
+                                return build_fail(b, -ENOENT, "[Module %s]: %s: %m", mod->name, so);
+                } else {
+                        snprintf(so, sizeof(so), "%s/%s.so", b->tmp, mod->name);
+                        r = compile_module(b, mod, so);
+                        if (r < 0)
+                                return r;
+                }
+                snprintf(dest, sizeof(dest), "lib/agentix/modules/%s.so", mod->name);
+                snprintf(name, sizeof(name), "agentix-module-%s", mod->name);
+                r = closure_add_component(b->c, name, b->m->version, (char *[]) { so, NULL }, (char *[]) { dest, NULL },
+                                          NULL);
+                if (r < 0)
+                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        }
+        progress(b, BUILD_STEP_MODULES, b->m->n_modules, b->m->n_modules, NULL);
+        return 0;
+}
+
+/* Files some packages need that dpkg made at install time rather than shipped. */
+static int add_generated_files(Build *b) {
+        StorePath *sp = closure_find_source(b->c, "ca-certificates");
+        const char *bundle = "/etc/ssl/certs/ca-certificates.crt";
+        int r;
+
+        if (!sp || access(bundle, R_OK) < 0)
+                return 0;
+        r = store_path_add_file(sp, bundle, "etc/ssl/certs/ca-certificates.crt");
+        return r < 0 ? build_fail(b, r, "cannot read %s: %s", bundle, strerror(-r)) : 0;
+}
+
+static int collect(Build *b) {
+        int r;
+
+        r = add_runtime(b);
+        if (r >= 0)
+                r = add_modules(b);
+        if (r < 0)
+                return r;
+        progress(b, BUILD_STEP_RESOLVE, 0, 1, NULL);
+        for (char **p = b->m->packages; p && *p; p++) {
+                r = closure_add_package(b->c, *p, b->m->exclude_packages);
+                if (r < 0)
+                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        }
+        for (char **p = b->m->programs; p && *p; p++) {
+                r = closure_add_program(b->c, *p);
+                if (r < 0)
+                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        }
+        r = add_generated_files(b);
+        if (r < 0)
+                return r;
+        r = closure_resolve(b->c);
+        if (r < 0)
+                return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        r = relocate_lws_plugins(b);
+        if (r < 0)
+                return r;
+        r = store_paths_name(b->c->paths, b->c->n_paths);
+        if (r < 0)
+                return build_fail(b, r, "cannot hash the store paths: %s", strerror(-r));
+        progress(b, BUILD_STEP_RESOLVE, 1, 1, NULL);
+        return 0;
+}
+
+/* ---- environment ------------------------------------------------------------------------ */
+
+static int env_for_source(Build *b, const char *source, const char *fmt_dir_list) {
+        StorePath *sp = closure_find_source(b->c, source);
+        _cleanup_free_ char *expanded = NULL;
+        const char *eq;
+        char prefix[PATH_MAX];
+
+        if (!sp)
+                return 0;
+        snprintf(prefix, sizeof(prefix), STORE_DIR "/%s", sp->basename);
+        /* fmt_dir_list: "NAME=%s/dir:%s/other" with every %s the store path. */
+        eq = strchr(fmt_dir_list, '=');
+        if (!eq)
+                return -EINVAL;
+        {
+                size_t n = 0;
+                for (const char *p = fmt_dir_list; (p = strstr(p, "%s")); p += 2)
+                        n++;
+                expanded = malloc(strlen(fmt_dir_list) + n * strlen(prefix) + 1);
+                if (!expanded)
+                        return -ENOMEM;
+                char *o = expanded;
+                for (const char *p = fmt_dir_list; *p;) {
+                        if (strneq(p, "%s", 2)) {
+                                o = stpcpy(o, prefix);
+                                p += 2;
+                        } else
+                                *o++ = *p++;
+                }
+                *o = 0;
+        }
+        return strv_consume(&b->env, TAKE_PTR(expanded));
+}
+
+/* The environment agentix-server gives everything it runs (/nix/runtime/etc/environment):
+ * the bundle's programs first on PATH, and where relocated programs find their data. */
+static int make_environment(Build *b) {
+        static const struct {
+                const char *source, *assignment;
+        } rules[] = {
+                { "git", "GIT_EXEC_PATH=%s/lib/git-core" },
+                { "git", "GIT_TEMPLATE_DIR=%s/share/git-core/templates" },
+                { "ca-certificates", "SSL_CERT_FILE=%s/etc/ssl/certs/ca-certificates.crt" },
+                { "ncurses", "TERMINFO_DIRS=%s/share/terminfo:%s/lib/terminfo" },
+        };
+        int r;
+
+        r = strv_extend(&b->env, "PATH=/nix/runtime/bin:${PATH}");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(rules); i++)
+                r = env_for_source(b, rules[i].source, rules[i].assignment);
+        for (char **e = b->m->environment; r >= 0 && e && *e; e++)
+                r = strv_extend(&b->env, *e);
+        return r;
+}
+
+/* ---- store paths and layers ------------------------------------------------------------- */
+
+static int build_store(Build *b, size_t *ret_made) {
+        size_t made = 0;
+
+        for (size_t i = 0; i < b->c->n_paths; i++) {
+                StorePath *sp = b->c->paths[i];
+                _cleanup_free_ char *e = NULL;
+                bool m;
+                int r;
+
+                progress(b, BUILD_STEP_STORE, i, b->c->n_paths, sp->name);
+                r = store_path_build(sp, b->cache_store, &m, &e);
+                if (r < 0)
+                        return build_fail(b, r, "%s", e ?: strerror(-r));
+                made += m;
+        }
+        progress(b, BUILD_STEP_STORE, b->c->n_paths, b->c->n_paths, NULL);
+        *ret_made = made;
+        return 0;
+}
+
+static int read_diff_id(const char *path, char out[DIGEST_HEX_LEN + 1]) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0 || read(fd, out, DIGEST_HEX_LEN) != DIGEST_HEX_LEN)
+                return -ENOENT;
+        out[DIGEST_HEX_LEN] = 0;
+        return strspn(out, "0123456789abcdef") == DIGEST_HEX_LEN ? 0 : -EBADMSG;
+}
+
+/* A layer of the given store paths, cached under `key`. */
+static int cached_layer(Build *b, const char *key, StorePath **paths, size_t n, ImageLayer *ret) {
+        char tar[PATH_MAX], id_file[PATH_MAX];
+        _cleanup_free_ LayerTree *trees = calloc(n, sizeof(LayerTree));
+        _cleanup_strv_free_ char **dirs = NULL, **names = NULL;
+        int r;
+
+        if (!trees)
+                return -ENOMEM;
+        snprintf(tar, sizeof(tar), "%s/%s.tar", b->cache_layers, key);
+        snprintf(id_file, sizeof(id_file), "%s/%s.diffid", b->cache_layers, key);
+        ret->path = strdup(tar);
+        if (!ret->path)
+                return -ENOMEM;
+        if (access(tar, R_OK) == 0 && read_diff_id(id_file, ret->diff_id) == 0)
+                return 0;
+
+        for (size_t i = 0; i < n; i++) {
+                char *d, *nm;
+                if (asprintf(&d, "%s/%s", b->cache_store, paths[i]->basename) < 0 || strv_consume(&dirs, d) < 0 ||
+                    asprintf(&nm, "nix/store/%s", paths[i]->basename) < 0 || strv_consume(&names, nm) < 0)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                trees[i] = (LayerTree) { .dir = dirs[i], .name = names[i] };
+        r = layer_write(tar, trees, n, ret->diff_id, NULL);
+        if (r < 0)
+                return build_fail(b, r, "cannot write the layer %s: %s", tar, strerror(-r));
+        {
+                _cleanup_close_ int fd = open(id_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (fd < 0 || loop_write(fd, ret->diff_id, DIGEST_HEX_LEN) < 0)
+                        return build_fail(b, negative_errno(), "cannot write %s: %m", id_file);
+        }
+        return 0;
+}
+
+static int compare_paths(const void *a, const void *b) {
+        const StorePath *x = *(const StorePath *const *) a, *y = *(const StorePath *const *) b;
+        /* The biggest own layers first; the small rest share the last one. */
+        if (x->total_size != y->total_size)
+                return x->total_size > y->total_size ? -1 : 1;
+        return strcmp(x->basename, y->basename);
+}
+
+static int build_layers(Build *b) {
+        _cleanup_free_ StorePath **sorted = calloc(b->c->n_paths + 1, sizeof(StorePath *));
+        size_t n = b->c->n_paths, own = n <= MAX_LAYERS - 1 ? n : MAX_LAYERS - 2;
+        int r;
+
+        if (!sorted)
+                return -ENOMEM;
+        memcpy(sorted, b->c->paths, n * sizeof(StorePath *));
+        qsort(sorted, n, sizeof(StorePath *), compare_paths);
+        b->layers = calloc(MAX_LAYERS + 1, sizeof(ImageLayer));
+        if (!b->layers)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < own; i++) {
+                progress(b, BUILD_STEP_LAYERS, i, n, sorted[i]->name);
+                r = cached_layer(b, sorted[i]->basename, &sorted[i], 1, &b->layers[b->n_layers]);
+                if (r < 0)
+                        return r;
+                if (asprintf(&b->layers[b->n_layers].comment, STORE_DIR "/%s", sorted[i]->basename) < 0)
+                        return -ENOMEM;
+                b->n_layers++;
+        }
+        if (own < n) {
+                /* The rest in one layer, named after what it holds. */
+                uint8_t d[32];
+                char key[DIGEST_HEX_LEN + 16], hex[DIGEST_HEX_LEN + 1];
+                EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+                if (!ctx)
+                        return -ENOMEM;
+                qsort(sorted + own, n - own, sizeof(StorePath *), compare_paths);
+                EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+                for (size_t i = own; i < n; i++)
+                        EVP_DigestUpdate(ctx, sorted[i]->basename, strlen(sorted[i]->basename) + 1);
+                EVP_DigestFinal_ex(ctx, d, NULL);
+                EVP_MD_CTX_free(ctx);
+                digest_to_hex(d, hex);
+                snprintf(key, sizeof(key), "merged-%s", hex);
+                progress(b, BUILD_STEP_LAYERS, own, n, "the rest");
+                r = cached_layer(b, key, sorted + own, n - own, &b->layers[b->n_layers]);
+                if (r < 0)
+                        return r;
+                if (asprintf(&b->layers[b->n_layers].comment, "%zu smaller store paths", n - own) < 0)
+                        return -ENOMEM;
+                b->n_layers++;
+        }
+        progress(b, BUILD_STEP_LAYERS, n, n, NULL);
+        return 0;
+}
+
+/* ---- /nix/runtime ----------------------------------------------------------------------- */
+
+static int write_text(const char *path, const char *text) {
+        _cleanup_close_ int fd = -EBADF;
+        char dir[PATH_MAX];
+        int r;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        *strrchr(dir, '/') = 0;
+        r = mkdir_parents(dir);
+        if (r < 0)
+                return r;
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return negative_errno();
+        return loop_write(fd, text, strlen(text));
+}
+
+static int runtime_link(const char *root, const char *name, const char *target) {
+        char path[PATH_MAX], dir[PATH_MAX];
+        int r;
+
+        snprintf(path, sizeof(path), "%s/%s", root, name);
+        snprintf(dir, sizeof(dir), "%s", path);
+        *strrchr(dir, '/') = 0;
+        r = mkdir_parents(dir);
+        if (r < 0)
+                return r;
+        return symlink(target, path) < 0 ? negative_errno() : 0;
+}
+
+static json_t *bundle_manifest_json(Build *b) {
+        json_t *paths = json_array(), *root;
+
+        for (size_t i = 0; paths && i < b->c->n_paths; i++) {
+                StorePath *sp = b->c->paths[i];
+                json_t *pkgs = json_array();
+                for (char **p = sp->packages; pkgs && p && *p; p++)
+                        json_array_append_new(pkgs, json_string(*p));
+                json_array_append_new(paths, json_pack("{s:s+, s:s, s:s, s:s?, s:o, s:I}", "path", STORE_DIR "/",
+                                                       sp->basename, "name", sp->name, "version", sp->version, "source",
+                                                       sp->source_package, "packages", pkgs, "size",
+                                                       (json_int_t) sp->total_size));
+        }
+        root = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:o}", "name", b->m->name, "version", b->m->version, "description",
+                         b->m->description, "platform", b->variant ? "" : "", "agentix", AGENTIX_VERSION, "store_paths",
+                         paths);
+        if (root) {
+                char platform[64];
+                snprintf(platform, sizeof(platform), "%s/%s%s%s", b->os, b->arch, b->variant ? "/" : "",
+                         b->variant ?: "");
+                json_object_set_new(root, "platform", json_string(platform));
+        }
+        return root;
+}
+
+static int build_runtime_layer(Build *b) {
+        _cleanup_free_ char *root = NULL, *env_text = NULL, *manifest = NULL, *tar = NULL;
+        ImageLayer *l = &b->layers[b->n_layers];
+        size_t env_len = 0;
+        json_t *j;
+        int r;
+
+        if (asprintf(&root, "%s/runtime", b->tmp) < 0 || asprintf(&tar, "%s/runtime.tar", b->tmp) < 0)
+                return -ENOMEM;
+        r = mkdir_parents(root);
+        for (size_t i = 0; r >= 0 && i < b->c->n_links; i++) {
+                _cleanup_free_ char *target = store_ref_path(&b->c->links[i].target);
+                if (!target)
+                        return -ENOMEM;
+                r = runtime_link(root, b->c->links[i].path, target);
+        }
+        for (size_t i = 0; r >= 0 && i < b->c->n_paths; i++) {
+                StorePath *sp = b->c->paths[i];
+                for (size_t k = 0; r >= 0 && k < sp->n_files; k++)
+                        if (strneq(sp->files[k].dest, "lib/agentix/modules/", 20)) {
+                                StoreRef ref = { .path = sp, .dest = sp->files[k].dest };
+                                _cleanup_free_ char *target = store_ref_path(&ref);
+                                if (!target)
+                                        return -ENOMEM;
+                                r = runtime_link(root, sp->files[k].dest, target);
+                        }
+        }
+        if (r >= 0)
+                r = mkdir_parents(root) < 0 ? -EIO : 0;
+        if (r < 0)
+                return build_fail(b, r, "cannot assemble /nix/runtime: %s", strerror(-r));
+        /* lib/agentix/modules exists even with no modules: it is the server's module directory. */
+        {
+                char dir[PATH_MAX];
+                snprintf(dir, sizeof(dir), "%s/lib/agentix/modules", root);
+                r = mkdir_parents(dir);
+                if (r < 0)
+                        return r;
+        }
+
+        for (char **e = b->env; e && *e; e++)
+                env_len += strlen(*e) + 1;
+        env_text = calloc(1, env_len + 128);
+        if (!env_text)
+                return -ENOMEM;
+        strcpy(env_text, "# Set by agentix-server for everything it runs (agentixctl build).\n");
+        for (char **e = b->env; e && *e; e++)
+                strcat(strcat(env_text, *e), "\n");
+        {
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/etc/environment", root);
+                r = write_text(p, env_text);
+                if (r < 0)
+                        return r;
+        }
+        j = bundle_manifest_json(b);
+        manifest = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (!manifest)
+                return -ENOMEM;
+        {
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/manifest.json", root);
+                r = write_text(p, manifest);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < b->m->n_copies; i++) {
+                char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX];
+                struct stat st;
+
+                if (b->m->copies[i].source[0] == '/')
+                        snprintf(from, sizeof(from), "%s", b->m->copies[i].source);
+                else
+                        snprintf(from, sizeof(from), "%s/%s", b->m->dir, b->m->copies[i].source);
+                snprintf(to, sizeof(to), "%s/%s", root, b->m->copies[i].dest);
+                if (stat(from, &st) < 0 || !S_ISREG(st.st_mode))
+                        return build_fail(b, -ENOENT, "[Files] Copy=: %s is not a readable file", from);
+                snprintf(dir, sizeof(dir), "%s", to);
+                *strrchr(dir, '/') = 0;
+                r = mkdir_parents(dir);
+                if (r >= 0)
+                        r = copy_file(from, to, st.st_mode & 0755);
+                if (r < 0)
+                        return build_fail(b, r, "cannot copy %s: %s", from, strerror(-r));
+        }
+
+        r = layer_write(tar, &(LayerTree) { .dir = root, .name = "nix/runtime" }, 1, l->diff_id, NULL);
+        if (r < 0)
+                return build_fail(b, r, "cannot write the runtime layer: %s", strerror(-r));
+        l->path = TAKE_PTR(tar);
+        l->comment = strdup("/nix/runtime");
+        b->n_layers++;
+        return 0;
+}
+
+/* ---- image ------------------------------------------------------------------------------ */
+
+static int deliver(Build *b, BundleBuildResult *res) {
+        _cleanup_strv_free_ char **tags = NULL, **labels = NULL;
+        _cleanup_free_ char *config = NULL, *archive = NULL, *ref = NULL, *e = NULL;
+        ImageSpec spec;
+        DockerEngine *d = NULL;
+        int r;
+
+        if (asprintf(&ref, "%s:%s", b->m->name, b->m->version) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0 ||
+            asprintf(&ref, "%s:latest", b->m->name) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0)
+                return -ENOMEM;
+        if (asprintf(&ref, "org.agentix.bundle=%s", b->m->name) < 0 || strv_consume(&labels, TAKE_PTR(ref)) < 0 ||
+            asprintf(&ref, "org.agentix.bundle.version=%s", b->m->version) < 0 ||
+            strv_consume(&labels, TAKE_PTR(ref)) < 0 ||
+            asprintf(&ref, "org.agentix.runtime.version=%s", AGENTIX_VERSION) < 0 ||
+            strv_consume(&labels, TAKE_PTR(ref)) < 0)
+                return -ENOMEM;
+        if (b->m->description && (asprintf(&ref, "org.opencontainers.image.description=%s", b->m->description) < 0 ||
+                                  strv_consume(&labels, TAKE_PTR(ref)) < 0))
+                return -ENOMEM;
+        spec = (ImageSpec) {
+                .os = b->os, .architecture = b->arch, .variant = b->variant,
+                .layers = b->layers, .n_layers = b->n_layers,
+                .tags = tags, .labels = labels,
+                .env = (char *[]) { (char *) "PATH=/nix/runtime/bin", NULL },
+        };
+        progress(b, BUILD_STEP_IMAGE, 0, 1, NULL);
+        r = image_config(&spec, &config, res->id);
+        if (r < 0)
+                return r;
+
+        if (b->o->output) {
+                _cleanup_close_ int fd = -EBADF;
+                if (asprintf(&archive, "%s.tmp-%d", b->o->output, (int) getpid()) < 0)
+                        return -ENOMEM;
+                fd = open(archive, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (fd < 0)
+                        return build_fail(b, negative_errno(), "cannot write %s: %m", b->o->output);
+                r = image_archive_write(fd, &spec, config, res->id);
+                if (r >= 0 && rename(archive, b->o->output) < 0)
+                        r = negative_errno();
+                if (r < 0) {
+                        (void) unlink(archive);
+                        return build_fail(b, r, "cannot write %s: %s", b->o->output, strerror(-r));
+                }
+                progress(b, BUILD_STEP_IMAGE, 1, 1, NULL);
+                return 0;
+        }
+
+        r = docker_engine_open(&d, &e);
+        if (r < 0)
+                return build_fail(b, r, "%s", e ?: strerror(-r));
+        if (asprintf(&ref, "sha256:%s", res->id) < 0) {
+                docker_engine_free(d);
+                return -ENOMEM;
+        }
+        r = docker_image_exists(d, ref, &e);
+        if (r == 0) {
+                _cleanup_close_ int fd = -EBADF;
+                /* Written whole first, so that a failed build never leaves half an image in Docker. */
+                if (asprintf(&archive, "%s/image.tar", b->tmp) < 0) {
+                        docker_engine_free(d);
+                        return -ENOMEM;
+                }
+                fd = open(archive, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                r = fd < 0 ? negative_errno() : image_archive_write(fd, &spec, config, res->id);
+                progress(b, BUILD_STEP_IMAGE, 1, 1, NULL);
+                if (r < 0) {
+                        docker_engine_free(d);
+                        return build_fail(b, r, "cannot write the image archive: %s", strerror(-r));
+                }
+                progress(b, BUILD_STEP_LOAD, 0, 1, NULL);
+                r = docker_image_load(d, archive, &e);
+                (void) unlink(archive);
+                res->loaded = r >= 0;
+        } else if (r > 0) {
+                /* Docker has this very image: only make sure both tags point at it. */
+                r = docker_image_tag(d, ref, b->m->name, b->m->version, &e);
+                if (r >= 0)
+                        r = docker_image_tag(d, ref, b->m->name, "latest", &e);
+        }
+        docker_engine_free(d);
+        if (r < 0)
+                return build_fail(b, r, "%s", e ?: strerror(-r));
+        progress(b, BUILD_STEP_LOAD, 1, 1, NULL);
+        return 0;
+}
+
+/* ---- the whole build -------------------------------------------------------------------- */
+
+static int cache_dirs(Build *b) {
+        int r;
+
+        if (asprintf(&b->cache_store, "%s/store", b->o->cache_dir) < 0 ||
+            asprintf(&b->cache_layers, "%s/layers", b->o->cache_dir) < 0 ||
+            asprintf(&b->cache_tmp, "%s/tmp", b->o->cache_dir) < 0 ||
+            asprintf(&b->tmp, "%s/tmp/build-%d", b->o->cache_dir, (int) getpid()) < 0)
+                return -ENOMEM;
+        for (char *const *d = (char *const[]) { b->cache_store, b->cache_layers, b->tmp, NULL }; *d; d++) {
+                r = mkdir_parents(*d);
+                if (r < 0)
+                        return build_fail(b, r, "cannot create the cache directory %s: %s", *d, strerror(-r));
+        }
+        return 0;
+}
+
+static void build_done(Build *b) {
+        if (b->tmp)
+                (void) remove_tree(b->tmp);
+        for (size_t i = 0; i < b->n_layers; i++) {
+                free(b->layers[i].path);
+                free(b->layers[i].comment);
+        }
+        free(b->layers);
+        closure_free(b->c);
+        dpkg_db_free(b->db);
+        bundle_manifest_free(b->m);
+        strv_free(b->env);
+        free(b->os);
+        free(b->arch);
+        free(b->variant);
+        free(b->cache_store);
+        free(b->cache_layers);
+        free(b->cache_tmp);
+        free(b->tmp);
+}
+
+int bundle_build(const BundleBuildOptions *o, BundleBuildResult *res, char **ret_error) {
+        Build b = { .o = o };
+        uint16_t machine = 0;
+        size_t made = 0;
+        int r;
+
+        *res = (BundleBuildResult) {};
+        *ret_error = NULL;
+        r = bundle_manifest_load(o->manifest, &b.m, &b.error);
+        if (r < 0)
+                goto finish;
+        r = dpkg_db_load(&b.db);
+        if (r == -ENOENT) {
+                r = build_fail(&b, r, "dpkg-query is not there: agentixctl build takes tools from a Debian host's packages");
+                goto finish;
+        }
+        if (r < 0) {
+                r = build_fail(&b, r, "cannot read the package database: %s", strerror(-r));
+                goto finish;
+        }
+        r = check_platform(&b, o->platform ?: b.m->platform, &machine);
+        if (r < 0)
+                goto finish;
+        r = cache_dirs(&b);
+        if (r < 0)
+                goto finish;
+        r = closure_new(b.db, machine, &b.c);
+        if (r < 0)
+                goto finish;
+        r = collect(&b);
+        if (r < 0)
+                goto finish;
+        r = make_environment(&b);
+        if (r < 0)
+                goto finish;
+        r = build_store(&b, &made);
+        if (r < 0)
+                goto finish;
+        r = build_layers(&b);
+        if (r < 0)
+                goto finish;
+        r = build_runtime_layer(&b);
+        if (r < 0)
+                goto finish;
+        r = deliver(&b, res);
+        if (r < 0)
+                goto finish;
+
+        res->name = strdup(b.m->name);
+        res->version = strdup(b.m->version);
+        res->n_store_paths = b.c->n_paths;
+        res->n_layers = b.n_layers;
+        res->n_made = made;
+        res->n_warnings = b.c->n_warnings;
+        for (size_t i = 0; i < b.c->n_paths; i++)
+                res->size += b.c->paths[i]->total_size;
+finish:
+        if (r < 0 && !b.error)
+                b.error = strdup(strerror(-r));
+        if (r < 0)
+                *ret_error = TAKE_PTR(b.error);
+        free(b.error);
+        build_done(&b);
+        return r;
+}
+
+void bundle_build_result_done(BundleBuildResult *r) {
+        free(r->name);
+        free(r->version);
+        *r = (BundleBuildResult) {};
+}

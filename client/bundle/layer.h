@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Image layers: uncompressed tar archives written with libarchive, byte for byte the same for
+ * the same files (sorted names, owner 0:0, no user or group names, mtime 1), hashed with
+ * SHA-256 as they are written (the hash is the layer's diff id). */
+
+#include <stdint.h>
+
+#define DIGEST_HEX_LEN 64
+
+typedef struct LayerTree {
+        const char *dir;          /* a directory on disk */
+        const char *name;         /* where it goes in the archive: "nix/store/<basename>" */
+} LayerTree;
+
+/* Write the trees (each with its parent directories first) to `path`, replacing it atomically.
+ * ret_diff_id: lowercase hex SHA-256 of the archive. */
+int layer_write(const char *path, const LayerTree *trees, size_t n_trees, char ret_diff_id[DIGEST_HEX_LEN + 1],
+                uint64_t *ret_size);
+
+void digest_to_hex(const uint8_t d[32], char out[DIGEST_HEX_LEN + 1]);

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+
+#include "store-path.h"
+
+/* Bump when what goes into a store path changes for the same inputs (how files are patched,
+ * what is left out), so that old cached store paths are not taken for new ones. */
+#define STORE_RECIPE "agentix-store-1"
+
+char *store_safe_name(const char *s) {
+        char *t = strdup(s);
+
+        for (char *p = t; p && *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      strchr("+._?=-", *p)))
+                        *p = '_';
+        return t;
+}
+
+StorePath *store_path_new(const char *name, const char *version) {
+        StorePath *sp = calloc(1, sizeof(*sp));
+
+        if (!sp)
+                return NULL;
+        sp->name = store_safe_name(name);
+        sp->version = store_safe_name(version);
+        sp->by_dest = strmap_new();
+        if (!sp->name || !sp->version || !sp->by_dest)
+                return store_path_free(sp);
+        return sp;
+}
+
+StorePath *store_path_free(StorePath *sp) {
+        if (!sp)
+                return NULL;
+        for (size_t i = 0; i < sp->n_files; i++) {
+                StoreFile *f = &sp->files[i];
+                free(f->dest);
+                free(f->source);
+                free(f->link_target);
+                free(f->link.dest);
+                elf_deps_free(f->elf);
+                free(f->interpreter.dest);
+                for (size_t j = 0; j < f->n_lib_dirs; j++)
+                        free(f->lib_dirs[j].dest);
+                free(f->lib_dirs);
+                free(f->rewrite_from);
+                free(f->rewrite_to);
+        }
+        free(sp->files);
+        strmap_free(sp->by_dest);
+        free(sp->refs);
+        free(sp->name);
+        free(sp->version);
+        free(sp->source_package);
+        strv_free(sp->packages);
+        free(sp->basename);
+        free(sp);
+        return NULL;
+}
+
+StoreFile *store_path_find(StorePath *sp, const char *dest) {
+        uintptr_t i = (uintptr_t) strmap_get(sp->by_dest, dest, strlen(dest));
+
+        return i ? &sp->files[i - 1] : NULL;
+}
+
+int store_path_add_file(StorePath *sp, const char *source, const char *dest) {
+        _cleanup_free_ char *link = NULL;
+        StoreFile *files;
+        struct stat st;
+        int r;
+
+        if (store_path_find(sp, dest))
+                return 0;
+        if (lstat(source, &st) < 0)
+                return negative_errno();
+        if (S_ISLNK(st.st_mode)) {
+                link = calloc(1, st.st_size + 2);
+                if (!link)
+                        return -ENOMEM;
+                if (readlink(source, link, st.st_size + 1) != st.st_size)
+                        return -EIO;
+        } else if (!S_ISREG(st.st_mode))
+                return -EISDIR; /* directories come with their files; devices, fifos never */
+
+        files = realloc(sp->files, (sp->n_files + 1) * sizeof(StoreFile));
+        if (!files)
+                return -ENOMEM;
+        sp->files = files;
+        files[sp->n_files] = (StoreFile) {
+                .dest = strdup(dest),
+                .source = strdup(source),
+                .mode = st.st_mode,
+                .size = S_ISREG(st.st_mode) ? (uint64_t) st.st_size : 0,
+                .link_target = TAKE_PTR(link),
+        };
+        if (!files[sp->n_files].dest || !files[sp->n_files].source)
+                return -ENOMEM;
+        sp->n_files++;
+        r = strmap_put(sp->by_dest, files[sp->n_files - 1].dest, strlen(dest), (void *) (uintptr_t) sp->n_files);
+        if (r < 0)
+                return r;
+        sp->total_size += files[sp->n_files - 1].size;
+        return 1;
+}
+
+int store_path_add_ref(StorePath *sp, StorePath *other) {
+        StorePath **refs;
+
+        if (other == sp)
+                return 0;
+        for (size_t i = 0; i < sp->n_refs; i++)
+                if (sp->refs[i] == other)
+                        return 0;
+        refs = realloc(sp->refs, (sp->n_refs + 1) * sizeof(StorePath *));
+        if (!refs)
+                return -ENOMEM;
+        sp->refs = refs;
+        sp->refs[sp->n_refs++] = other;
+        return 0;
+}
+
+char *store_ref_path(const StoreRef *r) {
+        char *s;
+
+        if (asprintf(&s, STORE_DIR "/%s%s%s", r->path->basename, r->dest ? "/" : "", r->dest ?: "") < 0)
+                return NULL;
+        return s;
+}
+
+/* ---- naming ------------------------------------------------------------------------------ */
+
+static int compare_dest(const void *a, const void *b) {
+        return strcmp((*(const StoreFile *const *) a)->dest, (*(const StoreFile *const *) b)->dest);
+}
+
+static int hash_file(EVP_MD_CTX *ctx, const char *path) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        uint8_t buf[256 * 1024];
+        ssize_t n;
+
+        if (fd < 0)
+                return negative_errno();
+        while ((n = read(fd, buf, sizeof(buf))) != 0) {
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                EVP_DigestUpdate(ctx, buf, n);
+        }
+        return 0;
+}
+
+static void hash_string(EVP_MD_CTX *ctx, const char *s) {
+        EVP_DigestUpdate(ctx, s ?: "", strlen(s ?: "") + 1);
+}
+
+/* The hash of the files alone: their names, modes, contents, and what each link and ELF
+ * object was resolved to, by the name (not yet the hash) of the store path it points into. */
+static int hash_contents(StorePath *sp) {
+        _cleanup_free_ StoreFile **sorted = NULL;
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        char mode[16];
+        int r = 0;
+
+        sorted = calloc(sp->n_files + 1, sizeof(StoreFile *));
+        if (!ctx || !sorted) {
+                EVP_MD_CTX_free(ctx);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < sp->n_files; i++)
+                sorted[i] = &sp->files[i];
+        qsort(sorted, sp->n_files, sizeof(StoreFile *), compare_dest);
+
+        EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        hash_string(ctx, STORE_RECIPE);
+        hash_string(ctx, sp->name);
+        hash_string(ctx, sp->version);
+        for (size_t i = 0; i < sp->n_files && r >= 0; i++) {
+                StoreFile *f = sorted[i];
+
+                hash_string(ctx, f->dest);
+                snprintf(mode, sizeof(mode), "%o", (unsigned) f->mode);
+                hash_string(ctx, mode);
+                if (S_ISLNK(f->mode)) {
+                        hash_string(ctx, f->link.path ? f->link.path->name : "");
+                        hash_string(ctx, f->link.dest);
+                        continue;
+                }
+                r = hash_file(ctx, f->source);
+                if (f->rewrite_from) {
+                        hash_string(ctx, f->rewrite_from);
+                        hash_string(ctx, f->rewrite_to);
+                }
+                if (f->interpreter.path) {
+                        hash_string(ctx, f->interpreter.path->name);
+                        hash_string(ctx, f->interpreter.dest);
+                }
+                for (size_t j = 0; j < f->n_lib_dirs; j++) {
+                        hash_string(ctx, f->lib_dirs[j].path->name);
+                        hash_string(ctx, f->lib_dirs[j].dest);
+                }
+        }
+        EVP_DigestFinal_ex(ctx, sp->content_hash, NULL);
+        EVP_MD_CTX_free(ctx);
+        return r;
+}
+
+/* Nix's base-32 (no e, o, u, t), of the first 20 bytes: 32 characters. */
+static void nix_base32(const uint8_t *hash, size_t len, char *out) {
+        static const char alphabet[] = "0123456789abcdfghijklmnpqrsvwxyz";
+        size_t n = (len * 8 - 1) / 5 + 1;
+
+        for (size_t i = 0; i < n; i++) {
+                size_t b = (n - 1 - i) * 5, byte = b / 8, bit = b % 8;
+                unsigned c = (hash[byte] >> bit) | (byte + 1 < len ? hash[byte + 1] << (8 - bit) : 0);
+                out[i] = alphabet[c & 0x1f];
+        }
+        out[n] = 0;
+}
+
+static int compare_ref_name(const void *a, const void *b) {
+        const StorePath *x = *(const StorePath *const *) a, *y = *(const StorePath *const *) b;
+        int c = strcmp(x->name, y->name);
+
+        return c ?: memcmp(x->content_hash, y->content_hash, 32);
+}
+
+static int name_one(StorePath *sp) {
+        char b32[STORE_HASH_LEN + 1];
+        EVP_MD_CTX *ctx;
+
+        if (sp->visit != 0)
+                return 0; /* named, or a cycle: the one in progress counts by its content only */
+        sp->visit = 1;
+        qsort(sp->refs, sp->n_refs, sizeof(StorePath *), compare_ref_name);
+        for (size_t i = 0; i < sp->n_refs; i++) {
+                int r = name_one(sp->refs[i]);
+                if (r < 0)
+                        return r;
+        }
+
+        ctx = EVP_MD_CTX_new();
+        if (!ctx)
+                return -ENOMEM;
+        EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+        EVP_DigestUpdate(ctx, sp->content_hash, 32);
+        for (size_t i = 0; i < sp->n_refs; i++)
+                EVP_DigestUpdate(ctx, sp->refs[i]->visit == 2 ? sp->refs[i]->hash : sp->refs[i]->content_hash, 32);
+        EVP_DigestFinal_ex(ctx, sp->hash, NULL);
+        EVP_MD_CTX_free(ctx);
+
+        nix_base32(sp->hash, 20, b32);
+        if (asprintf(&sp->basename, "%s-%s-%s", b32, sp->name, sp->version) < 0)
+                return -ENOMEM;
+        sp->visit = 2;
+        return 0;
+}
+
+int store_paths_name(StorePath **paths, size_t n) {
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                r = hash_contents(paths[i]);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = name_one(paths[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#include "strv.h"
+
+char **strv_free(char **l) {
+        if (!l)
+                return NULL;
+        for (char **i = l; *i; i++)
+                free(*i);
+        free(l);
+        return NULL;
+}
+
+size_t strv_length(char *const *l) {
+        size_t n = 0;
+
+        for (; l && l[n]; n++)
+                ;
+        return n;
+}
+
+int strv_consume(char ***l, char *s) {
+        size_t n = strv_length(*l);
+        char **t;
+
+        if (!s)
+                return -ENOMEM;
+        t = realloc(*l, (n + 2) * sizeof(char *));
+        if (!t) {
+                free(s);
+                return -ENOMEM;
+        }
+        t[n] = s;
+        t[n + 1] = NULL;
+        *l = t;
+        return 0;
+}
+
+int strv_extend(char ***l, const char *s) {
+        return strv_consume(l, strdup(s));
+}
+
+bool strv_contains(char *const *l, const char *s) {
+        for (; l && *l; l++)
+                if (streq(*l, s))
+                        return true;
+        return false;
+}
+
+int strv_split_extend(char ***l, const char *s) {
+        while (*s) {
+                size_t n;
+                int r;
+
+                s += strspn(s, " \t");
+                n = strcspn(s, " \t");
+                if (n == 0)
+                        break;
+                r = strv_consume(l, strndup(s, n));
+                if (r < 0)
+                        return r;
+                s += n;
+        }
+        return 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* NULL-terminated arrays of malloc'ed strings (environments, argument and name lists). */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "macro.h"
+
+char **strv_free(char **l);
+static inline void strv_freep(char ***l) {
+        strv_free(*l);
+}
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+
+size_t strv_length(char *const *l);
+/* Append s, taking it (freed on failure too); *l may be NULL. */
+int strv_consume(char ***l, char *s);
+/* Append a copy of s. */
+int strv_extend(char ***l, const char *s);
+bool strv_contains(char *const *l, const char *s);
+/* Split s on blanks (spaces and tabs) and append each word. */
+int strv_split_extend(char ***l, const char *s);
