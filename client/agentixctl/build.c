@@ -2,6 +2,7 @@
 /* agentixctl build: make a bundle image from a project's agentix-bundle.conf. */
 #include <getopt.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -143,6 +144,9 @@ int verb_build(int argc, char *argv[]) {
                 o.userdata = &drawn;
         }
 
+        /* File names go into layers as they are on disk (UTF-8), whatever the user's locale. */
+        if (!setlocale(LC_CTYPE, "C.UTF-8"))
+                return fail(EXIT_SOFTWARE, "build: the C.UTF-8 locale is missing (libc6 provides it)");
         r = bundle_build(&o, &res, &error);
         if (drawn)
                 fputs("\r\033[K", stderr);

@@ -322,6 +322,12 @@ static int collect(Build *b) {
                 if (r < 0)
                         return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
         }
+        /* glibc's locale data (C.UTF-8, which python3 switches to) is in libc-bin. */
+        if (dpkg_db_find(b->db, "libc-bin")) {
+                r = closure_add_package(b->c, "libc-bin", NULL);
+                if (r < 0)
+                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
+        }
         r = add_generated_files(b);
         if (r < 0)
                 return r;
@@ -373,6 +379,31 @@ static int env_for_source(Build *b, const char *source, const char *fmt_dir_list
         return strv_consume(&b->env, TAKE_PTR(expanded));
 }
 
+/* glibc reads locales and iconv modules from paths compiled into it (/usr/lib/locale,
+ * /usr/lib/<triplet>/gconv): in the store, from the store. */
+static int glibc_environment(Build *b) {
+        StorePath *sp = closure_find_source(b->c, "glibc");
+        int r = 0;
+
+        if (!sp)
+                return 0;
+        if (store_path_find(sp, "lib/locale/C.utf8/LC_CTYPE"))
+                r = env_for_source(b, "glibc", "LOCPATH=%s/lib/locale");
+        for (size_t i = 0; r >= 0 && i < sp->n_files; i++) {
+                const char *d = sp->files[i].dest;
+                size_t n = strlen(d);
+                char *a;
+
+                if (n < 20 || !streq(d + n - 20, "/gconv/gconv-modules") || strncmp(d, "lib/", 4) != 0)
+                        continue;
+                if (asprintf(&a, "GCONV_PATH=" STORE_DIR "/%s/%.*s", sp->basename, (int) (n - 14), d) < 0)
+                        return -ENOMEM;
+                r = strv_consume(&b->env, a);
+                break;
+        }
+        return r;
+}
+
 /* The environment agentix-server gives everything it runs (/nix/runtime/etc/environment):
  * the bundle's programs first on PATH, and where relocated programs find their data. */
 static int make_environment(Build *b) {
@@ -389,6 +420,8 @@ static int make_environment(Build *b) {
         r = strv_extend(&b->env, "PATH=/nix/runtime/bin:${PATH}");
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(rules); i++)
                 r = env_for_source(b, rules[i].source, rules[i].assignment);
+        if (r >= 0)
+                r = glibc_environment(b);
         for (char **e = b->m->environment; r >= 0 && e && *e; e++)
                 r = strv_extend(&b->env, *e);
         return r;
@@ -434,8 +467,8 @@ static int cached_layer(Build *b, const char *key, StorePath **paths, size_t n, 
 
         if (!trees)
                 return -ENOMEM;
-        snprintf(tar, sizeof(tar), "%s/%s.tar", b->cache_layers, key);
-        snprintf(id_file, sizeof(id_file), "%s/%s.diffid", b->cache_layers, key);
+        snprintf(tar, sizeof(tar), "%s/%s." LAYER_FORMAT ".tar", b->cache_layers, key);
+        snprintf(id_file, sizeof(id_file), "%s/%s." LAYER_FORMAT ".diffid", b->cache_layers, key);
         ret->path = strdup(tar);
         if (!ret->path)
                 return -ENOMEM;

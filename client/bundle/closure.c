@@ -16,6 +16,19 @@ static const char *const excluded_prefixes[] = {
         "/usr/share/lintian/", "/usr/share/bug/", "/usr/share/locale/", "/usr/share/menu/",
 };
 
+/* Packages that only install and configure others: no program in a sandbox runs them. Taken
+ * when named, never as a dependency. */
+static const char *const maintainer_only_packages[] = {
+        "adduser", "debconf", "dpkg", "init-system-helpers", "install-info", "sensible-utils", "ucf",
+};
+
+static bool is_maintainer_only(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(maintainer_only_packages); i++)
+                if (streq(maintainer_only_packages[i], name))
+                        return true;
+        return false;
+}
+
 static int closure_fail(Closure *c, int r, const char *fmt, ...) _printf_(3, 4);
 static int closure_fail(Closure *c, int r, const char *fmt, ...) {
         va_list ap;
@@ -252,7 +265,7 @@ int closure_add_package(Closure *c, const char *name, char *const *exclude) {
                 for (DebPackage **d = deps; *d; d++) {
                         bool queued = false;
 
-                        if ((*d)->essential || strv_contains(exclude, (*d)->name) ||
+                        if ((*d)->essential || is_maintainer_only((*d)->name) || strv_contains(exclude, (*d)->name) ||
                             strmap_get(c->packages, (*d)->name, strlen((*d)->name)))
                                 continue;
                         for (size_t j = 0; j < n && !queued; j++)

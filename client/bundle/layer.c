@@ -184,10 +184,9 @@ int layer_write(const char *path, const LayerTree *trees, size_t n_trees, char r
                 goto finish;
         }
         EVP_DigestInit_ex(w.sha, EVP_sha256(), NULL);
-        /* pax only where ustar cannot say it (long names), names as the bytes they are on disk
-         * whatever the locale: the same archive every time. */
+        /* pax headers only where ustar cannot say it (long or non-ASCII names): the same bytes
+         * every time, given a UTF-8 locale (see layer.h). */
         if (archive_write_set_format_pax_restricted(w.a) != ARCHIVE_OK ||
-            archive_write_set_format_option(w.a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
             archive_write_set_bytes_in_last_block(w.a, 1) != ARCHIVE_OK ||
             archive_write_open2(w.a, &w, NULL, on_write, NULL, NULL) != ARCHIVE_OK) {
                 r = -EIO;

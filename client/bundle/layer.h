@@ -3,7 +3,12 @@
 
 /* Image layers: uncompressed tar archives written with libarchive, byte for byte the same for
  * the same files (sorted names, owner 0:0, no user or group names, mtime 1), hashed with
- * SHA-256 as they are written (the hash is the layer's diff id). */
+ * SHA-256 as they are written (the hash is the layer's diff id). libarchive converts names from
+ * the locale's character set: run with LC_CTYPE=C.UTF-8 so that file names, which Debian
+ * packages spell in UTF-8, go in unchanged whatever the user's locale. */
+
+/* Bump when the same files would give different archive bytes: cached layers carry it. */
+#define LAYER_FORMAT "l1"
 
 #include <stdint.h>
 
