@@ -6,7 +6,11 @@ set -euo pipefail
 packages=(
         build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
         libsystemd-dev libssl-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev
-        libuv1-dev libhttp-parser-dev libjansson-dev libarchive-dev libcmocka-dev
+        libuv1-dev libhttp-parser-dev libjansson-dev libarchive-dev libcmocka-dev libelf-dev libinih-dev
+        patchelf # agentixctl build patches ELF interpreters and RUNPATHs into the store
+        libwebsockets-evlib-uv # agentix-server's libuv glue, which a bundle must carry
+        docker.io busybox-static debootstrap # the bundle tests: a real dockerd and two task images
+        git python3 ca-certificates # tools of the example bundle
         python3-socketio python3-engineio python3-msgpack python3-requests python3-websocket
         python3-aiohttp python3-uvicorn python3-websockets
         util-linux procps curl

@@ -24,6 +24,15 @@ if ! ninja -C "$build"; then
         exit 1
 fi
 
+# The bundle tests need a real dockerd: start one unless one runs, and stop only that one.
+dockerd_pid=$build/dockerd.pid
+if ! ./scripts/dockerd.sh start "$dockerd_pid"; then
+        echo "dockerd failed to start"
+        echo "0 passed, 1 failed"
+        exit 1
+fi
+trap './scripts/dockerd.sh stop "$dockerd_pid"' EXIT
+
 # Leaks are errors; UBSan reports fail the test.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

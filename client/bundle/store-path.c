@@ -237,7 +237,8 @@ static int name_one(StorePath *sp) {
         if (sp->visit != 0)
                 return 0; /* named, or a cycle: the one in progress counts by its content only */
         sp->visit = 1;
-        qsort(sp->refs, sp->n_refs, sizeof(StorePath *), compare_ref_name);
+        if (sp->n_refs > 1)
+                qsort(sp->refs, sp->n_refs, sizeof(StorePath *), compare_ref_name);
         for (size_t i = 0; i < sp->n_refs; i++) {
                 int r = name_one(sp->refs[i]);
                 if (r < 0)

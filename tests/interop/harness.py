@@ -14,6 +14,11 @@ import threading
 import time
 import traceback
 import urllib.request
+import uuid
+import collections
+
+import msgpack
+import socketio
 
 _tests = []
 
@@ -133,6 +138,93 @@ class RssWatch:
         self.done.set()
         self.thread.join()
         return self.max
+
+def in_order(sio):
+    """python-engineio 4.3's sync client hands every message to a new thread, so under a burst a
+    binary attachment can reach python-socketio before the packet it belongs to and the event
+    is lost. Deliver messages on the read thread, in order (the asyncio client does)."""
+    trigger = sio.eio._trigger_event
+
+    def ordered(event, *args, **kwargs):
+        if event == "message":
+            kwargs["run_async"] = False
+        return trigger(event, *args, **kwargs)
+
+    sio.eio._trigger_event = ordered
+    return sio
+
+
+class RpcError(Exception):
+    def __init__(self, error):
+        super().__init__(f"{error['type']}: {error['message']}")
+        self.error = error
+
+
+class RpcClient:
+    """A python-socketio client on /rpc that records every event per call_id."""
+
+    def __init__(self, url, token, transports=None):
+        self.sio = socketio.Client(reconnection=False)
+        in_order(self.sio)
+        self.events = collections.defaultdict(list)
+        self.order = []
+        self.cond = threading.Condition()
+        for ev in ("call:result", "call:item", "call:end", "call:error"):
+            self.sio.on(ev, self._handler(ev), namespace="/rpc")
+        self.sio.connect(url, namespaces=["/rpc"], auth={"token": token} if token is not None else None,
+                         transports=transports, wait_timeout=5)
+
+    def _handler(self, ev):
+        def on(data):
+            assert isinstance(data, bytes), f"{ev} argument is not binary: {data!r}"
+            m = msgpack.unpackb(data, raw=False)
+            with self.cond:
+                self.events[m["call_id"]].append((ev, m))
+                self.order.append((ev, m["call_id"]))
+                self.cond.notify_all()
+        return on
+
+    def emit(self, event, payload):
+        self.sio.emit(event, msgpack.packb(payload, use_bin_type=True), namespace="/rpc")
+
+    def start(self, callable, shape="unary", args=(), kwargs=None, call_id=None, **extra):
+        call_id = call_id or uuid.uuid4().hex
+        m = {"call_id": call_id, "callable": callable, "shape": shape, "args": list(args), "kwargs": kwargs or {}}
+        m.update(extra)
+        self.emit("call", m)
+        return call_id
+
+    def terminal(self, call_id, timeout=15):
+        deadline = time.time() + timeout
+        with self.cond:
+            while True:
+                for ev, m in self.events.get(call_id, []):
+                    if ev in ("call:result", "call:end", "call:error"):
+                        return ev, m
+                left = deadline - time.time()
+                if left <= 0:
+                    raise AssertionError(f"no terminal event for {call_id}: {self.events.get(call_id)}")
+                self.cond.wait(left)
+
+    def items(self, call_id):
+        with self.cond:
+            return [m["value"] for ev, m in self.events.get(call_id, []) if ev == "call:item"]
+
+    def call(self, callable, *args, timeout=15, **kwargs):
+        ev, m = self.terminal(self.start(callable, args=args, kwargs=kwargs), timeout)
+        if ev == "call:error":
+            raise RpcError(m["error"])
+        assert ev == "call:result", ev
+        return m["value"]
+
+    def error(self, call_id, timeout=15):
+        ev, m = self.terminal(call_id, timeout)
+        assert ev == "call:error", (ev, m)
+        return m["error"]
+
+    def close(self):
+        self.sio.disconnect()
+
 
 def main():
     only = sys.argv[1:]

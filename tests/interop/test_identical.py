@@ -24,7 +24,7 @@ import uuid
 import msgpack
 import socketio
 
-from harness import Server, main, test
+from harness import Server, in_order, main, test
 
 TOKEN = "identical-token"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,21 +83,6 @@ def canonical(line):
 
 
 # ---- python-socketio --------------------------------------------------------------------------
-
-def in_order(sio):
-    """python-engineio 4.3's sync client hands every message to a new thread, so under a burst a
-    binary attachment can overtake the packet it belongs to (see test_rpc.py). Deliver messages
-    on the read thread, in order."""
-    trigger = sio.eio._trigger_event
-
-    def ordered(event, *args, **kwargs):
-        if event == "message":
-            kwargs["run_async"] = False
-        return trigger(event, *args, **kwargs)
-
-    sio.eio._trigger_event = ordered
-    return sio
-
 
 class PyClient:
     def __init__(self, url, transport):

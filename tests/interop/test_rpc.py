@@ -15,98 +15,18 @@ import uuid
 import msgpack
 import socketio
 
-from harness import Server, main, server_binary, test, wait_until
+from harness import RpcClient, RpcError, Server, in_order, main, server_binary, test, wait_until
 
 TOKEN = "s3cret-token"
 MODULE_DIR = os.environ.get("AGENTIX_TEST_MODULE_DIR", "")
 TRANSPORTS = (["websocket"], ["polling"])
 
 
-def in_order(sio):
-    """python-engineio 4.3's sync client hands every message to a new thread, so under a burst a
-    binary attachment can reach python-socketio before the packet it belongs to and the event
-    is lost. Deliver messages on the read thread, in order (the asyncio client does)."""
-    trigger = sio.eio._trigger_event
-
-    def ordered(event, *args, **kwargs):
-        if event == "message":
-            kwargs["run_async"] = False
-        return trigger(event, *args, **kwargs)
-
-    sio.eio._trigger_event = ordered
-    return sio
-
-
-class RpcError(Exception):
-    def __init__(self, error):
-        super().__init__(f"{error['type']}: {error['message']}")
-        self.error = error
-
-
-class Client:
-    """A python-socketio client on /rpc that records every event per call_id."""
+class Client(RpcClient):
+    """An RpcClient on a test server, with the tests' token by default."""
 
     def __init__(self, server, transports=None, token=TOKEN):
-        self.sio = socketio.Client(reconnection=False)
-        in_order(self.sio)
-        self.events = collections.defaultdict(list)
-        self.order = []
-        self.cond = threading.Condition()
-        for ev in ("call:result", "call:item", "call:end", "call:error"):
-            self.sio.on(ev, self._handler(ev), namespace="/rpc")
-        self.sio.connect(server.url, namespaces=["/rpc"], auth={"token": token} if token is not None else None,
-                         transports=transports, wait_timeout=5)
-
-    def _handler(self, ev):
-        def on(data):
-            assert isinstance(data, bytes), f"{ev} argument is not binary: {data!r}"
-            m = msgpack.unpackb(data, raw=False)
-            with self.cond:
-                self.events[m["call_id"]].append((ev, m))
-                self.order.append((ev, m["call_id"]))
-                self.cond.notify_all()
-        return on
-
-    def emit(self, event, payload):
-        self.sio.emit(event, msgpack.packb(payload, use_bin_type=True), namespace="/rpc")
-
-    def start(self, callable, shape="unary", args=(), kwargs=None, call_id=None, **extra):
-        call_id = call_id or uuid.uuid4().hex
-        m = {"call_id": call_id, "callable": callable, "shape": shape, "args": list(args), "kwargs": kwargs or {}}
-        m.update(extra)
-        self.emit("call", m)
-        return call_id
-
-    def terminal(self, call_id, timeout=15):
-        deadline = time.time() + timeout
-        with self.cond:
-            while True:
-                for ev, m in self.events.get(call_id, []):
-                    if ev in ("call:result", "call:end", "call:error"):
-                        return ev, m
-                left = deadline - time.time()
-                if left <= 0:
-                    raise AssertionError(f"no terminal event for {call_id}: {self.events.get(call_id)}")
-                self.cond.wait(left)
-
-    def items(self, call_id):
-        with self.cond:
-            return [m["value"] for ev, m in self.events.get(call_id, []) if ev == "call:item"]
-
-    def call(self, callable, *args, timeout=15, **kwargs):
-        ev, m = self.terminal(self.start(callable, args=args, kwargs=kwargs), timeout)
-        if ev == "call:error":
-            raise RpcError(m["error"])
-        assert ev == "call:result", ev
-        return m["value"]
-
-    def error(self, call_id, timeout=15):
-        ev, m = self.terminal(call_id, timeout)
-        assert ev == "call:error", (ev, m)
-        return m["error"]
-
-    def close(self):
-        self.sio.disconnect()
+        super().__init__(server.url, token, transports)
 
 
 def server(*args, **kw):

@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""agentixctl build against a real dockerd: the example bundle (bash, coreutils, git, python3
+and a C module) overlaid with a stopped carrier and --volumes-from onto a libc-free static
+busybox image and a Debian image made with debootstrap; a stock Socket.IO client
+(python-socketio) drives agentix-server from /nix/runtime/bin in both. Also: nothing mapped
+from the task image, same inputs give the same image id byte for byte, rebuilds come from the
+cache, layers are shared between bundles, and every failure is one clear line with nothing
+loaded into Docker.
+
+Needs: AGENTIXCTL, AGENTIX_RUNTIME_DIR (agentix-server and agentix-worker), AGENTIX_INCLUDE_DIR,
+EXAMPLE_DIR (examples/bundle-example), and a running dockerd."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import RpcClient, main, test  # noqa: E402
+
+AGENTIXCTL = os.environ["AGENTIXCTL"]
+EXAMPLE = os.environ["EXAMPLE_DIR"]
+BUSYBOX_IMAGE = "agentix-test/busybox:1"
+DEBIAN_IMAGE = "agentix-test/debian:bookworm"
+MIRROR = os.environ.get("AGENTIX_TEST_MIRROR", "http://deb.debian.org/debian")
+TOKEN = "bundle-test-token"
+# One cache for the tests that only need a built bundle (a cold build is done once).
+CACHE = tempfile.mkdtemp(prefix="agentix-bundle-cache-")
+
+
+def docker(*args, check=True, text=True, **kw):
+    r = subprocess.run(["docker", *args], capture_output=True, text=text, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def image_exists(ref):
+    return docker("image", "inspect", ref, check=False).returncode == 0
+
+
+def import_rootfs(root, ref):
+    tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+    docker("import", "-", ref, stdin=tar.stdout)
+    assert tar.wait() == 0
+
+
+def busybox_image():
+    """A task image with no libc at all: busybox-static and its applet links."""
+    if not image_exists(BUSYBOX_IMAGE):
+        with tempfile.TemporaryDirectory() as root:
+            for d in ("bin", "tmp", "etc", "root"):
+                os.makedirs(os.path.join(root, d))
+            os.chmod(os.path.join(root, "tmp"), 0o1777)
+            shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
+            for applet in ("sh", "ls", "cat", "echo", "ps", "sleep"):
+                os.symlink("busybox", os.path.join(root, "bin", applet))
+            with open(os.path.join(root, "etc", "passwd"), "w") as f:
+                f.write("root:x:0:0:root:/root:/bin/sh\n")
+            import_rootfs(root, BUSYBOX_IMAGE)
+    return BUSYBOX_IMAGE
+
+
+def debian_image():
+    """A Debian 12 task image from debootstrap (minbase), made once and kept in Docker."""
+    if not image_exists(DEBIAN_IMAGE):
+        root = tempfile.mkdtemp(prefix="agentix-debootstrap-")
+        try:
+            r = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", root, MIRROR],
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+            import_rootfs(root, DEBIAN_IMAGE)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return DEBIAN_IMAGE
+
+
+def build(directory=EXAMPLE, *args, cache=CACHE, check=True):
+    r = subprocess.run([AGENTIXCTL, "build", "--json", "--cache-dir", cache, *args, directory],
+                       capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, f"agentixctl build failed ({r.returncode}): {r.stderr}"
+        return json.loads(r.stdout)
+    return r
+
+
+def write_project(directory, manifest, files=None):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "agentix-bundle.conf"), "w") as f:
+        f.write(manifest)
+    for name, text in (files or {}).items():
+        with open(os.path.join(directory, name), "w") as f:
+            f.write(text)
+    return directory
+
+
+class Sandbox:
+    """A carrier (the bundle image, created, never started) and a task container that takes
+    /nix from it and runs agentix-server from the bundle, port 8000 on 127.0.0.1."""
+
+    def __init__(self, bundle, image):
+        tag = uuid.uuid4().hex[:8]
+        self.carrier, self.name = f"agentix-test-carrier-{tag}", f"agentix-test-sandbox-{tag}"
+        docker("create", "--name", self.carrier, bundle)
+        try:
+            docker("run", "-d", "--name", self.name, "--volumes-from", self.carrier,
+                   "-e", f"AGENTIX_TOKEN={TOKEN}", "-p", "127.0.0.1::8000", "--pids-limit", "256",
+                   "--memory", "1g", "--entrypoint", "/nix/runtime/bin/agentix-server", image)
+            port = docker("port", self.name, "8000/tcp").stdout.split()[0].rsplit(":", 1)[1]
+            self.url = f"http://127.0.0.1:{port}"
+            self.wait_healthy()
+        except BaseException:
+            self.remove()
+            raise
+
+    def wait_healthy(self, timeout=20):
+        deadline = time.time() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.time() > deadline:
+                logs = docker("logs", self.name, check=False)
+                raise AssertionError(f"agentix-server did not answer /health: {logs.stdout}{logs.stderr}")
+            time.sleep(0.05)
+
+    def remove(self):
+        docker("rm", "-f", "-v", self.name, check=False)
+        docker("rm", "-f", "-v", self.carrier, check=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def execute(client, command, wait=60):
+    return client.call("sandbox::exec", command=command, timeout=wait)
+
+
+# Run by the bundle's python3 from the bundle's bash: the files mapped by agentix-server (PID 1),
+# its worker, that bash and python3 itself that are not in /nix/store.
+MAPS_SCRIPT = """
+import os, sys
+pids = {1, os.getpid(), int(sys.argv[1])}
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            if b"agentix-worker" in open(f"/proc/{p}/cmdline", "rb").read():
+                pids.add(int(p))
+        except OSError:
+            pass
+assert len(pids) == 4, pids
+import ssl, sqlite3, json, locale
+bad = set()
+for pid in pids:
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split(maxsplit=5)
+        if len(f) == 6 and f[5].startswith("/") and not f[5].startswith("/nix/store/"):
+            bad.add(f[5].strip())
+print("\\n".join(sorted(bad)))
+"""
+
+
+def foreign_mappings(client):
+    client.call("fs::write", "/tmp/agentix-maps.py", MAPS_SCRIPT, True)
+    # "; true" keeps bash from exec()ing python3, so $$ is still bash.
+    r = execute(client, "bash -c 'python3 /tmp/agentix-maps.py $$; true'")
+    assert r["exit_code"] == 0, r
+    return r["output"].split()
+
+
+def check_example_bundle(image):
+    bundle = build()
+    with Sandbox(f"{bundle['name']}:{bundle['version']}", image) as sb:
+        client = RpcClient(sb.url, TOKEN, transports=["websocket"])
+        try:
+            r = execute(client, "bash -c 'echo bash $BASH_VERSION; command -v bash python3 git ls'")
+            assert r["exit_code"] == 0, r
+            lines = r["output"].splitlines()
+            assert lines[0].startswith("bash 5."), r
+            assert lines[1:] == ["/nix/runtime/bin/bash", "/nix/runtime/bin/python3", "/nix/runtime/bin/git",
+                                 "/nix/runtime/bin/ls"], r
+
+            r = execute(client, "python3 -c 'import json, ssl, sqlite3, sys; "
+                                "print(sys.prefix); print(ssl.OPENSSL_VERSION); print(sqlite3.sqlite_version)'")
+            assert r["exit_code"] == 0, r
+            prefix, openssl, sqlite = r["output"].splitlines()
+            assert prefix.startswith("/nix/store/") and "python3" in prefix, r
+            assert openssl.startswith("OpenSSL 3"), r
+
+            r = execute(client, "set -e; cd /tmp && rm -rf repo && git init -q repo && cd repo && "
+                                "echo hello > f && git add f && git commit -q -m first && git log --format=%s:%an")
+            assert r["exit_code"] == 0 and r["output"].strip() == "first:agent", r
+
+            assert client.call("example::add", 2, 40) == 42
+            assert client.call("example::greet", "bundle") == "Hello, bundle!"
+
+            # Nothing is loaded from the task image's /lib or /usr: not by the server, its
+            # worker, the bundle's bash, nor its python3 with ssl and sqlite3 imported.
+            assert foreign_mappings(client) == []
+        finally:
+            client.close()
+    return bundle
+
+
+@test
+def example_bundle_on_static_busybox():
+    image = busybox_image()
+    # The task image really has no libc: nothing but busybox in /bin.
+    r = docker("run", "--rm", "--entrypoint", "/bin/sh", image, "-c", "ls / /lib 2>&1; echo rc=$?")
+    assert "rc=1" in r.stdout and "No such file" in r.stdout, r.stdout
+    check_example_bundle(image)
+
+
+@test
+def example_bundle_on_debootstrap_debian():
+    check_example_bundle(debian_image())
+
+
+@test
+def rebuild_is_cached_and_gives_the_same_image():
+    first = build()
+    t0 = time.time()
+    again = build()
+    warm = time.time() - t0
+    assert again["id"] == first["id"]
+    assert again["store_paths_made"] == 0 and not again["loaded"], again
+    assert warm < 15, f"a warm build took {warm:.1f} s"
+    # Another cache, from nothing: the same id, and the same archive byte for byte.
+    with tempfile.TemporaryDirectory() as other, tempfile.TemporaryDirectory() as out:
+        a, b = os.path.join(out, "a.tar"), os.path.join(out, "b.tar")
+        build(EXAMPLE, "-o", a)
+        cold = build(EXAMPLE, "-o", b, cache=other)
+        assert cold["id"] == first["id"] and cold["store_paths_made"] == cold["store_paths"], cold
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read(), "two builds of the same inputs differ"
+
+
+@test
+def image_records_platform_volume_and_tags():
+    bundle = build()
+    info = json.loads(docker("image", "inspect", f"{bundle['name']}:latest").stdout)[0]
+    assert info["Id"] == bundle["id"]
+    assert (info["Os"], info["Architecture"]) == ("linux", "amd64"), (info["Os"], info["Architecture"])
+    assert info["Config"]["Volumes"] == {"/nix": {}}
+    assert info["Config"]["Entrypoint"] == ["/nix/runtime/bin/agentix-server"]
+    assert f"{bundle['name']}:{bundle['version']}" in info["RepoTags"]
+    # One layer per store path (plus /nix/runtime).
+    assert len(info["RootFS"]["Layers"]) == bundle["layers"] == bundle["store_paths"] + 1, bundle
+
+
+@test
+def output_archive_loads_with_the_same_id():
+    with tempfile.TemporaryDirectory() as out:
+        project = write_project(os.path.join(out, "p"), "[Bundle]\nName=agentix-test-archive\nVersion=1\n"
+                                                      "[Tools]\nPackages=bash\n")
+        archive = os.path.join(out, "bundle.tar")
+        docker("rmi", "-f", "agentix-test-archive:1", "agentix-test-archive:latest", check=False)
+        res = build(project, "-o", archive)
+        assert res["output"] == archive and not res["loaded"]
+        assert not image_exists("agentix-test-archive:1"), "--output must not load the image"
+        with open(archive, "rb") as f:
+            loaded = docker("load", stdin=f, text=False).stdout
+        assert b"agentix-test-archive:1" in loaded, loaded
+        assert json.loads(docker("image", "inspect", "agentix-test-archive:1").stdout)[0]["Id"] == res["id"]
+        docker("rmi", "-f", "agentix-test-archive:1", "agentix-test-archive:latest", check=False)
+
+
+@test
+def bundles_share_the_layers_they_have_in_common():
+    example = build()
+    with tempfile.TemporaryDirectory() as out:
+        project = write_project(out, "[Bundle]\nName=agentix-test-small\nVersion=1\n[Tools]\nPackages=bash\n")
+        small = build(project)
+        layers = lambda ref: set(json.loads(docker("image", "inspect", ref).stdout)[0]["RootFS"]["Layers"])
+        shared = layers(f"{example['name']}:latest") & layers("agentix-test-small:1")
+        # glibc, bash and the runtime's libraries are the same store paths, hence the same layers.
+        assert len(shared) >= 10, len(shared)
+        docker("rmi", "-f", "agentix-test-small:1", "agentix-test-small:latest", check=False)
+
+
+def expect_failure(manifest, needle, *args, files=None, name="agentix-test-broken"):
+    with tempfile.TemporaryDirectory() as out:
+        project = write_project(out, manifest, files)
+        r = build(project, *args, check=False)
+        assert r.returncode != 0, r.stdout
+        lines = r.stderr.strip().splitlines()
+        message = lines[-1]
+        # One line; only a compiler may say more before it.
+        assert message.startswith("agentixctl: build: ") and (len(lines) == 1 or "compile" in message), lines
+        assert needle in message, message
+        assert not image_exists(f"{name}:latest"), "a failed build left an image behind"
+        return message
+
+
+@test
+def failures_are_one_clear_line_and_load_nothing():
+    head = "[Bundle]\nName=agentix-test-broken\nVersion=1\n"
+    expect_failure(head + "[Tools]\nPackages=bash no-such-package-xyz\n",
+                   "package 'no-such-package-xyz' is not installed on the build host")
+    expect_failure(head + "[Tools]\nPrograms=/no/such/program\n", "/no/such/program")
+    expect_failure(head + "[Module broken]\nSources=missing.c\n", "missing.c")
+    expect_failure(head + "[Module broken]\nSources=broken.c\n", "[Module broken] does not compile",
+                   files={"broken.c": "this is not C\n"})
+    expect_failure(head + "Colour=blue\n", "agentix-bundle.conf:4: unknown key 'Colour' in [Bundle]")
+    expect_failure("[Bundle]\nVersion=1\n", "Name= is missing")
+    expect_failure("[Bundle]\nName=Bad_Name\nVersion=1\n", "Name=Bad_Name is not a valid bundle name")
+    expect_failure(head + "[Tools]\nPackages=bash\n", "cannot build a bundle for linux/arm64 on this linux/amd64",
+                   "--platform", "linux/arm64")
+    expect_failure(head + "Platform=linux/s390x\n", "cannot build a bundle for linux/s390x")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(CACHE, ignore_errors=True)
