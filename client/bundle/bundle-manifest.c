@@ -243,19 +243,13 @@ static int check_complete(BundleManifest *m, char **ret_error) {
         return 0;
 }
 
-int bundle_manifest_load(const char *path, BundleManifest **ret, char **ret_error) {
+int bundle_manifest_parse(FILE *f, const char *path, BundleManifest **ret, char **ret_error) {
         _cleanup_(bundle_manifest_freep) BundleManifest *m = NULL;
-        _cleanup_fclose_ FILE *f = NULL;
         char dir[PATH_MAX];
         Parser p = {};
         int line, r;
 
         *ret_error = NULL;
-        f = fopen(path, "re");
-        if (!f) {
-                r = negative_errno();
-                return asprintf(ret_error, "cannot read %s: %s", path, strerror(-r)) < 0 ? -ENOMEM : r;
-        }
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
@@ -265,6 +259,22 @@ int bundle_manifest_load(const char *path, BundleManifest **ret, char **ret_erro
         if (!m->path || !m->dir)
                 return -ENOMEM;
 
+        /* inih cuts longer lines in two: say so rather than report the second half. */
+        {
+                _cleanup_free_ char *l = NULL;
+                size_t size = 0;
+                ssize_t n;
+                int no = 0;
+
+                while ((n = getline(&l, &size, f)) > 0) {
+                        no++;
+                        if (n - (l[n - 1] == '\n') > INI_MAX_LINE - 1)
+                                return asprintf(ret_error, "%s:%d: line longer than %d characters (continue a list on "
+                                                "an indented line)", path, no, INI_MAX_LINE - 1) < 0 ? -ENOMEM : -EINVAL;
+                }
+                if (fseek(f, 0, SEEK_SET) < 0)
+                        return negative_errno();
+        }
         p.m = m;
         line = ini_parse_file(f, on_entry, &p);
         if (line != 0) {
@@ -281,6 +291,18 @@ int bundle_manifest_load(const char *path, BundleManifest **ret, char **ret_erro
                 return r;
         *ret = TAKE_PTR(m);
         return 0;
+}
+
+int bundle_manifest_load(const char *path, BundleManifest **ret, char **ret_error) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        int r;
+
+        *ret_error = NULL;
+        if (!f) {
+                r = negative_errno();
+                return asprintf(ret_error, "cannot read %s: %s", path, strerror(-r)) < 0 ? -ENOMEM : r;
+        }
+        return bundle_manifest_parse(f, path, ret, ret_error);
 }
 
 BundleManifest *bundle_manifest_free(BundleManifest *m) {

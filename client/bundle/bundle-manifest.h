@@ -5,6 +5,7 @@
  * style of systemd units, read with inih; the format is agentix-bundle(5). */
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "strv.h"
 
@@ -37,6 +38,8 @@ typedef struct BundleManifest {
  * (malloc'ed) and a negative errno is returned: -ENOENT when the file is missing, -EINVAL when
  * it is wrong. */
 int bundle_manifest_load(const char *path, BundleManifest **ret, char **ret_error);
+/* The same, from an open file (seekable); path names it in errors. */
+int bundle_manifest_parse(FILE *f, const char *path, BundleManifest **ret, char **ret_error);
 BundleManifest *bundle_manifest_free(BundleManifest *m);
 
 /* Names allowed for a bundle (a Docker repository name component) and a module. */
