@@ -28,7 +28,6 @@ AGENTIXCTL = os.environ["AGENTIXCTL"]
 EXAMPLE = os.environ["EXAMPLE_DIR"]
 BUSYBOX_IMAGE = "agentix-test/busybox:1"
 DEBIAN_IMAGE = "agentix-test/debian:bookworm"
-MIRROR = os.environ.get("AGENTIX_TEST_MIRROR", "http://deb.debian.org/debian")
 TOKEN = "bundle-test-token"
 # One cache for the tests that only need a built bundle (a cold build is done once).
 CACHE = tempfile.mkdtemp(prefix="agentix-bundle-cache-")
@@ -45,40 +44,23 @@ def image_exists(ref):
     return docker("image", "inspect", ref, check=False).returncode == 0
 
 
-def import_rootfs(root, ref):
-    tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-    docker("import", "-", ref, stdin=tar.stdout)
-    assert tar.wait() == 0
+def task_image(kind, ref):
+    """Make the image with make-task-images.sh (once; Docker keeps it)."""
+    if not image_exists(ref):
+        r = subprocess.run([os.path.join(os.path.dirname(os.path.abspath(__file__)), "make-task-images.sh"), kind],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return ref
 
 
 def busybox_image():
     """A task image with no libc at all: busybox-static and its applet links."""
-    if not image_exists(BUSYBOX_IMAGE):
-        with tempfile.TemporaryDirectory() as root:
-            for d in ("bin", "tmp", "etc", "root"):
-                os.makedirs(os.path.join(root, d))
-            os.chmod(os.path.join(root, "tmp"), 0o1777)
-            shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
-            for applet in ("sh", "ls", "cat", "echo", "ps", "sleep"):
-                os.symlink("busybox", os.path.join(root, "bin", applet))
-            with open(os.path.join(root, "etc", "passwd"), "w") as f:
-                f.write("root:x:0:0:root:/root:/bin/sh\n")
-            import_rootfs(root, BUSYBOX_IMAGE)
-    return BUSYBOX_IMAGE
+    return task_image("busybox", BUSYBOX_IMAGE)
 
 
 def debian_image():
-    """A Debian 12 task image from debootstrap (minbase), made once and kept in Docker."""
-    if not image_exists(DEBIAN_IMAGE):
-        root = tempfile.mkdtemp(prefix="agentix-debootstrap-")
-        try:
-            r = subprocess.run(["debootstrap", "--variant=minbase", "bookworm", root, MIRROR],
-                               capture_output=True, text=True)
-            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-            import_rootfs(root, DEBIAN_IMAGE)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-    return DEBIAN_IMAGE
+    """A Debian 12 task image from debootstrap (minbase)."""
+    return task_image("debian", DEBIAN_IMAGE)
 
 
 def build(directory=EXAMPLE, *args, cache=CACHE, check=True):
@@ -282,7 +264,7 @@ def bundles_share_the_layers_they_have_in_common():
     example = build()
     with tempfile.TemporaryDirectory() as out:
         project = write_project(out, "[Bundle]\nName=agentix-test-small\nVersion=1\n[Tools]\nPackages=bash\n")
-        small = build(project)
+        build(project)
         layers = lambda ref: set(json.loads(docker("image", "inspect", ref).stdout)[0]["RootFS"]["Layers"])
         shared = layers(f"{example['name']}:latest") & layers("agentix-test-small:1")
         # glibc, bash and the runtime's libraries are the same store paths, hence the same layers.
