@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agentixctl build: make a bundle image from a project's agentix-bundle.conf. */
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <locale.h>
 #include <stdio.h>
@@ -47,7 +48,16 @@ static const char *const step_names[_BUILD_STEP_MAX] = {
 };
 
 static void on_progress(BuildStep step, size_t done, size_t total, const char *what, void *userdata) {
+        static BuildStep last_step = _BUILD_STEP_MAX;
+        static uint64_t last_usec = 0;
         bool *drawn = userdata;
+        uint64_t now = now_usec();
+
+        /* At most ten frames a second, but every step's first and last. */
+        if (step == last_step && done != 0 && done != total && now - last_usec < 100 * 1000)
+                return;
+        last_step = step;
+        last_usec = now;
 
         /* One line, redrawn in place; on a terminal only (userdata is NULL otherwise). */
         if (total > 1)
@@ -151,19 +161,33 @@ int verb_build(int argc, char *argv[]) {
         if (drawn)
                 fputs("\r\033[K", stderr);
         if (r < 0)
-                return fail(r == -ENOENT || r == -ENOPKG ? EXIT_FAILED : EXIT_FAILED, "build: %s", strna(error));
+                return fail(EXIT_FAILED, "build: %s", strna(error));
 
-        if (arg_json)
-                printf("{\"id\":\"sha256:%s\",\"name\":\"%s\",\"version\":\"%s\",\"tags\":[\"%s:%s\",\"%s:latest\"],"
-                       "\"store_paths\":%zu,\"layers\":%zu,\"store_paths_made\":%zu,\"size\":%llu,\"loaded\":%s,"
-                       "\"output\":%s%s%s}\n",
-                       res.id, res.name, res.version, res.name, res.version, res.name, res.n_store_paths, res.n_layers,
-                       res.n_made, (unsigned long long) res.size, res.loaded ? "true" : "false",
-                       o.output ? "\"" : "", o.output ?: "null", o.output ? "\"" : "");
-        else {
-                if (!arg_quiet)
-                        fprintf(stderr, "%zu store paths (%zu new), %zu layers, %.1f MiB\n", res.n_store_paths, res.n_made,
-                                res.n_layers, res.size / 1048576.0);
+        if (arg_json) {
+                _cleanup_free_ char *text = NULL, *id = NULL, *t1 = NULL, *t2 = NULL;
+                json_t *j;
+
+                if (asprintf(&id, "sha256:%s", res.id) < 0 || asprintf(&t1, "%s:%s", res.name, res.version) < 0 ||
+                    asprintf(&t2, "%s:latest", res.name) < 0)
+                        return fail(EXIT_SOFTWARE, "build: out of memory");
+                j = json_pack("{s:s, s:s, s:s, s:[s,s], s:I, s:I, s:I, s:I, s:b, s:I, s:s?}", "id", id, "name", res.name,
+                              "version", res.version, "tags", t1, t2, "store_paths", (json_int_t) res.n_store_paths,
+                              "layers", (json_int_t) res.n_layers, "store_paths_made", (json_int_t) res.n_made,
+                              "size", (json_int_t) res.size, "loaded", res.loaded, "warnings",
+                              (json_int_t) res.n_warnings, "output", o.output);
+                text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                json_decref(j);
+                if (!text)
+                        return fail(EXIT_SOFTWARE, "build: out of memory");
+                puts(text);
+        } else {
+                if (!arg_quiet) {
+                        fprintf(stderr, "%zu store paths (%zu new), %zu layers, %.1f MiB\n", res.n_store_paths,
+                                res.n_made, res.n_layers, res.size / 1048576.0);
+                        if (res.n_warnings > 0)
+                                fprintf(stderr, "%u libraries that some packaged files name are not on this host and were "
+                                        "left out (AGENTIX_LOG_LEVEL=debug lists them)\n", res.n_warnings);
+                }
                 if (o.output)
                         printf("sha256:%s %s\n", res.id, o.output);
                 else

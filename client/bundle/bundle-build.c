@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <elf.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -79,6 +81,7 @@ int platform_of_host(const char *dpkg_arch, char **ret) {
 
 static int check_platform(Build *b, const char *wanted, uint16_t *ret_machine) {
         _cleanup_free_ char *host = NULL;
+        char short_form[64];
         size_t i;
 
         for (i = 0; i < ELEMENTSOF(platforms) && !streq(platforms[i].dpkg, b->db->arch); i++)
@@ -87,17 +90,12 @@ static int check_platform(Build *b, const char *wanted, uint16_t *ret_machine) {
                 return build_fail(b, -EOPNOTSUPP, "this host's architecture (%s) is not one agentix knows", b->db->arch);
         if (platform_of_host(b->db->arch, &host) < 0)
                 return -ENOMEM;
-        if (wanted) {
-                /* linux/amd64 and, for variants, linux/arm64 as well as linux/arm64/v8. */
-                char short_form[64];
-                snprintf(short_form, sizeof(short_form), "linux/%s", platforms[i].arch);
-                if (!streq(wanted, host) && !(streq(wanted, short_form) && !strneq(platforms[i].arch, "arm", 3)) &&
-                    !(streq(wanted, short_form) && streq(platforms[i].arch, "arm64")))
-                        return build_fail(b, -EOPNOTSUPP,
-                                          "cannot build a bundle for %s on this %s host: a bundle is made of the build "
-                                          "host's own programs and libraries; build it on a %s machine",
-                                          wanted, host, wanted);
-        }
+        /* linux/arm64/v8 may be spelled linux/arm64, as Docker does. */
+        snprintf(short_form, sizeof(short_form), "linux/%s", platforms[i].arch);
+        if (wanted && !streq(wanted, host) && !streq(wanted, short_form))
+                return build_fail(b, -EOPNOTSUPP,
+                                  "cannot build a bundle for %s on this %s host: a bundle is made of the build host's "
+                                  "own programs and libraries; build it on a %s machine", wanted, host, wanted);
         b->os = strdup("linux");
         b->arch = strdup(platforms[i].arch);
         b->variant = platforms[i].variant ? strdup(platforms[i].variant) : NULL;
@@ -596,15 +594,11 @@ static json_t *bundle_manifest_json(Build *b) {
                                                        sp->source_package, "packages", pkgs, "size",
                                                        (json_int_t) sp->total_size));
         }
+        char platform[64];
+
+        snprintf(platform, sizeof(platform), "%s/%s%s%s", b->os, b->arch, b->variant ? "/" : "", b->variant ?: "");
         root = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:o}", "name", b->m->name, "version", b->m->version, "description",
-                         b->m->description, "platform", b->variant ? "" : "", "agentix", AGENTIX_VERSION, "store_paths",
-                         paths);
-        if (root) {
-                char platform[64];
-                snprintf(platform, sizeof(platform), "%s/%s%s%s", b->os, b->arch, b->variant ? "/" : "",
-                         b->variant ?: "");
-                json_object_set_new(root, "platform", json_string(platform));
-        }
+                         b->m->description, "platform", platform, "agentix", AGENTIX_VERSION, "store_paths", paths);
         return root;
 }
 
@@ -795,6 +789,27 @@ static int deliver(Build *b, BundleBuildResult *res) {
 
 /* ---- the whole build -------------------------------------------------------------------- */
 
+/* Scratch left by builds that were killed: .tmp-PID-… in the store, build-PID in tmp/, and
+ * *.tmp-PID layers, whose PID no longer runs. */
+static void remove_stale(const char *dir, const char *prefix) {
+        _cleanup_(closedirp) DIR *d = opendir(dir);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                const char *p = strstr(de->d_name, prefix);
+                char path[PATH_MAX];
+                long pid;
+
+                if (!p)
+                        continue;
+                pid = strtol(p + strlen(prefix), NULL, 10);
+                if (pid <= 0 || pid == getpid() || kill((pid_t) pid, 0) == 0 || errno != ESRCH)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                (void) remove_tree(path);
+        }
+}
+
 static int cache_dirs(Build *b) {
         int r;
 
@@ -808,6 +823,9 @@ static int cache_dirs(Build *b) {
                 if (r < 0)
                         return build_fail(b, r, "cannot create the cache directory %s: %s", *d, strerror(-r));
         }
+        remove_stale(b->cache_store, ".tmp-");
+        remove_stale(b->cache_tmp, "build-");
+        remove_stale(b->cache_layers, ".tmp-");
         return 0;
 }
 

@@ -12,6 +12,11 @@
 #define DEFAULT_SOCKET "/var/run/docker.sock"
 #define LOAD_TIMEOUT_S 600
 
+static inline void curl_freep(char **p) {
+        curl_free(*p);
+}
+#define _cleanup_curl_free_ _cleanup_(curl_freep)
+
 struct DockerEngine {
         CURL *curl;
         char *socket;
@@ -146,7 +151,8 @@ DockerEngine *docker_engine_free(DockerEngine *d) {
 
 int docker_image_exists(DockerEngine *d, const char *ref, char **ret_error) {
         _cleanup_buffer_ Buffer body = BUFFER_NULL;
-        _cleanup_free_ char *escaped = curl_easy_escape(d->curl, ref, 0), *path = NULL;
+        _cleanup_curl_free_ char *escaped = curl_easy_escape(d->curl, ref, 0);
+        _cleanup_free_ char *path = NULL;
         int status;
 
         if (!escaped || asprintf(&path, "/images/%s/json", escaped) < 0)
@@ -200,8 +206,8 @@ int docker_image_load(DockerEngine *d, const char *path, char **ret_error) {
 
 int docker_image_tag(DockerEngine *d, const char *ref, const char *repo, const char *tag, char **ret_error) {
         _cleanup_buffer_ Buffer body = BUFFER_NULL;
-        _cleanup_free_ char *path = NULL, *r_esc = curl_easy_escape(d->curl, repo, 0),
-                            *t_esc = curl_easy_escape(d->curl, tag, 0);
+        _cleanup_curl_free_ char *r_esc = curl_easy_escape(d->curl, repo, 0), *t_esc = curl_easy_escape(d->curl, tag, 0);
+        _cleanup_free_ char *path = NULL;
         int status;
 
         if (!r_esc || !t_esc || asprintf(&path, "/images/%s/tag?repo=%s&tag=%s", ref, r_esc, t_esc) < 0)

@@ -3,6 +3,7 @@
 
 /* File helpers for assembling store paths and layers on the build host. */
 
+#include <dirent.h>
 #include <sys/types.h>
 
 /* mkdir -p, each new directory with mode 0755. */
@@ -13,3 +14,8 @@ int remove_tree(const char *path);
 int copy_file(const char *from, const char *to, mode_t mode);
 /* The relative path from directory `from_dir` to `to`, both relative to one root. */
 char *relative_path(const char *from_dir, const char *to);
+
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}

@@ -272,6 +272,48 @@ def bundles_share_the_layers_they_have_in_common():
         docker("rmi", "-f", "agentix-test-small:1", "agentix-test-small:latest", check=False)
 
 
+@test
+def programs_files_prebuilt_modules_and_environment_reach_the_sandbox():
+    """A program not from any package, a module built elsewhere ([Module] File=), a file
+    ([Files] Copy=) and the manifest's environment, on the libc-free image."""
+    with tempfile.TemporaryDirectory() as out:
+        with open(os.path.join(out, "hello.c"), "w") as f:
+            f.write('#include <stdio.h>\n#include <zlib.h>\n'
+                    'int main(void) { printf("hello from zlib %s\\n", zlibVersion()); return 0; }\n')
+        subprocess.run(["cc", "-O2", "-o", os.path.join(out, "hello"), os.path.join(out, "hello.c"), "-lz"], check=True)
+        example_c = os.path.join(os.path.dirname(EXAMPLE), "module-example", "example.c")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-I", os.environ["AGENTIX_INCLUDE_DIR"],
+                        "-o", os.path.join(out, "prebuilt.so"), example_c], check=True)
+        with open(os.path.join(out, "prompt.txt"), "w") as f:
+            f.write("you are a careful agent\n")
+        project = write_project(out, "[Bundle]\nName=agentix-test-extras\nVersion=2\n"
+                                     "[Tools]\nPackages=bash\nPrograms=" + os.path.join(out, "hello") + "\n"
+                                     "[Module example]\nFile=prebuilt.so\n"
+                                     "[Files]\nCopy=prompt.txt share/prompts/system.txt\n"
+                                     "[Environment]\nEnvironment=AGENT_MODE=careful ${PATH}\n")
+        build(project)
+    try:
+        with Sandbox("agentix-test-extras:2", busybox_image()) as sb:
+            client = RpcClient(sb.url, TOKEN, transports=["polling"])
+            try:
+                r = execute(client, "hello; cat /nix/runtime/share/prompts/system.txt; echo \"$AGENT_MODE\"")
+                assert r["exit_code"] == 0, r
+                lines = r["output"].splitlines()
+                assert lines[0].startswith("hello from zlib 1."), lines
+                assert lines[1] == "you are a careful agent", lines
+                assert lines[2].startswith("careful /nix/runtime/bin:"), lines  # ${PATH} after the bundle's
+                assert client.call("example::add", 1, 2) == 3
+                manifest = json.loads(execute(client, "cat /nix/runtime/manifest.json")["output"])
+                names = {p["name"] for p in manifest["store_paths"]}
+                assert {"hello", "agentix-module-example", "zlib", "glibc", "bash", "agentix"} <= names, names
+                zlib = next(p for p in manifest["store_paths"] if p["name"] == "zlib")
+                assert zlib["source"] == "zlib" and zlib["packages"][0].startswith("zlib1g="), zlib
+            finally:
+                client.close()
+    finally:
+        docker("rmi", "-f", "agentix-test-extras:2", "agentix-test-extras:latest", check=False)
+
+
 def expect_failure(manifest, needle, *args, files=None, name="agentix-test-broken"):
     with tempfile.TemporaryDirectory() as out:
         project = write_project(out, manifest, files)
