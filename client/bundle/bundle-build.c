@@ -38,18 +38,7 @@ typedef struct Build {
         char *error;
 } Build;
 
-static int build_fail(Build *b, int r, const char *fmt, ...) _printf_(3, 4);
-static int build_fail(Build *b, int r, const char *fmt, ...) {
-        va_list ap;
-
-        if (b->error)
-                return r;
-        va_start(ap, fmt);
-        if (vasprintf(&b->error, fmt, ap) < 0)
-                b->error = NULL;
-        va_end(ap);
-        return r;
-}
+#define build_fail(b, r, ...) message_set_first(&(b)->error, (r), __VA_ARGS__)
 
 static void progress(Build *b, BuildStep step, size_t done, size_t total, const char *what) {
         if (b->o->progress)

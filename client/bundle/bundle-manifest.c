@@ -35,18 +35,8 @@ bool bundle_version_is_valid(const char *s) {
         return true;
 }
 
-static int parser_fail(Parser *p, const char *fmt, ...) _printf_(2, 3);
-static int parser_fail(Parser *p, const char *fmt, ...) {
-        va_list ap;
-
-        if (!p->error) {
-                va_start(ap, fmt);
-                if (vasprintf(&p->error, fmt, ap) < 0)
-                        p->error = NULL;
-                va_end(ap);
-        }
-        return 0; /* inih: this line is an error */
-}
+/* Returns 0: to inih, the line is an error. */
+#define parser_fail(p, ...) message_set_first(&(p)->error, 0, __VA_ARGS__)
 
 /* A relative path that stays below its base: no "..", not absolute, not empty. */
 static bool relative_path_is_safe(const char *s) {

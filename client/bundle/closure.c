@@ -29,17 +29,7 @@ static bool is_maintainer_only(const char *name) {
         return false;
 }
 
-static int closure_fail(Closure *c, int r, const char *fmt, ...) _printf_(3, 4);
-static int closure_fail(Closure *c, int r, const char *fmt, ...) {
-        va_list ap;
-
-        free(c->error);
-        va_start(ap, fmt);
-        if (vasprintf(&c->error, fmt, ap) < 0)
-                c->error = NULL;
-        va_end(ap);
-        return r;
-}
+#define closure_fail(c, r, ...) message_set_first(&(c)->error, (r), __VA_ARGS__)
 
 static int read_ld_so_conf(char ***dirs) {
         glob_t g = {};

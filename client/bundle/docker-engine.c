@@ -27,17 +27,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata) {
         return buffer_append(userdata, data, size * n) < 0 ? 0 : size * n;
 }
 
-static int set_error(char **ret_error, const char *fmt, ...) _printf_(2, 3);
-static int set_error(char **ret_error, const char *fmt, ...) {
-        va_list ap;
-
-        free(*ret_error);
-        va_start(ap, fmt);
-        if (vasprintf(ret_error, fmt, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return -EIO;
-}
+#define set_error(ret_error, ...) message_set_first((ret_error), -EIO, __VA_ARGS__)
 
 /* The "message" of an Engine API error body, else the body itself. */
 static char *error_message(const Buffer *body) {

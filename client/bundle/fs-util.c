@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
+#include <stdint.h>
 #include <ftw.h>
 #include <limits.h>
 #include <sys/sendfile.h>
@@ -80,6 +81,30 @@ static size_t component(const char *s, const char **next) {
 
         *next = s + n + (s[n] == '/');
         return n;
+}
+
+int read_file_chunks(const char *path, int (*consume)(const void *buf, size_t n, void *userdata), void *userdata) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_free_ uint8_t *buf = malloc(256 * 1024);
+        ssize_t n;
+
+        if (fd < 0)
+                return negative_errno();
+        if (!buf)
+                return -ENOMEM;
+        while ((n = read(fd, buf, 256 * 1024)) != 0) {
+                int r;
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                r = consume(buf, n, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 char *relative_path(const char *from_dir, const char *to) {

@@ -12,6 +12,9 @@ int mkdir_parents(const char *path);
 int remove_tree(const char *path);
 /* Copy a regular file's contents into a new file (O_EXCL) with `mode`. */
 int copy_file(const char *from, const char *to, mode_t mode);
+/* Read a file (not following a final link) in chunks, handing each to consume; a negative
+ * return from consume stops and is returned. */
+int read_file_chunks(const char *path, int (*consume)(const void *buf, size_t n, void *userdata), void *userdata);
 /* The relative path from directory `from_dir` to `to`, both relative to one root. */
 char *relative_path(const char *from_dir, const char *to);
 

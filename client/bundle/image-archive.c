@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include "fs-util.h"
 #include "image-archive.h"
 #include "macro.h"
 
@@ -117,27 +118,13 @@ static int add_memory(struct archive *a, const char *name, const char *data) {
 }
 
 static int add_file(struct archive *a, const char *name, const char *path) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char buf[256 * 1024];
         struct stat st;
-        ssize_t n;
         int r;
 
-        if (fd < 0 || fstat(fd, &st) < 0)
+        if (stat(path, &st) < 0)
                 return negative_errno();
         r = add_entry(a, name, S_IFREG | 0644, st.st_size);
-        if (r < 0)
-                return r;
-        while ((n = read(fd, buf, sizeof(buf))) != 0) {
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (archive_write_data(a, buf, n) != n)
-                        return -EIO;
-        }
-        return 0;
+        return r < 0 ? r : archive_write_file_data(a, path);
 }
 
 int image_archive_write(int fd, const ImageSpec *spec, const char *config_json, const char *id) {

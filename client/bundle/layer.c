@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include "fs-util.h"
 #include "layer.h"
 #include "macro.h"
 
@@ -55,23 +56,12 @@ static int write_header(Writer *w, const char *name, mode_t mode, int64_t size, 
         return r == ARCHIVE_OK ? 0 : -EIO;
 }
 
-static int write_file_data(Writer *w, const char *path) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        char buf[256 * 1024];
-        ssize_t n;
+static int archive_data(const void *buf, size_t n, void *a) {
+        return archive_write_data(a, buf, n) == (la_ssize_t) n ? 0 : -EIO;
+}
 
-        if (fd < 0)
-                return negative_errno();
-        while ((n = read(fd, buf, sizeof(buf))) != 0) {
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (archive_write_data(w->a, buf, n) != n)
-                        return -EIO;
-        }
-        return 0;
+int archive_write_file_data(struct archive *a, const char *path) {
+        return read_file_chunks(path, archive_data, a);
 }
 
 static int compare_names(const struct dirent **a, const struct dirent **b) {
@@ -100,7 +90,7 @@ static int write_tree(Writer *w, const char *path, const char *name) {
         }
         if (S_ISREG(st.st_mode)) {
                 r = write_header(w, name, S_IFREG | (st.st_mode & 0777), st.st_size, NULL);
-                return r < 0 ? r : write_file_data(w, path);
+                return r < 0 ? r : archive_write_file_data(w->a, path);
         }
         if (!S_ISDIR(st.st_mode))
                 return -EBADF;

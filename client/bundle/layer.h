@@ -24,4 +24,8 @@ typedef struct LayerTree {
 int layer_write(const char *path, const LayerTree *trees, size_t n_trees, char ret_diff_id[DIGEST_HEX_LEN + 1],
                 uint64_t *ret_size);
 
+struct archive;
+/* The contents of the file at path, after its header was written. */
+int archive_write_file_data(struct archive *a, const char *path);
+
 void digest_to_hex(const uint8_t d[32], char out[DIGEST_HEX_LEN + 1]);

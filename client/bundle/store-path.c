@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include "fs-util.h"
 #include "store-path.h"
 
 /* Bump when what goes into a store path changes for the same inputs (how files are patched,
@@ -137,22 +138,12 @@ static int compare_dest(const void *a, const void *b) {
         return strcmp((*(const StoreFile *const *) a)->dest, (*(const StoreFile *const *) b)->dest);
 }
 
-static int hash_file(EVP_MD_CTX *ctx, const char *path) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        uint8_t buf[256 * 1024];
-        ssize_t n;
+static int digest_update(const void *buf, size_t n, void *ctx) {
+        return EVP_DigestUpdate(ctx, buf, n) == 1 ? 0 : -EIO;
+}
 
-        if (fd < 0)
-                return negative_errno();
-        while ((n = read(fd, buf, sizeof(buf))) != 0) {
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                EVP_DigestUpdate(ctx, buf, n);
-        }
-        return 0;
+static int hash_file(EVP_MD_CTX *ctx, const char *path) {
+        return read_file_chunks(path, digest_update, ctx);
 }
 
 static void hash_string(EVP_MD_CTX *ctx, const char *s) {

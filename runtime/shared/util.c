@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
 #include <time.h>
 
 #include "macro.h"
@@ -42,4 +43,16 @@ unsigned long long now_usec(void) {
 
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (unsigned long long) ts.tv_sec * 1000000ULL + (unsigned long long) ts.tv_nsec / 1000ULL;
+}
+
+int message_set_first(char **msg, int r, const char *fmt, ...) {
+        va_list ap;
+
+        if (*msg)
+                return r;
+        va_start(ap, fmt);
+        if (vasprintf(msg, fmt, ap) < 0)
+                *msg = NULL;
+        va_end(ap);
+        return r;
 }

@@ -12,18 +12,7 @@ typedef struct ProfileParser {
         char *error;
 } ProfileParser;
 
-static int fail(ProfileParser *p, const char *fmt, ...) _printf_(2, 3);
-static int fail(ProfileParser *p, const char *fmt, ...) {
-        va_list ap;
-
-        if (!p->error) {
-                va_start(ap, fmt);
-                if (vasprintf(&p->error, fmt, ap) < 0)
-                        p->error = NULL;
-                va_end(ap);
-        }
-        return -EINVAL;
-}
+#define fail(p, ...) message_set_first(&(p)->error, -EINVAL, __VA_ARGS__)
 
 static const struct {
         const char *name;

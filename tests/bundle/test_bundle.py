@@ -18,11 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
-from harness import RpcClient, main, test  # noqa: E402
+from harness import RpcClient, health_ok, main, test  # noqa: E402
 
 AGENTIXCTL = os.environ["AGENTIXCTL"]
 EXAMPLE = os.environ["EXAMPLE_DIR"]
@@ -103,13 +102,7 @@ class Sandbox:
 
     def wait_healthy(self, timeout=20):
         deadline = time.time() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
+        while not health_ok(self.url):
             if time.time() > deadline:
                 logs = docker("logs", self.name, check=False)
                 raise AssertionError(f"agentix-server did not answer /health: {logs.stdout}{logs.stderr}")

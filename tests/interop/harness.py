@@ -41,6 +41,15 @@ def server_binary():
     return path
 
 
+def health_ok(url):
+    """Does the runtime server at url answer GET /health with 200?"""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 class Server:
     """An agentix-server process on a free port, stopped (and checked) at exit."""
 
@@ -61,12 +70,8 @@ class Server:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.read_log()}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
+            if health_ok(self.url):
+                break
             if time.time() > deadline:
                 raise RuntimeError("server did not come up: " + self.read_log())
             time.sleep(0.02)
