@@ -94,18 +94,7 @@ static la_ssize_t on_write(struct archive *a, void *userdata, const void *buf, s
 }
 
 static int add_entry(struct archive *a, const char *name, mode_t mode, int64_t size) {
-        struct archive_entry *e = archive_entry_new();
-        int r;
-
-        if (!e)
-                return -ENOMEM;
-        archive_entry_set_pathname(e, name);
-        archive_entry_set_mode(e, mode);
-        archive_entry_set_size(e, S_ISREG(mode) ? size : 0);
-        archive_entry_set_mtime(e, 1, 0);
-        r = archive_write_header(a, e);
-        archive_entry_free(e);
-        return r == ARCHIVE_OK ? 0 : -EIO;
+        return archive_write_entry(a, name, mode, size, NULL);
 }
 
 static int add_memory(struct archive *a, const char *name, const char *data) {

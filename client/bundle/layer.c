@@ -37,7 +37,7 @@ static la_ssize_t on_write(struct archive *a, void *userdata, const void *buf, s
         return n;
 }
 
-static int write_header(Writer *w, const char *name, mode_t mode, int64_t size, const char *link) {
+int archive_write_entry(struct archive *a, const char *name, mode_t mode, int64_t size, const char *link) {
         struct archive_entry *e = archive_entry_new();
         int r;
 
@@ -51,7 +51,7 @@ static int write_header(Writer *w, const char *name, mode_t mode, int64_t size, 
         archive_entry_set_size(e, S_ISREG(mode) ? size : 0);
         if (link)
                 archive_entry_set_symlink(e, link);
-        r = archive_write_header(w->a, e);
+        r = archive_write_header(a, e);
         archive_entry_free(e);
         return r == ARCHIVE_OK ? 0 : -EIO;
 }
@@ -86,10 +86,10 @@ static int write_tree(Writer *w, const char *path, const char *name) {
                 if (len < 0)
                         return negative_errno();
                 target[len] = 0;
-                return write_header(w, name, S_IFLNK | 0777, 0, target);
+                return archive_write_entry(w->a, name, S_IFLNK | 0777, 0, target);
         }
         if (S_ISREG(st.st_mode)) {
-                r = write_header(w, name, S_IFREG | (st.st_mode & 0777), st.st_size, NULL);
+                r = archive_write_entry(w->a, name, S_IFREG | (st.st_mode & 0777), st.st_size, NULL);
                 return r < 0 ? r : archive_write_file_data(w->a, path);
         }
         if (!S_ISDIR(st.st_mode))
@@ -98,7 +98,7 @@ static int write_tree(Writer *w, const char *path, const char *name) {
         {
                 char dir_name[PATH_MAX];
                 snprintf(dir_name, sizeof(dir_name), "%s/", name);
-                r = write_header(w, dir_name, S_IFDIR | 0755, 0, NULL);
+                r = archive_write_entry(w->a, dir_name, S_IFDIR | 0755, 0, NULL);
                 if (r < 0)
                         return r;
         }
@@ -136,7 +136,7 @@ static int write_parents(Writer *w, const char *name, char ***written) {
                 if (!seen) {
                         size_t n = 0;
                         char **l;
-                        int r = write_header(w, buf, S_IFDIR | 0755, 0, NULL);
+                        int r = archive_write_entry(w->a, buf, S_IFDIR | 0755, 0, NULL);
                         if (r < 0)
                                 return r;
                         while (*written && (*written)[n])

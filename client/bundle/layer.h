@@ -11,6 +11,7 @@
 #define LAYER_FORMAT "l1"
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #define DIGEST_HEX_LEN 64
 
@@ -25,6 +26,8 @@ int layer_write(const char *path, const LayerTree *trees, size_t n_trees, char r
                 uint64_t *ret_size);
 
 struct archive;
+/* An entry's header as every archive here writes it: owner 0:0, no names, mtime 1. */
+int archive_write_entry(struct archive *a, const char *name, mode_t mode, int64_t size, const char *link);
 /* The contents of the file at path, after its header was written. */
 int archive_write_file_data(struct archive *a, const char *path);
 
