@@ -15,6 +15,9 @@
 #include "docker-engine.h"
 #include "fs-util.h"
 #include "image-archive.h"
+#include "module-compile.h"
+#include "runtime-env.h"
+#include "runtime-tree.h"
 #include "host-command.h"
 #include "store-build.h"
 
@@ -152,101 +155,6 @@ static int relocate_lws_plugins(Build *b) {
         return 0;
 }
 
-static int pkg_config(Build *b, const char *what, char **pkgs, char **ret) {
-        _cleanup_strv_free_ char **argv = NULL;
-        int r;
-
-        if (strv_extend(&argv, "pkg-config") < 0 || strv_extend(&argv, what) < 0)
-                return -ENOMEM;
-        for (char **p = pkgs; p && *p; p++)
-                if (strv_extend(&argv, *p) < 0)
-                        return -ENOMEM;
-        r = spawn_capture(argv, ret, NULL);
-        if (r == -ENOENT)
-                return build_fail(b, r, "pkg-config is not installed (apt-get install pkg-config)");
-        if (r != 0) {
-                (*ret)[strcspn(*ret, "\n")] = 0;
-                return build_fail(b, -ENOPKG, "pkg-config %s: %s", what, *ret);
-        }
-        (*ret)[strcspn(*ret, "\n")] = 0;
-        return 0;
-}
-
-/* Compile a [Module NAME] with Sources= into NAME.so: position-independent, no debug paths,
- * the same bytes for the same sources. */
-static int compile_module(Build *b, const BundleModule *mod, const char *out) {
-        _cleanup_strv_free_ char **argv = NULL, **pkgs = NULL;
-        _cleanup_free_ char *cflags = NULL, *libs = NULL, *output = NULL, *prefix_map = NULL, *inc = NULL;
-        const char *cc = getenv("CC");
-        int r;
-
-        if (strv_extend(&pkgs, "msgpack") < 0)
-                return -ENOMEM;
-        for (char **p = mod->pkg_config; p && *p; p++)
-                if (strv_extend(&pkgs, *p) < 0)
-                        return -ENOMEM;
-        r = pkg_config(b, "--cflags", pkgs, &cflags);
-        if (r < 0)
-                return r;
-        if (mod->pkg_config) {
-                r = pkg_config(b, "--libs", mod->pkg_config, &libs);
-                if (r < 0)
-                        return r;
-        }
-        if (asprintf(&prefix_map, "-ffile-prefix-map=%s=.", b->m->dir) < 0 ||
-            asprintf(&inc, "-I%s", b->o->include_dir ?: AGENTIX_INCLUDEDIR) < 0)
-                return -ENOMEM;
-        r = strv_extend(&argv, strempty(cc) ? "cc" : cc);
-        for (const char *const *f = (const char *const[]) { "-shared", "-fPIC", "-O2", "-g0", "-std=gnu11", "-Wall",
-                                                          "-fvisibility=hidden", NULL };
-             r >= 0 && *f; f++)
-                r = strv_extend(&argv, *f);
-        if (r >= 0)
-                r = strv_extend(&argv, prefix_map);
-        if (r >= 0)
-                r = strv_extend(&argv, inc);
-        if (r >= 0)
-                r = strv_split_extend(&argv, cflags);
-        if (r >= 0 && mod->cflags)
-                r = strv_split_extend(&argv, mod->cflags);
-        if (r >= 0)
-                r = strv_extend(&argv, "-o");
-        if (r >= 0)
-                r = strv_extend(&argv, out);
-        for (char **s = mod->sources; r >= 0 && s && *s; s++) {
-                char *path;
-                if (asprintf(&path, "%s%s%s", (*s)[0] == '/' ? "" : b->m->dir, (*s)[0] == '/' ? "" : "/", *s) < 0)
-                        return -ENOMEM;
-                if (access(path, R_OK) < 0) {
-                        r = build_fail(b, -ENOENT, "[Module %s]: source %s: %m", mod->name, path);
-                        free(path);
-                        return r;
-                }
-                r = strv_consume(&argv, path);
-        }
-        if (r >= 0 && libs)
-                r = strv_split_extend(&argv, libs);
-        if (r < 0)
-                return r;
-        r = spawn_capture(argv, &output, NULL);
-        if (r == -ENOENT)
-                return build_fail(b, r, "[Module %s]: the C compiler %s is not installed (apt-get install gcc)", mod->name,
-                                  argv[0]);
-        if (r != 0) {
-                /* The compiler's first error line; its full output above it. */
-                char *line = output ? strstr(output, "error") : NULL;
-                if (output)
-                        fputs(output, stderr);
-                if (line) {
-                        while (line > output && line[-1] != '\n')
-                                line--;
-                        line[strcspn(line, "\n")] = 0;
-                }
-                return build_fail(b, -EINVAL, "[Module %s] does not compile: %s", mod->name, line ?: "see above");
-        }
-        return 0;
-}
-
 static int add_modules(Build *b) {
         for (size_t i = 0; i < b->m->n_modules; i++) {
                 const BundleModule *mod = &b->m->modules[i];
@@ -263,7 +171,7 @@ static int add_modules(Build *b) {
                                 return build_fail(b, -ENOENT, "[Module %s]: %s: %m", mod->name, so);
                 } else {
                         snprintf(so, sizeof(so), "%s/%s.so", b->tmp, mod->name);
-                        r = compile_module(b, mod, so);
+                        r = module_compile(mod, b->m->dir, b->o->include_dir ?: AGENTIX_INCLUDEDIR, so, &b->error);
                         if (r < 0)
                                 return r;
                 }
@@ -329,89 +237,6 @@ static int collect(Build *b) {
                 return build_fail(b, r, "cannot hash the store paths: %s", strerror(-r));
         progress(b, BUILD_STEP_RESOLVE, 1, 1, NULL);
         return 0;
-}
-
-/* ---- environment ------------------------------------------------------------------------ */
-
-static int env_for_source(Build *b, const char *source, const char *fmt_dir_list) {
-        StorePath *sp = closure_find_source(b->c, source);
-        _cleanup_free_ char *expanded = NULL;
-        const char *eq;
-        char prefix[PATH_MAX];
-
-        if (!sp)
-                return 0;
-        snprintf(prefix, sizeof(prefix), STORE_DIR "/%s", sp->basename);
-        /* fmt_dir_list: "NAME=%s/dir:%s/other" with every %s the store path. */
-        eq = strchr(fmt_dir_list, '=');
-        if (!eq)
-                return -EINVAL;
-        {
-                size_t n = 0;
-                for (const char *p = fmt_dir_list; (p = strstr(p, "%s")); p += 2)
-                        n++;
-                expanded = malloc(strlen(fmt_dir_list) + n * strlen(prefix) + 1);
-                if (!expanded)
-                        return -ENOMEM;
-                char *o = expanded;
-                for (const char *p = fmt_dir_list; *p;) {
-                        if (strneq(p, "%s", 2)) {
-                                o = stpcpy(o, prefix);
-                                p += 2;
-                        } else
-                                *o++ = *p++;
-                }
-                *o = 0;
-        }
-        return strv_consume(&b->env, TAKE_PTR(expanded));
-}
-
-/* glibc reads locales and iconv modules from paths compiled into it (/usr/lib/locale,
- * /usr/lib/<triplet>/gconv): in the store, from the store. */
-static int glibc_environment(Build *b) {
-        StorePath *sp = closure_find_source(b->c, "glibc");
-        int r = 0;
-
-        if (!sp)
-                return 0;
-        if (store_path_find(sp, "lib/locale/C.utf8/LC_CTYPE"))
-                r = env_for_source(b, "glibc", "LOCPATH=%s/lib/locale");
-        for (size_t i = 0; r >= 0 && i < sp->n_files; i++) {
-                const char *d = sp->files[i].dest;
-                size_t n = strlen(d);
-                char *a;
-
-                if (n < 20 || !streq(d + n - 20, "/gconv/gconv-modules") || strncmp(d, "lib/", 4) != 0)
-                        continue;
-                if (asprintf(&a, "GCONV_PATH=" STORE_DIR "/%s/%.*s", sp->basename, (int) (n - 14), d) < 0)
-                        return -ENOMEM;
-                r = strv_consume(&b->env, a);
-                break;
-        }
-        return r;
-}
-
-/* The environment agentix-server gives everything it runs (/nix/runtime/etc/environment):
- * the bundle's programs first on PATH, and where relocated programs find their data. */
-static int make_environment(Build *b) {
-        static const struct {
-                const char *source, *assignment;
-        } rules[] = {
-                { "git", "GIT_EXEC_PATH=%s/lib/git-core" },
-                { "git", "GIT_TEMPLATE_DIR=%s/share/git-core/templates" },
-                { "ca-certificates", "SSL_CERT_FILE=%s/etc/ssl/certs/ca-certificates.crt" },
-                { "ncurses", "TERMINFO_DIRS=%s/share/terminfo:%s/lib/terminfo" },
-        };
-        int r;
-
-        r = strv_extend(&b->env, "PATH=/nix/runtime/bin:${PATH}");
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(rules); i++)
-                r = env_for_source(b, rules[i].source, rules[i].assignment);
-        if (r >= 0)
-                r = glibc_environment(b);
-        for (char **e = b->m->environment; r >= 0 && e && *e; e++)
-                r = strv_extend(&b->env, *e);
-        return r;
 }
 
 /* ---- store paths and layers ------------------------------------------------------------- */
@@ -541,143 +366,19 @@ static int build_layers(Build *b) {
 
 /* ---- /nix/runtime ----------------------------------------------------------------------- */
 
-static int write_text(const char *path, const char *text) {
-        _cleanup_close_ int fd = -EBADF;
-        char dir[PATH_MAX];
-        int r;
-
-        snprintf(dir, sizeof(dir), "%s", path);
-        *strrchr(dir, '/') = 0;
-        r = mkdir_parents(dir);
-        if (r < 0)
-                return r;
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
-                return negative_errno();
-        return loop_write(fd, text, strlen(text));
-}
-
-static int runtime_link(const char *root, const char *name, const char *target) {
-        char path[PATH_MAX], dir[PATH_MAX];
-        int r;
-
-        snprintf(path, sizeof(path), "%s/%s", root, name);
-        snprintf(dir, sizeof(dir), "%s", path);
-        *strrchr(dir, '/') = 0;
-        r = mkdir_parents(dir);
-        if (r < 0)
-                return r;
-        return symlink(target, path) < 0 ? negative_errno() : 0;
-}
-
-static json_t *bundle_manifest_json(Build *b) {
-        json_t *paths = json_array(), *root;
-
-        for (size_t i = 0; paths && i < b->c->n_paths; i++) {
-                StorePath *sp = b->c->paths[i];
-                json_t *pkgs = json_array();
-                for (char **p = sp->packages; pkgs && p && *p; p++)
-                        json_array_append_new(pkgs, json_string(*p));
-                json_array_append_new(paths, json_pack("{s:s+, s:s, s:s, s:s?, s:o, s:I}", "path", STORE_DIR "/",
-                                                       sp->basename, "name", sp->name, "version", sp->version, "source",
-                                                       sp->source_package, "packages", pkgs, "size",
-                                                       (json_int_t) sp->total_size));
-        }
-        char platform[64];
-
-        snprintf(platform, sizeof(platform), "%s/%s%s%s", b->os, b->arch, b->variant ? "/" : "", b->variant ?: "");
-        root = json_pack("{s:s, s:s, s:s?, s:s, s:s, s:o}", "name", b->m->name, "version", b->m->version, "description",
-                         b->m->description, "platform", platform, "agentix", AGENTIX_VERSION, "store_paths", paths);
-        return root;
-}
-
 static int build_runtime_layer(Build *b) {
-        _cleanup_free_ char *root = NULL, *env_text = NULL, *manifest = NULL, *tar = NULL;
+        _cleanup_free_ char *root = NULL, *tar = NULL;
         ImageLayer *l = &b->layers[b->n_layers];
-        size_t env_len = 0;
-        json_t *j;
+        char platform[64];
         int r;
 
         if (asprintf(&root, "%s/runtime", b->tmp) < 0 || asprintf(&tar, "%s/runtime.tar", b->tmp) < 0)
                 return -ENOMEM;
-        r = mkdir_parents(root);
-        for (size_t i = 0; r >= 0 && i < b->c->n_links; i++) {
-                _cleanup_free_ char *target = store_ref_path(&b->c->links[i].target);
-                if (!target)
-                        return -ENOMEM;
-                r = runtime_link(root, b->c->links[i].path, target);
-        }
-        for (size_t i = 0; r >= 0 && i < b->c->n_paths; i++) {
-                StorePath *sp = b->c->paths[i];
-                for (size_t k = 0; r >= 0 && k < sp->n_files; k++)
-                        if (strneq(sp->files[k].dest, "lib/agentix/modules/", 20)) {
-                                StoreRef ref = { .path = sp, .dest = sp->files[k].dest };
-                                _cleanup_free_ char *target = store_ref_path(&ref);
-                                if (!target)
-                                        return -ENOMEM;
-                                r = runtime_link(root, sp->files[k].dest, target);
-                        }
-        }
-        if (r >= 0)
-                r = mkdir_parents(root) < 0 ? -EIO : 0;
+        snprintf(platform, sizeof(platform), "%s/%s%s%s", b->os, b->arch, b->variant ? "/" : "", b->variant ?: "");
+        r = runtime_tree_write(&(RuntimeTree) { .c = b->c, .m = b->m, .env = b->env, .platform = platform }, root,
+                               &b->error);
         if (r < 0)
-                return build_fail(b, r, "cannot assemble /nix/runtime: %s", strerror(-r));
-        /* lib/agentix/modules exists even with no modules: it is the server's module directory. */
-        {
-                char dir[PATH_MAX];
-                snprintf(dir, sizeof(dir), "%s/lib/agentix/modules", root);
-                r = mkdir_parents(dir);
-                if (r < 0)
-                        return r;
-        }
-
-        for (char **e = b->env; e && *e; e++)
-                env_len += strlen(*e) + 1;
-        env_text = calloc(1, env_len + 128);
-        if (!env_text)
-                return -ENOMEM;
-        strcpy(env_text, "# Set by agentix-server for everything it runs (agentixctl build).\n");
-        for (char **e = b->env; e && *e; e++)
-                strcat(strcat(env_text, *e), "\n");
-        {
-                char p[PATH_MAX];
-                snprintf(p, sizeof(p), "%s/etc/environment", root);
-                r = write_text(p, env_text);
-                if (r < 0)
-                        return r;
-        }
-        j = bundle_manifest_json(b);
-        manifest = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!manifest)
-                return -ENOMEM;
-        {
-                char p[PATH_MAX];
-                snprintf(p, sizeof(p), "%s/manifest.json", root);
-                r = write_text(p, manifest);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < b->m->n_copies; i++) {
-                char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX];
-                struct stat st;
-
-                if (b->m->copies[i].source[0] == '/')
-                        snprintf(from, sizeof(from), "%s", b->m->copies[i].source);
-                else
-                        snprintf(from, sizeof(from), "%s/%s", b->m->dir, b->m->copies[i].source);
-                snprintf(to, sizeof(to), "%s/%s", root, b->m->copies[i].dest);
-                if (stat(from, &st) < 0 || !S_ISREG(st.st_mode))
-                        return build_fail(b, -ENOENT, "[Files] Copy=: %s is not a readable file", from);
-                snprintf(dir, sizeof(dir), "%s", to);
-                *strrchr(dir, '/') = 0;
-                r = mkdir_parents(dir);
-                if (r >= 0)
-                        r = copy_file(from, to, st.st_mode & 0755);
-                if (r < 0)
-                        return build_fail(b, r, "cannot copy %s: %s", from, strerror(-r));
-        }
-
+                return r;
         r = layer_write(tar, &(LayerTree) { .dir = root, .name = "nix/runtime" }, 1, l->diff_id, NULL);
         if (r < 0)
                 return build_fail(b, r, "cannot write the runtime layer: %s", strerror(-r));
@@ -871,7 +572,7 @@ int bundle_build(const BundleBuildOptions *o, BundleBuildResult *res, char **ret
         r = collect(&b);
         if (r < 0)
                 goto finish;
-        r = make_environment(&b);
+        r = runtime_environment(b.c, b.m->environment, &b.env);
         if (r < 0)
                 goto finish;
         r = build_store(&b, &made);

@@ -225,8 +225,7 @@ def rebuild_is_cached_and_gives_the_same_image():
 @test
 def image_records_platform_volume_and_tags():
     bundle = build()
-    info = json.loads(docker("image", "inspect", f"{bundle['name']}:latest").stdout)[0]
-    assert info["Id"] == bundle["id"]
+    info = json.loads(docker("image", "inspect", bundle["id"]).stdout)[0]
     assert (info["Os"], info["Architecture"]) == ("linux", "amd64"), (info["Os"], info["Architecture"])
     assert info["Config"]["Volumes"] == {"/nix": {}}
     assert info["Config"]["Entrypoint"] == ["/nix/runtime/bin/agentix-server"]
@@ -259,7 +258,7 @@ def bundles_share_the_layers_they_have_in_common():
         project = write_project(out, "[Bundle]\nName=agentix-test-small\nVersion=1\n[Tools]\nPackages=bash\n")
         build(project)
         layers = lambda ref: set(json.loads(docker("image", "inspect", ref).stdout)[0]["RootFS"]["Layers"])
-        shared = layers(f"{example['name']}:latest") & layers("agentix-test-small:1")
+        shared = layers(example["id"]) & layers("agentix-test-small:1")
         # glibc, bash and the runtime's libraries are the same store paths, hence the same layers.
         assert len(shared) >= 10, len(shared)
         docker("rmi", "-f", "agentix-test-small:1", "agentix-test-small:latest", check=False)
