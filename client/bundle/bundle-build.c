@@ -117,12 +117,11 @@ static int add_runtime(Build *b) {
                                   (char *[]) { (char *) "bin/agentix-server", (char *) "bin/agentix-worker", NULL }, NULL);
         if (r < 0)
                 return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
-        /* libwebsockets loads its libuv glue as a plugin (nothing names it in an ELF file). */
-        if (dpkg_db_find(b->db, LWS_EVLIB_PACKAGE)) {
-                r = closure_add_package(b->c, LWS_EVLIB_PACKAGE, NULL);
-                if (r < 0)
-                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
-        }
+        /* What libraries read at run time that no ELF file names: libwebsockets' libuv glue (a
+         * plugin), glibc's C.UTF-8 locale (python3 switches to it), ncurses' terminfo. */
+        if (closure_add_companion(b->c, "libwebsockets", LWS_EVLIB_PACKAGE) < 0 ||
+            closure_add_companion(b->c, "glibc", "libc-bin") < 0 || closure_add_companion(b->c, "ncurses", "ncurses-base") < 0)
+                return -ENOMEM;
         return 0;
 }
 
@@ -214,12 +213,6 @@ static int collect(Build *b) {
         }
         for (char **p = b->m->programs; p && *p; p++) {
                 r = closure_add_program(b->c, *p);
-                if (r < 0)
-                        return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
-        }
-        /* glibc's locale data (C.UTF-8, which python3 switches to) is in libc-bin. */
-        if (dpkg_db_find(b->db, "libc-bin")) {
-                r = closure_add_package(b->c, "libc-bin", NULL);
                 if (r < 0)
                         return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
         }

@@ -89,6 +89,7 @@ Closure *closure_free(Closure *c) {
         }
         free(c->links);
         strv_free(c->lib_dirs);
+        strv_free(c->companions);
         free(c->interpreter.dest);
         free(c->error);
         free(c);
@@ -576,13 +577,41 @@ static int resolve_link(Closure *c, StorePath *sp, StoreFile *f) {
         return 0;
 }
 
+int closure_add_companion(Closure *c, const char *source, const char *package) {
+        int r = strv_extend(&c->companions, source);
+
+        return r < 0 ? r : strv_extend(&c->companions, package);
+}
+
+/* Take the companions of the sources the closure holds. Returns > 0 when it took any. */
+static int take_companions(Closure *c) {
+        int taken = 0;
+
+        for (char **s = c->companions; s && s[0] && s[1]; s += 2) {
+                DebPackage *p = dpkg_db_find(c->db, s[1]);
+                int r;
+
+                if (!p || !closure_find_source(c, s[0]) || strmap_get(c->packages, p->name, strlen(p->name)))
+                        continue;
+                r = take_package(c, p, true);
+                if (r < 0)
+                        return r;
+                taken = 1;
+        }
+        return taken;
+}
+
 int closure_resolve(Closure *c) {
         bool changed = true;
         int r;
 
-        /* Reading an ELF file can take a package, which brings more files: until nothing is new. */
+        /* Reading an ELF file can take a package, which brings more files (and companions): until
+         * nothing is new. */
         while (changed) {
-                changed = false;
+                r = take_companions(c);
+                if (r < 0)
+                        return r;
+                changed = r > 0;
                 for (size_t i = 0; i < c->n_paths; i++)
                         for (size_t j = 0; j < c->paths[i]->n_files; j++) {
                                 if (c->paths[i]->files[j].scanned)

@@ -26,6 +26,7 @@ typedef struct Closure {
         size_t n_links;
         StrMap *link_paths;
         StoreRef interpreter;     /* glibc's loader in the store */
+        char **companions;        /* source, package, source, package, …: see closure_add_companion() */
         char *error;              /* why the last call failed, for a person */
         unsigned n_warnings;
 } Closure;
@@ -43,6 +44,11 @@ int closure_add_program(Closure *c, const char *path);
  * missing libraries are errors. Links every bin/ file into /nix/runtime/bin. */
 int closure_add_component(Closure *c, const char *name, const char *version, char *const *files,
                           char *const *dests, StorePath **ret);
+
+/* Whenever the closure holds the Debian source package `source`, take `package` too (when it is
+ * installed): data that the source's libraries read at run time but no ELF file names
+ * (ncurses' terminfo, glibc's C.UTF-8 locale, libwebsockets' event-loop plugins). */
+int closure_add_companion(Closure *c, const char *source, const char *package);
 
 /* Read every ELF object, take the packages of the libraries they need, and resolve every
  * symlink. Call after adding everything. */

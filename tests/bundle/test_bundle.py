@@ -174,6 +174,11 @@ def check_example_bundle(image):
             assert prefix.startswith("/nix/store/") and "python3" in prefix, r
             assert openssl.startswith("OpenSSL 3"), r
 
+            # terminfo comes with ncurses (ncurses-base, which no ELF file names).
+            r = execute(client, "python3 -c \"import curses; curses.setupterm('xterm-256color'); "
+                                "print(curses.tigetnum('colors'))\"")
+            assert r == {**r, "exit_code": 0, "output": "256\n"}, r
+
             r = execute(client, "set -e; cd /tmp && rm -rf repo && git init -q repo && cd repo && "
                                 "echo hello > f && git add f && git commit -q -m first && git log --format=%s:%an")
             assert r["exit_code"] == 0 and r["output"].strip() == "first:agent", r
