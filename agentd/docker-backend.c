@@ -1,0 +1,546 @@
+/* SPDX-License-Identifier: MIT */
+#include <curl/curl.h>
+
+#include "agentd-errors.h"
+#include "curl-event.h"
+#include "docker-backend.h"
+#include "docker-client.h"
+#include "log.h"
+#include "strv.h"
+
+#define RUNTIME_PORT "8000/tcp"
+#define SERVER_PATH "/nix/runtime/bin/agentix-server"
+#define HEALTH_INTERVAL_USEC (20ULL * 1000)
+#define HEALTH_TIMEOUT_USEC (60ULL * 1000 * 1000)
+#define HEALTH_CHECK_EVERY 25 /* probes between looks at whether the container still runs */
+
+struct DockerBackend {
+        sd_event *event;
+        DockerClient *docker;
+        CurlEvent *probes;
+};
+
+typedef enum CreateStep {
+        STEP_INSPECT_BUNDLE,
+        STEP_INSPECT_IMAGE,
+        STEP_INSPECT_CARRIER,
+        STEP_CREATE_CARRIER,
+        STEP_CREATE,
+        STEP_START,
+        STEP_INSPECT,
+        STEP_HEALTH,
+        STEP_CLEANUP,
+} CreateStep;
+
+struct CreateJob {
+        DockerBackend *backend;
+        Sandbox *sandbox;
+        CreateStep step;
+        DockerRequest *request;
+        char *bundle_id;          /* sha256:… */
+        char *carrier;            /* its name */
+        bool container_made;      /* a create may have made it: remove on failure */
+        /* /health probes */
+        CURL *probe;
+        sd_event_source *timer;
+        uint64_t deadline;
+        unsigned probes;
+        /* the failure being reported once the cleanup is done */
+        const char *error_name;
+        char *error_message;
+};
+
+typedef struct RemoveJob {
+        Sandbox *sandbox;
+        sandbox_done_t done;
+} RemoveJob;
+
+int docker_socket_from_env(char **ret) {
+        const char *h = getenv("DOCKER_HOST");
+
+        if (strempty(h))
+                h = "unix:///var/run/docker.sock";
+        if (!strneq(h, "unix://", 7))
+                return -EPROTONOSUPPORT;
+        *ret = strdup(h + 7);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret) {
+        DockerBackend *b = calloc(1, sizeof(*b));
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        b->event = sd_event_ref(event);
+        r = docker_client_new(event, socket, &b->docker);
+        if (r >= 0)
+                r = curl_event_new(event, &b->probes);
+        if (r < 0) {
+                docker_backend_free(b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+DockerBackend *docker_backend_free(DockerBackend *b) {
+        if (!b)
+                return NULL;
+        docker_client_free(b->docker);
+        curl_event_free(b->probes);
+        sd_event_unref(b->event);
+        free(b);
+        return NULL;
+}
+
+static void job_free(CreateJob *j) {
+        if (!j)
+                return;
+        docker_request_cancel(j->request);
+        if (j->probe) {
+                curl_event_remove(j->backend->probes, j->probe);
+                curl_easy_cleanup(j->probe);
+        }
+        sd_event_source_disable_unref(j->timer);
+        free(j->bundle_id);
+        free(j->carrier);
+        free(j->error_message);
+        free(j);
+}
+
+void create_job_cancel(CreateJob *j) {
+        job_free(j);
+}
+
+static void job_finish(CreateJob *j) {
+        Sandbox *s = j->sandbox;
+        const char *name = j->error_name;
+        _cleanup_free_ char *message = TAKE_PTR(j->error_message);
+
+        s->create_job = NULL;
+        job_free(j);
+        sandbox_create_done(s, name, message);
+}
+
+static void on_cleanup(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        CreateJob *j = userdata;
+
+        j->request = NULL;
+        if (status != 204 && status != 404)
+                log_warning("Sandbox %s: could not remove the half-made container agentix-%s (%s); "
+                            "remove it with docker rm -f.", j->sandbox->id, j->sandbox->id, error ?: "HTTP error");
+        job_finish(j);
+}
+
+/* Fail the create: remove what it made, then answer. */
+static void job_fail(CreateJob *j, const char *error_name, const char *fmt, ...) _printf_(3, 4);
+static void job_fail(CreateJob *j, const char *error_name, const char *fmt, ...) {
+        char path[128];
+        va_list ap;
+
+        j->error_name = error_name;
+        va_start(ap, fmt);
+        if (vasprintf(&j->error_message, fmt, ap) < 0)
+                j->error_message = NULL;
+        va_end(ap);
+        if (!j->container_made) {
+                job_finish(j);
+                return;
+        }
+        j->step = STEP_CLEANUP;
+        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", j->sandbox->id);
+        if (docker_request(j->backend->docker, "DELETE", path, NULL, 0, on_cleanup, j, &j->request) < 0)
+                job_finish(j);
+}
+
+/* A Docker error that is not the caller's: the backend is down or refused. */
+static void job_fail_docker(CreateJob *j, const char *what, int status, json_t *body, const char *error) {
+        char buf[128];
+        const char *m = docker_error_message(status, body, error, buf, sizeof(buf));
+
+        if (status == -ETIMEDOUT)
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Docker did not answer in time while %s: %s", what, m);
+        else if (status < 0)
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach Docker while %s: %s", what, m);
+        else
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Docker refused %s: %s", what, m);
+}
+
+static void step(CreateJob *j);
+
+static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata);
+
+static int send_step(CreateJob *j, const char *method, const char *path, json_t *body) {
+        return docker_request(j->backend->docker, method, path, body, 0, on_reply, j, &j->request);
+}
+
+static char *escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        copy = e ? strdup(e) : NULL;
+        curl_free(e);
+        return copy;
+}
+
+static json_t *labels_json(Sandbox *s, const char *bundle_id) {
+        json_t *l = json_object();
+        char buf[64];
+
+        for (char **kv = s->config->labels; l && kv && *kv; kv++) {
+                _cleanup_free_ char *k = strndup(*kv, strcspn(*kv, "="));
+                if (!k || json_object_set_new(l, k, json_string(strchr(*kv, '=') + 1)) < 0)
+                        return json_decref(l), NULL;
+        }
+        json_object_set_new(l, "org.agentix.managed", json_string("1"));
+        json_object_set_new(l, "org.agentix.sandbox", json_string(s->id));
+        snprintf(buf, sizeof(buf), "%u", (unsigned) s->owner);
+        json_object_set_new(l, "org.agentix.owner", json_string(buf));
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) (s->created_at / 1000000));
+        json_object_set_new(l, "org.agentix.created", json_string(buf));
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) (s->expires_at / 1000000));
+        json_object_set_new(l, "org.agentix.expires", json_string(buf));
+        json_object_set_new(l, "org.agentix.bundle", json_string(s->config->bundle));
+        json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_id));
+        json_object_set_new(l, "org.agentix.image", json_string(s->config->image));
+        return l;
+}
+
+static json_t *task_container_json(CreateJob *j) {
+        Sandbox *s = j->sandbox;
+        _cleanup_strv_free_ char **env = NULL;
+        char token[128];
+        json_t *c, *envj;
+
+        snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
+        if (strv_extend(&env, token) < 0)
+                return NULL;
+        for (char **e = s->config->env; e && *e; e++)
+                if (!strneq(*e, "AGENTIX_TOKEN=", 14) && strv_extend(&env, *e) < 0)
+                        return NULL;
+        envj = json_array();
+        for (char **e = env; envj && *e; e++)
+                json_array_append_new(envj, json_string(*e));
+        c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:{s:[{s:s, s:s}]}, s:I, s:I, s:I, s:s?, "
+                      "s:{s:s}}}",
+                      "Image", s->config->image,
+                      "Entrypoint", SERVER_PATH,
+                      "Cmd",
+                      "Env", envj,
+                      "Labels", labels_json(s, j->bundle_id),
+                      "ExposedPorts", RUNTIME_PORT,
+                      "HostConfig",
+                      "VolumesFrom", j->carrier,
+                      "PortBindings", RUNTIME_PORT, "HostIp", "127.0.0.1", "HostPort", "",
+                      "PidsLimit", (json_int_t) s->config->limits.pids,
+                      "Memory", (json_int_t) s->config->limits.memory,
+                      "NanoCpus", (json_int_t) (s->config->limits.cpus * 1e9),
+                      "NetworkMode", s->config->network,
+                      "LogConfig", "Type", "json-file");
+        if (c && s->config->workdir)
+                json_object_set_new(c, "WorkingDir", json_string(s->config->workdir));
+        return c;
+}
+
+/* ---- /health ---------------------------------------------------------------------------- */
+
+static int on_probe_timer(sd_event_source *es, uint64_t usec, void *userdata);
+
+static void probe_again(CreateJob *j) {
+        uint64_t now;
+
+        (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &now);
+        if (now >= j->deadline) {
+                job_fail(j, AGENTD_ERROR_START_FAILED,
+                         "The runtime in sandbox %s did not answer /health within %llu s (see docker logs agentix-%s)",
+                         j->sandbox->id, HEALTH_TIMEOUT_USEC / 1000000, j->sandbox->id);
+                return;
+        }
+        if (j->probes % HEALTH_CHECK_EVERY == 0) {
+                /* Is it still running? A server that could not start is not waited for. */
+                char path[128];
+                j->step = STEP_INSPECT;
+                snprintf(path, sizeof(path), "/containers/agentix-%s/json", j->sandbox->id);
+                if (send_step(j, "GET", path, NULL) < 0)
+                        job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot ask Docker about the sandbox's container");
+                return;
+        }
+        if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, HEALTH_INTERVAL_USEC, 1000,
+                                       on_probe_timer, j) < 0)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot wait for the runtime: out of memory");
+}
+
+static void on_probe_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
+        CreateJob *j = userdata;
+        long status = 0;
+
+        if (result == CURLE_OK)
+                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status == 200) {
+                job_finish(j);
+                return;
+        }
+        j->probes++;
+        probe_again(j);
+}
+
+static size_t discard(char *data, size_t size, size_t n, void *userdata) {
+        return size * n;
+}
+
+static void probe(CreateJob *j) {
+        char url[256];
+
+        snprintf(url, sizeof(url), "%s/health", j->sandbox->runtime_url);
+        if (!j->probe) {
+                j->probe = curl_easy_init();
+                if (!j->probe) {
+                        job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime: out of memory");
+                        return;
+                }
+                curl_easy_setopt(j->probe, CURLOPT_URL, url);
+                curl_easy_setopt(j->probe, CURLOPT_WRITEFUNCTION, discard);
+                curl_easy_setopt(j->probe, CURLOPT_NOSIGNAL, 1L);
+                curl_easy_setopt(j->probe, CURLOPT_TIMEOUT_MS, 2000L);
+                curl_easy_setopt(j->probe, CURLOPT_NOPROXY, "*");
+        }
+        if (curl_event_add(j->backend->probes, j->probe, on_probe_done, j) < 0)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime");
+}
+
+static int on_probe_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        CreateJob *j = userdata;
+
+        j->timer = sd_event_source_disable_unref(j->timer);
+        probe(j);
+        return 0;
+}
+
+/* ---- the steps -------------------------------------------------------------------------- */
+
+static bool bundle_looks_right(json_t *image) {
+        json_t *config = json_object_get(image, "Config");
+
+        return json_object_get(json_object_get(config, "Volumes"), "/nix") != NULL;
+}
+
+/* Fail and leave on_reply(). */
+#define FAIL(...)                               \
+        do {                                    \
+                job_fail(__VA_ARGS__);          \
+                return;                         \
+        } while (0)
+#define FAIL_DOCKER(...)                        \
+        do {                                    \
+                job_fail_docker(__VA_ARGS__);   \
+                return;                         \
+        } while (0)
+
+/* The container runs (or this is the first look): keep probing /health, or start to. */
+static void on_inspected(CreateJob *j, json_t *body) {
+        Sandbox *s = j->sandbox;
+        json_t *st = json_object_get(body, "State");
+        const char *port;
+
+        if (!json_is_true(json_object_get(st, "Running")))
+                FAIL(j, AGENTD_ERROR_START_FAILED,
+                     "The sandbox's container stopped (exit status %lld) before its runtime answered: does image '%s' "
+                     "run /nix/runtime/bin/agentix-server from bundle '%s'?",
+                     (long long) json_integer_value(json_object_get(st, "ExitCode")), s->config->image, s->config->bundle);
+        j->step = STEP_HEALTH;
+        if (s->runtime_url) {
+                if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, HEALTH_INTERVAL_USEC, 1000,
+                                               on_probe_timer, j) < 0)
+                        FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+                return;
+        }
+        port = json_string_value(json_object_get(json_array_get(json_object_get(
+                json_object_get(json_object_get(body, "NetworkSettings"), "Ports"), RUNTIME_PORT), 0), "HostPort"));
+        if (!port)
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Docker published no port for the sandbox's runtime");
+        if (asprintf(&s->runtime_url, "http://127.0.0.1:%s", port) < 0) {
+                s->runtime_url = NULL;
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+        }
+        (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &j->deadline);
+        j->deadline += HEALTH_TIMEOUT_USEC;
+        j->probes = 1;
+        probe(j);
+}
+
+static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        CreateJob *j = userdata;
+        Sandbox *s = j->sandbox;
+        char buf[128];
+
+        j->request = NULL;
+        switch (j->step) {
+        case STEP_INSPECT_BUNDLE:
+                if (status == 404)
+                        FAIL(j, AGENTD_ERROR_BUNDLE_NOT_FOUND,
+                             "Bundle image '%s' is not in Docker: build it with agentixctl build (or docker load it)",
+                             s->config->bundle);
+                if (status != 200)
+                        FAIL_DOCKER(j, "looking up the bundle image", status, body, error);
+                if (!bundle_looks_right(body))
+                        FAIL(j, AGENTD_ERROR_BUNDLE_NOT_FOUND,
+                             "Image '%s' is not an agentix bundle: it declares no VOLUME /nix (make bundles with "
+                             "agentixctl build)", s->config->bundle);
+                j->bundle_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
+                if (!j->bundle_id || !strneq(j->bundle_id, "sha256:", 7) || strlen(j->bundle_id) < 7 + 12)
+                        FAIL(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Docker gave no id for '%s'", s->config->bundle);
+                if (asprintf(&j->carrier, "agentix-carrier-%.12s", j->bundle_id + 7) < 0) {
+                        j->carrier = NULL;
+                        FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+                }
+                j->step = STEP_INSPECT_IMAGE;
+                break;
+        case STEP_INSPECT_IMAGE:
+                if (status == 404)
+                        FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND,
+                             "Task image '%s' is not in Docker: pull, build or import it first", s->config->image);
+                if (status != 200)
+                        FAIL_DOCKER(j, "looking up the task image", status, body, error);
+                j->step = STEP_INSPECT_CARRIER;
+                break;
+        case STEP_INSPECT_CARRIER:
+                if (status != 200 && status != 404)
+                        FAIL_DOCKER(j, "looking up the bundle's carrier", status, body, error);
+                j->step = status == 200 ? STEP_CREATE : STEP_CREATE_CARRIER;
+                break;
+        case STEP_CREATE_CARRIER:
+                /* 409: another create made it meanwhile. */
+                if (status != 201 && status != 409)
+                        FAIL_DOCKER(j, "creating the bundle's carrier", status, body, error);
+                j->step = STEP_CREATE;
+                break;
+        case STEP_CREATE:
+                if (status == 404)
+                        FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND, "Docker has no image '%s'%s%s: %s", s->config->image,
+                             s->config->platform ? " for " : "", s->config->platform ?: "",
+                             docker_error_message(status, body, error, buf, sizeof(buf)));
+                if (status != 201)
+                        FAIL_DOCKER(j, "creating the sandbox's container", status, body, error);
+                free(s->container_id);
+                s->container_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
+                j->step = STEP_START;
+                break;
+        case STEP_START:
+                if (status != 204 && status != 304)
+                        FAIL_DOCKER(j, "starting the sandbox's container", status, body, error);
+                j->step = STEP_INSPECT;
+                break;
+        case STEP_INSPECT:
+                if (status != 200)
+                        FAIL_DOCKER(j, "looking at the sandbox's container", status, body, error);
+                on_inspected(j, body);
+                return;
+        default:
+                return;
+        }
+        step(j);
+}
+
+static void step(CreateJob *j) {
+        Sandbox *s = j->sandbox;
+        _cleanup_free_ char *q = NULL, *e = NULL;
+        char path[512];
+        json_t *body = NULL;
+        int r;
+
+        switch (j->step) {
+        case STEP_INSPECT_BUNDLE:
+        case STEP_INSPECT_IMAGE:
+                e = escape(j->step == STEP_INSPECT_BUNDLE ? s->config->bundle : s->config->image);
+                if (!e) {
+                        job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+                        return;
+                }
+                snprintf(path, sizeof(path), "/images/%s/json", e);
+                r = send_step(j, "GET", path, NULL);
+                break;
+        case STEP_INSPECT_CARRIER:
+                snprintf(path, sizeof(path), "/containers/%s/json", j->carrier);
+                r = send_step(j, "GET", path, NULL);
+                break;
+        case STEP_CREATE_CARRIER:
+                snprintf(path, sizeof(path), "/containers/create?name=%s", j->carrier);
+                body = json_pack("{s:s, s:[s], s:b, s:{s:s, s:s}}", "Image", j->bundle_id, "Entrypoint", SERVER_PATH,
+                                 "NetworkDisabled", 1, "Labels", "org.agentix.managed", "1", "org.agentix.carrier",
+                                 j->bundle_id);
+                r = body ? send_step(j, "POST", path, body) : -ENOMEM;
+                break;
+        case STEP_CREATE:
+                if (s->config->platform) {
+                        q = escape(s->config->platform);
+                        if (!q) {
+                                job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+                                return;
+                        }
+                }
+                snprintf(path, sizeof(path), "/containers/create?name=agentix-%s%s%s", s->id, q ? "&platform=" : "",
+                         q ?: "");
+                body = task_container_json(j);
+                j->container_made = true; /* from here on, a failure removes agentix-<id> */
+                r = body ? send_step(j, "POST", path, body) : -ENOMEM;
+                break;
+        case STEP_START:
+                snprintf(path, sizeof(path), "/containers/agentix-%s/start", s->id);
+                r = send_step(j, "POST", path, NULL);
+                break;
+        case STEP_INSPECT:
+                snprintf(path, sizeof(path), "/containers/agentix-%s/json", s->id);
+                r = send_step(j, "GET", path, NULL);
+                break;
+        default:
+                return;
+        }
+        json_decref(body);
+        if (r < 0)
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot send a request to Docker: %s", strerror(-r));
+}
+
+int docker_backend_create(DockerBackend *b, Sandbox *s) {
+        CreateJob *j;
+
+        if (!streq(s->config->backend, "docker"))
+                return -EOPNOTSUPP;
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (CreateJob) { .backend = b, .sandbox = s, .step = STEP_INSPECT_BUNDLE };
+        s->create_job = j;
+        step(j);
+        return 0;
+}
+
+/* ---- remove ------------------------------------------------------------------------------ */
+
+static void on_remove(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        RemoveJob *rj = userdata;
+        Sandbox *s = rj->sandbox;
+        sandbox_done_t done = rj->done;
+        char buf[128];
+
+        free(rj);
+        if (status == 204 || status == 404) {
+                done(s, NULL, NULL);
+                return;
+        }
+        done(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, docker_error_message(status, body, error, buf, sizeof(buf)));
+}
+
+int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done) {
+        RemoveJob *rj = malloc(sizeof(*rj));
+        char path[128];
+        int r;
+
+        if (!rj)
+                return -ENOMEM;
+        *rj = (RemoveJob) { .sandbox = s, .done = done };
+        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", s->id);
+        r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, NULL);
+        if (r < 0)
+                free(rj);
+        return r;
+}

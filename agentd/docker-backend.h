@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Sandboxes as Docker containers: one carrier per bundle image (created, never started: its
+ * /nix volume is what task containers take with VolumesFrom), and one task container per
+ * sandbox, named agentix-<id>, with agentix-server from the bundle as its entrypoint, port 8000
+ * published on 127.0.0.1 only, labels, and cpu/memory/pids limits. A create is ready when the
+ * runtime answers /health; any failure on the way removes what it made. */
+
+#include <systemd/sd-event.h>
+
+#include "sandbox.h"
+
+typedef struct DockerBackend DockerBackend;
+
+typedef void (*sandbox_done_t)(Sandbox *s, const char *error_name, const char *message);
+
+int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret);
+DockerBackend *docker_backend_free(DockerBackend *b);
+
+/* Start making s's container; sandbox_create_done() is called when it answers or failed. */
+int docker_backend_create(DockerBackend *b, Sandbox *s);
+/* Stop a create (its reply is never given); what it made is left for the remove that follows. */
+void create_job_cancel(CreateJob *j);
+
+/* Force-remove s's container (by name: also one a cancelled create made) with its volumes. */
+int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done);
+
+/* The socket $DOCKER_HOST names (unix:// only), else /var/run/docker.sock. -EPROTONOSUPPORT for
+ * another scheme. */
+int docker_socket_from_env(char **ret);

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+#include "buffer.h"
+#include "curl-event.h"
+#include "docker-client.h"
+#include "log.h"
+
+#define DEFAULT_TIMEOUT_USEC (30ULL * 1000 * 1000)
+#define MAX_ANSWER (64u * 1024 * 1024)
+
+struct DockerRequest {
+        DockerClient *client;
+        DockerRequest *prev, *next;
+        CURL *easy;
+        struct curl_slist *headers;
+        char *method, *path, *body;
+        uint64_t timeout_usec;
+        Buffer answer;
+        docker_reply_t reply;
+        void *userdata;
+        bool started;
+};
+
+struct DockerClient {
+        sd_event *event;
+        CurlEvent *curl;
+        char *socket;
+        char *version;
+        bool negotiating;
+        DockerRequest *requests;     /* every request not yet answered */
+};
+
+static void request_free(DockerRequest *r) {
+        DockerClient *d = r->client;
+
+        if (r->started)
+                curl_event_remove(d->curl, r->easy);
+        if (r->prev)
+                r->prev->next = r->next;
+        else if (d->requests == r)
+                d->requests = r->next;
+        if (r->next)
+                r->next->prev = r->prev;
+        if (r->easy)
+                curl_easy_cleanup(r->easy);
+        curl_slist_free_all(r->headers);
+        free(r->method);
+        free(r->path);
+        free(r->body);
+        buffer_done(&r->answer);
+        free(r);
+}
+
+void docker_request_cancel(DockerRequest *r) {
+        if (r)
+                request_free(r);
+}
+
+DockerClient *docker_client_free(DockerClient *d) {
+        if (!d)
+                return NULL;
+        while (d->requests)
+                request_free(d->requests);
+        curl_event_free(d->curl);
+        sd_event_unref(d->event);
+        free(d->socket);
+        free(d->version);
+        free(d);
+        return NULL;
+}
+
+const char *docker_client_version(DockerClient *d) {
+        return d->version;
+}
+
+static size_t on_data(char *data, size_t size, size_t n, void *userdata) {
+        DockerRequest *r = userdata;
+
+        if (r->answer.len + size * n > MAX_ANSWER)
+                return 0;
+        return buffer_append(&r->answer, data, size * n) < 0 ? 0 : size * n;
+}
+
+static void deliver(DockerRequest *r, int status, const char *error) {
+        json_t *body = NULL;
+        docker_reply_t reply = r->reply;
+        void *userdata = r->userdata;
+        DockerClient *d = r->client;
+
+        if (r->answer.len > 0)
+                body = json_loadb((const char *) buffer_data(&r->answer), r->answer.len, JSON_DECODE_ANY, NULL);
+        request_free(r);
+        reply(d, status, body, error, userdata);
+        json_decref(body);
+}
+
+static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
+        DockerRequest *r = userdata;
+        long status = 0;
+
+        r->started = false;
+        if (result != CURLE_OK) {
+                int err = result == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+                        : result == CURLE_COULDNT_CONNECT  ? -ECONNREFUSED
+                                                           : -EIO;
+                char msg[256];
+                snprintf(msg, sizeof(msg), "Docker at %s: %s", r->client->socket, curl_easy_strerror(result));
+                deliver(r, err, msg);
+                return;
+        }
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        deliver(r, (int) status, NULL);
+}
+
+static int request_start(DockerRequest *r) {
+        DockerClient *d = r->client;
+        char url[4096];
+
+        if (snprintf(url, sizeof(url), "http://docker/v%s%s", d->version, r->path) >= (int) sizeof(url))
+                return -ENAMETOOLONG;
+        r->easy = curl_easy_init();
+        if (!r->easy)
+                return -ENOMEM;
+        r->headers = curl_slist_append(NULL, "Content-Type: application/json");
+        if (!r->headers)
+                return -ENOMEM;
+        curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->socket);
+        curl_easy_setopt(r->easy, CURLOPT_URL, url);
+        curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
+        curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+        curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+        curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (r->timeout_usec / 1000));
+        curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) MIN(r->timeout_usec / 1000, 10000ULL));
+        if (r->body) {
+                curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
+                curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE, (long) strlen(r->body));
+        } else if (streq(r->method, "POST"))
+                curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE, 0L);
+        int k = curl_event_add(d->curl, r->easy, on_done, r);
+        if (k < 0)
+                return k;
+        r->started = true;
+        return 0;
+}
+
+/* Requests made before the version was known go out now, or fail with the negotiation. */
+static void flush_waiting(DockerClient *d, int status, const char *error) {
+        for (DockerRequest *r = d->requests, *next; r; r = next) {
+                next = r->next;
+                if (r->started || streq(r->path, "/version"))
+                        continue;
+                if (status < 0 || !d->version) {
+                        deliver(r, status < 0 ? status : -EPROTO, error ?: "Docker did not say which API it speaks");
+                        next = d->requests; /* the list may have changed under the reply */
+                        continue;
+                }
+                int k = request_start(r);
+                if (k < 0)
+                        deliver(r, k, "cannot start a request to Docker");
+                next = d->requests;
+        }
+}
+
+static void on_version(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        const char *v = json_string_value(json_object_get(body, "ApiVersion"));
+
+        d->negotiating = false;
+        if (status == 200 && v) {
+                free(d->version);
+                d->version = strdup(v);
+                log_info("Docker at %s speaks API %s.", d->socket, v);
+        } else
+                log_warning("Docker at %s did not answer GET /version (%s).", d->socket,
+                            error ?: json_string_value(json_object_get(body, "message")) ?: "no version");
+        flush_waiting(d, status == 200 && v ? 0 : (status < 0 ? status : -EPROTO), error);
+}
+
+static int negotiate(DockerClient *d, uint64_t timeout_usec) {
+        DockerRequest *r;
+        int k;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        *r = (DockerRequest) { .client = d, .reply = on_version, .timeout_usec = timeout_usec };
+        r->method = strdup("GET");
+        r->path = strdup("/version");
+        r->next = d->requests;
+        if (d->requests)
+                d->requests->prev = r;
+        d->requests = r;
+        if (!r->method || !r->path) {
+                request_free(r);
+                return -ENOMEM;
+        }
+        /* /version is the one path without a version prefix. */
+        {
+                char url[1024];
+                r->easy = curl_easy_init();
+                r->headers = curl_slist_append(NULL, "Accept: application/json");
+                if (!r->easy || !r->headers) {
+                        request_free(r);
+                        return -ENOMEM;
+                }
+                snprintf(url, sizeof(url), "http://docker/version");
+                curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->socket);
+                curl_easy_setopt(r->easy, CURLOPT_URL, url);
+                curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+                curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
+                curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+                curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+                curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (timeout_usec / 1000));
+        }
+        k = curl_event_add(d->curl, r->easy, on_done, r);
+        if (k < 0) {
+                request_free(r);
+                return k;
+        }
+        r->started = true;
+        d->negotiating = true;
+        return 0;
+}
+
+int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
+        DockerClient *d = calloc(1, sizeof(*d));
+        int r;
+
+        if (!d)
+                return -ENOMEM;
+        d->event = sd_event_ref(event);
+        d->socket = strdup(socket);
+        if (!d->socket) {
+                docker_client_free(d);
+                return -ENOMEM;
+        }
+        r = curl_event_new(event, &d->curl);
+        if (r < 0) {
+                docker_client_free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
+                   docker_reply_t reply, void *userdata, DockerRequest **ret) {
+        DockerRequest *r;
+        int k;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        *r = (DockerRequest) { .client = d, .reply = reply, .userdata = userdata,
+                               .timeout_usec = timeout_usec ?: DEFAULT_TIMEOUT_USEC };
+        r->method = strdup(method);
+        r->path = strdup(path);
+        r->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        r->next = d->requests;
+        if (d->requests)
+                d->requests->prev = r;
+        d->requests = r;
+        if (!r->method || !r->path || (body && !r->body)) {
+                request_free(r);
+                return -ENOMEM;
+        }
+        if (d->version)
+                k = request_start(r);
+        else if (!d->negotiating)
+                k = negotiate(d, r->timeout_usec);
+        else
+                k = 0;
+        if (k < 0) {
+                request_free(r);
+                return k;
+        }
+        if (ret)
+                *ret = r;
+        return 0;
+}
+
+const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size) {
+        const char *m = json_string_value(json_object_get(body, "message"));
+
+        if (m)
+                return m;
+        if (error)
+                return error;
+        snprintf(buf, size, "Docker answered HTTP %d", status);
+        return buf;
+}

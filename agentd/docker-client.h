@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The Docker Engine API on sd-event: requests over the daemon's unix socket with libcurl's
+ * multi interface (runtime/shared/curl-event), never blocking the loop. The API version is
+ * negotiated once (GET /version) before the first request goes out; requests made meanwhile
+ * wait for it. A slow or hung Docker delays only the requests sent to it. */
+
+#include <jansson.h>
+#include <systemd/sd-event.h>
+
+typedef struct DockerClient DockerClient;
+typedef struct DockerRequest DockerRequest;
+
+/* status: the HTTP status, or a negative errno when no answer came (-ETIMEDOUT, -ECONNREFUSED,
+ * …; `error` then says what curl said). body: the answer parsed as JSON when it is JSON, else
+ * NULL (borrowed: valid during the call). */
+typedef void (*docker_reply_t)(DockerClient *d, int status, json_t *body, const char *error, void *userdata);
+
+/* socket: a unix socket path (docker_socket_from_env()). */
+int docker_client_new(sd_event *event, const char *socket, DockerClient **ret);
+DockerClient *docker_client_free(DockerClient *d);
+
+/* "1.41" once negotiated, else NULL. */
+const char *docker_client_version(DockerClient *d);
+
+/* Send METHOD /v<version><path> with body (NULL: none; borrowed) and call reply once, from
+ * the event loop. timeout_usec 0: the client's default (30 s). ret may be NULL. */
+int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
+                   docker_reply_t reply, void *userdata, DockerRequest **ret);
+/* Forget a request: its reply is never called. */
+void docker_request_cancel(DockerRequest *r);
+
+/* Docker's message for a failed request: body.message, else "HTTP <status>". */
+const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size);

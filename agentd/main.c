@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/* agentd: the agentix sandbox manager on D-Bus. */
+#include <getopt.h>
+#include <signal.h>
+
+#include "docker-backend.h"
+#include "log.h"
+#include "manager.h"
+
+static bool arg_user = false;
+
+static void help(void) {
+        printf("Usage: agentd [OPTIONS]\n"
+               "\n"
+               "Create, list and delete agentix sandboxes for D-Bus clients (busctl, agentixctl,\n"
+               "libagentix): task containers with a bundle's runtime overlaid at /nix.\n"
+               "\n"
+               "  -h --help               Show this help\n"
+               "     --version            Show the version\n"
+               "     --user               Serve on the session bus instead of the system bus\n"
+               "\n"
+               "Environment: DBUS_SYSTEM_BUS_ADDRESS (the system bus), DOCKER_HOST (unix:// socket,\n"
+               "default unix:///var/run/docker.sock), AGENTIX_LOG_LEVEL.\n"
+               "\n"
+               "See agentd(8) and org.agentix.Agentd1(5).\n");
+}
+
+static int parse_argv(int argc, char *argv[]) {
+        enum { ARG_VERSION = 0x100, ARG_USER };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "user", no_argument, NULL, ARG_USER },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("agentd %s\n", AGENTIX_VERSION);
+                        return 0;
+                case ARG_USER:
+                        arg_user = true;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc)
+                return log_error_errno(EINVAL, "Unexpected argument: %s (see --help)", argv[optind]);
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        _cleanup_free_ char *socket = NULL;
+        sd_event *event = NULL;
+        sd_bus *bus = NULL;
+        DockerBackend *docker = NULL;
+        Manager *m = NULL;
+        sigset_t mask;
+        int r;
+
+        log_parse_env();
+        log_set_prefix("agentd");
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = docker_socket_from_env(&socket);
+        if (r == -EPROTONOSUPPORT) {
+                log_error("DOCKER_HOST=%s: agentd speaks to Docker on a unix:// socket only.", getenv("DOCKER_HOST"));
+                return 1;
+        }
+        if (r < 0)
+                goto finish;
+        r = sd_event_default(&event);
+        if (r < 0)
+                goto finish;
+        (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
+        (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
+
+        r = arg_user ? sd_bus_open_user(&bus) : sd_bus_open_system(&bus);
+        if (r < 0) {
+                log_error_errno(r, "Failed to connect to the %s bus: %m", arg_user ? "session" : "system");
+                goto finish;
+        }
+        r = docker_backend_new(event, socket, &docker);
+        if (r < 0)
+                goto finish;
+        r = manager_new(event, bus, docker, &m);
+        if (r < 0)
+                goto finish;
+        r = manager_dbus_register(m);
+        if (r < 0)
+                goto finish;
+        r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                goto finish;
+        r = sd_bus_request_name(bus, BUS_NAME, 0);
+        if (r < 0) {
+                log_error_errno(r, "Failed to own %s on the bus (another agentd, or the bus policy?): %m", BUS_NAME);
+                goto finish;
+        }
+        log_info("agentd %s on the %s bus as %s, Docker at %s.", AGENTIX_VERSION, arg_user ? "session" : "system",
+                 BUS_NAME, socket);
+        r = sd_event_loop(event);
+finish:
+        if (r < 0 && r != -ENOENT)
+                log_error_errno(r, "agentd failed: %m");
+        manager_free(m);
+        docker_backend_free(docker);
+        if (bus)
+                sd_bus_flush_close_unref(bus);
+        sd_event_unref(event);
+        return r < 0 ? 1 : 0;
+}

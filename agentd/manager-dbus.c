@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+#include "agentd-errors.h"
+#include "docker-backend.h"
+#include "log.h"
+#include "manager.h"
+#include "sandbox-dbus.h"
+
+static int get_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_error *error) {
+        const char *id;
+        Sandbox *s;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &id);
+        if (r < 0)
+                return r;
+        s = manager_get_sandbox(m, id);
+        if (!s)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NO_SUCH_SANDBOX, "No sandbox '%s' (ListSandboxes shows them).",
+                                         id);
+        *ret = s;
+        return 0;
+}
+
+static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        Manager *m = userdata;
+        SandboxConfig *config = NULL;
+        Sandbox *s;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
+        if (r >= 0)
+                r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+        r = sandbox_config_read(msg, &m->defaults, &config, error);
+        if (r < 0)
+                return r;
+        if (!streq(config->backend, "docker")) {
+                r = sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "No backend '%s' (this agentd has: docker).",
+                                      config->backend);
+                sandbox_config_free(config);
+                return r;
+        }
+        if (strmap_size(m->sandboxes) >= m->max_sandboxes) {
+                sandbox_config_free(config);
+                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
+                                         "agentd runs %u sandboxes, its limit: delete one first.", m->max_sandboxes);
+        }
+        r = sandbox_new(m, config, uid, &s);
+        if (r < 0) {
+                sandbox_config_free(config);
+                return r;
+        }
+        s->create_call = sd_bus_message_ref(msg);
+        log_info("Sandbox %s: creating for uid %u (image %s, bundle %s).", s->id, (unsigned) uid, config->image,
+                 config->bundle);
+        sandbox_dbus_new(s);
+        r = docker_backend_create(m->docker, s);
+        if (r < 0) {
+                s->create_call = sd_bus_message_unref(s->create_call);
+                sandbox_dbus_removed(s);
+                sandbox_free(s);
+                return r;
+        }
+        return 1; /* answered when the runtime answers /health */
+}
+
+static int method_get_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = get_sandbox(userdata, msg, &s, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(msg, "o", s->path);
+}
+
+static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        size_t state = 0;
+        Sandbox *s;
+        int r;
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssso)");
+        if (r < 0)
+                return r;
+        while ((s = strmap_iterate(m->sandboxes, &state))) {
+                r = sd_bus_message_append(reply, "(ssso)", s->id, s->config->image, sandbox_state_to_string(s->state),
+                                          s->path);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = get_sandbox(userdata, msg, &s, error);
+        if (r < 0)
+                return r;
+        r = sandbox_check_caller(s, msg, error);
+        if (r < 0)
+                return r;
+        r = sandbox_delete(s, msg);
+        return r < 0 ? r : 1;
+}
+
+static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = get_sandbox(userdata, msg, &s, error);
+        if (r < 0)
+                return r;
+        r = sandbox_check_caller(s, msg, error);
+        if (r < 0)
+                return r;
+        if (s->state != SANDBOX_RUNNING || !s->runtime_url)
+                return sd_bus_error_setf(error, AGENTD_ERROR_START_FAILED, "Sandbox %s is %s, not running.", s->id,
+                                         sandbox_state_to_string(s->state));
+        return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
+                                 method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("ListSandboxes", "", , "a(ssso)", SD_BUS_PARAM(sandboxes), method_list_sandboxes,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("DeleteSandbox", "s", SD_BUS_PARAM(id), "", , method_delete_sandbox,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
+                                 method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
+        SD_BUS_VTABLE_END
+};
+
+int manager_dbus_register(Manager *m) {
+        int r;
+
+        r = sd_bus_add_object_vtable(m->bus, NULL, MANAGER_PATH, MANAGER_INTERFACE, manager_vtable, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to publish %s: %m", MANAGER_PATH);
+        r = sd_bus_add_fallback_vtable(m->bus, NULL, SANDBOX_PATH_PREFIX, SANDBOX_INTERFACE, sandbox_vtable,
+                                       sandbox_object_find, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to publish the sandbox objects: %m");
+        r = sd_bus_add_node_enumerator(m->bus, NULL, SANDBOX_PATH_PREFIX, sandbox_node_enumerator, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the sandbox node enumerator: %m");
+        return 0;
+}

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <math.h>
+#include <unistd.h>
+
+#include "agentd-errors.h"
+#include "macro.h"
+#include "sandbox-config.h"
+#include "strv.h"
+
+SandboxConfig *sandbox_config_free(SandboxConfig *c) {
+        if (!c)
+                return NULL;
+        free(c->image);
+        free(c->bundle);
+        free(c->platform);
+        free(c->backend);
+        free(c->network);
+        free(c->workdir);
+        free(c->setup);
+        strv_free(c->env);
+        strv_free(c->labels);
+        free(c);
+        return NULL;
+}
+
+static inline void sandbox_config_freep(SandboxConfig **c) {
+        sandbox_config_free(*c);
+}
+
+/* fmt takes the key, then detail (NULL: ""). */
+#define invalid(error, fmt, key, detail) \
+        sd_bus_error_setf((error), AGENTD_ERROR_INVALID_CONFIG, fmt, (key), (const char *) (detail) ?: "")
+
+static bool env_name_ok(const char *s, size_t n) {
+        if (n == 0 || isdigit((unsigned char) s[0]))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!(isalnum((unsigned char) s[i]) || s[i] == '_'))
+                        return false;
+        return true;
+}
+
+/* A plain, printable, bounded string: what a Docker reference, path or name can hold. */
+static bool text_ok(const char *s, size_t max) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > max)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
+}
+
+static int read_string(sd_bus_message *m, const char *key, char **field, size_t max, sd_bus_error *error) {
+        const char *s;
+        int r;
+
+        r = sd_bus_message_read(m, "s", &s);
+        if (r < 0)
+                return r;
+        if (*field)
+                return invalid(error, "config key '%s' is given twice%s", key, NULL);
+        if (!text_ok(s, max))
+                return invalid(error, "config key '%s' must be a non-empty printable string%s", key, NULL);
+        *field = strdup(s);
+        return *field ? 0 : -ENOMEM;
+}
+
+static int read_map(sd_bus_message *m, const char *key, bool is_env, char ***field, sd_bus_error *error) {
+        const char *k, *v;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(m, "{ss}", &k, &v)) > 0) {
+                char *kv;
+
+                if (is_env && !env_name_ok(k, strlen(k)))
+                        return invalid(error, "config key '%s': '%s' is not a variable name", key, k);
+                if (!is_env && (!text_ok(k, 256) || strchr(k, '=') || strneq(k, "org.agentix.", 12)))
+                        return invalid(error, "config key '%s': label '%s' is not allowed (org.agentix.* is agentd's)",
+                                       key, k);
+                if (asprintf(&kv, "%s=%s", k, v) < 0)
+                        return -ENOMEM;
+                r = strv_consume(field, kv);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
+static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, const char *sig, sd_bus_error *error) {
+        static const struct {
+                const char *key, *sig;
+        } types[] = {
+                { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
+                { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
+                { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" },
+        };
+        size_t i;
+        int r;
+
+        for (i = 0; i < ELEMENTSOF(types) && !streq(types[i].key, key); i++)
+                ;
+        if (i == ELEMENTSOF(types))
+                return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
+                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup)", key, NULL);
+        if (!streq(sig, types[i].sig))
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
+                                         key, types[i].sig, sig);
+
+        if (streq(key, "image"))
+                return read_string(m, key, &c->image, 1024, error);
+        if (streq(key, "bundle"))
+                return read_string(m, key, &c->bundle, 1024, error);
+        if (streq(key, "platform"))
+                return read_string(m, key, &c->platform, 64, error);
+        if (streq(key, "backend"))
+                return read_string(m, key, &c->backend, 64, error);
+        if (streq(key, "network")) {
+                r = read_string(m, key, &c->network, 256, error);
+                if (r >= 0 && streq(c->network, "host"))
+                        return invalid(error, "config key '%s': the host's network is not a sandbox's%s", key, NULL);
+                return r;
+        }
+        if (streq(key, "workdir")) {
+                r = read_string(m, key, &c->workdir, 4096, error);
+                if (r >= 0 && c->workdir[0] != '/')
+                        return invalid(error, "config key '%s' must be an absolute path, not '%s'", key, c->workdir);
+                return r;
+        }
+        if (streq(key, "setup"))
+                return read_string(m, key, &c->setup, 64 * 1024, error);
+        if (streq(key, "env"))
+                return read_map(m, key, true, &c->env, error);
+        if (streq(key, "labels"))
+                return read_map(m, key, false, &c->labels, error);
+        if (streq(key, "bind_to_caller")) {
+                int b;
+                r = sd_bus_message_read(m, "b", &b);
+                c->bind_to_caller = b;
+                return r;
+        }
+        if (streq(key, "cpus")) {
+                double d;
+                r = sd_bus_message_read(m, "d", &d);
+                if (r < 0)
+                        return r;
+                if (!isfinite(d) || d < 0.01 || d > 4096)
+                        return invalid(error, "config key '%s' must be a number of CPUs from 0.01 to 4096%s", key, NULL);
+                c->limits.cpus = d;
+                return 0;
+        }
+        {
+                uint64_t t;
+                r = sd_bus_message_read(m, "t", &t);
+                if (r < 0)
+                        return r;
+                if (streq(key, "ttl")) {
+                        if (t == 0)
+                                return invalid(error, "config key '%s' must be at least 1 second%s", key, NULL);
+                        c->ttl_sec = t;
+                } else if (streq(key, "memory")) {
+                        if (t < SANDBOX_MIN_MEMORY)
+                                return invalid(error, "config key '%s' must be at least 32 MiB (%s)", key, "33554432");
+                        c->limits.memory = t;
+                } else {
+                        if (t < SANDBOX_MIN_PIDS || t > (1ULL << 22))
+                                return invalid(error, "config key '%s' must be from 32 to 4194304 processes%s", key, NULL);
+                        c->limits.pids = t;
+                }
+        }
+        return 0;
+}
+
+int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, SandboxConfig **ret, sd_bus_error *error) {
+        _cleanup_(sandbox_config_freep) SandboxConfig *c = calloc(1, sizeof(SandboxConfig));
+        bool seen_limits[3] = {};
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        for (;;) {
+                const char *key, *sig;
+                char type;
+
+                r = sd_bus_message_enter_container(m, 'e', "sv");
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_peek_type(m, &type, &sig);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_enter_container(m, 'v', sig);
+                if (r < 0)
+                        return r;
+                seen_limits[0] |= streq(key, "cpus");
+                seen_limits[1] |= streq(key, "memory");
+                seen_limits[2] |= streq(key, "pids");
+                r = read_value(m, c, key, sig, error);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+
+        if (!c->image)
+                return invalid(error, "config key '%s' is required: the task image to run%s", "image", NULL);
+        if (!c->bundle)
+                return invalid(error, "config key '%s' is required: the bundle image (agentixctl build)%s", "bundle", NULL);
+        if (!c->backend && !(c->backend = strdup("docker")))
+                return -ENOMEM;
+        /* Never unlimited: what the caller does not name comes from the daemon's defaults. */
+        if (!seen_limits[0])
+                c->limits.cpus = defaults->cpus;
+        if (!seen_limits[1])
+                c->limits.memory = defaults->memory;
+        if (!seen_limits[2])
+                c->limits.pids = defaults->pids;
+        *ret = TAKE_PTR(c);
+        return 0;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What CreateSandbox asks for: its a{sv} config, checked key by key (unknown keys and wrong
+ * types are errors), with the daemon's defaults filled in so that no sandbox is unlimited. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+
+typedef struct SandboxLimits {
+        double cpus;             /* CPUs (NanoCpus / 1e9) */
+        uint64_t memory;         /* bytes */
+        uint64_t pids;
+} SandboxLimits;
+
+typedef struct SandboxConfig {
+        char *image, *bundle, *platform, *backend, *network, *workdir, *setup;
+        char **env;              /* KEY=VALUE */
+        char **labels;           /* key=value, the caller's own */
+        uint64_t ttl_sec;        /* 0: the daemon's default */
+        SandboxLimits limits;
+        bool bind_to_caller;
+} SandboxConfig;
+
+#define SANDBOX_MIN_MEMORY (32ULL * 1024 * 1024)
+#define SANDBOX_MIN_PIDS 32ULL
+
+/* Read the a{sv} at the message's read position. An invalid config sets `error`
+ * (org.agentix.Agentd1.InvalidConfig, naming the key) and returns -EINVAL. */
+int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, SandboxConfig **ret, sd_bus_error *error);
+SandboxConfig *sandbox_config_free(SandboxConfig *c);

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+#include <sys/random.h>
+#include <time.h>
+
+#include "agentd-errors.h"
+#include "docker-backend.h"
+#include "log.h"
+#include "manager.h"
+#include "sandbox-dbus.h"
+#include "sandbox.h"
+
+static const char *const state_names[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_CREATING] = "creating",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_EXITED] = "exited",
+        [SANDBOX_FAILED] = "failed",
+        [SANDBOX_REMOVING] = "removing",
+};
+
+const char *sandbox_state_to_string(SandboxState s) {
+        return s >= 0 && s < _SANDBOX_STATE_MAX ? state_names[s] : NULL;
+}
+
+static uint64_t now_realtime_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+}
+
+static int random_hex(size_t n_bytes, char **ret) {
+        uint8_t buf[32];
+        char *s;
+
+        if (n_bytes > sizeof(buf) || getrandom(buf, n_bytes, 0) != (ssize_t) n_bytes)
+                return -EIO;
+        s = malloc(2 * n_bytes + 1);
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_bytes; i++)
+                sprintf(s + 2 * i, "%02x", buf[i]);
+        *ret = s;
+        return 0;
+}
+
+int sandbox_new(Manager *m, SandboxConfig *config, uid_t owner, Sandbox **ret) {
+        Sandbox *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+        s->owner = owner;
+        s->state = SANDBOX_CREATING;
+        s->created_at = now_realtime_usec();
+        s->expires_at = s->created_at + (config->ttl_sec ?: m->default_ttl_sec) * 1000000ULL;
+        do {
+                free(s->id);
+                s->id = NULL;
+                r = random_hex(8, &s->id);
+                /* A letter first: the object path then spells the id as it is (no escaped digit). */
+                if (r >= 0 && s->id[0] <= '9')
+                        s->id[0] = 'a' + (s->id[0] - '0') % 6;
+        } while (r >= 0 && manager_get_sandbox(m, s->id));
+        if (r >= 0)
+                r = random_hex(32, &s->token);
+        if (r >= 0)
+                r = sd_bus_path_encode(SANDBOX_PATH_PREFIX, s->id, &s->path);
+        if (r >= 0)
+                r = manager_add_sandbox(m, s);
+        if (r < 0) {
+                free(s->id);
+                free(s->token);
+                free(s->path);
+                free(s);
+                return r;
+        }
+        s->config = config;
+        *ret = s;
+        return 0;
+}
+
+Sandbox *sandbox_free(Sandbox *s) {
+        if (!s)
+                return NULL;
+        if (s->create_job)
+                create_job_cancel(s->create_job);
+        manager_remove_sandbox(s->manager, s);
+        if (s->create_call) {
+                (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,
+                                                  "Sandbox %s was removed while it was being created.", s->id);
+                sd_bus_message_unref(s->create_call);
+        }
+        for (size_t i = 0; i < s->n_delete_calls; i++) {
+                (void) sd_bus_reply_method_return(s->delete_calls[i], NULL);
+                sd_bus_message_unref(s->delete_calls[i]);
+        }
+        free(s->delete_calls);
+        sandbox_config_free(s->config);
+        free(s->id);
+        free(s->path);
+        free(s->container_id);
+        free(s->runtime_url);
+        if (s->token)
+                explicit_bzero(s->token, strlen(s->token));
+        free(s->token);
+        free(s);
+        return NULL;
+}
+
+void sandbox_set_state(Sandbox *s, SandboxState state) {
+        if (s->state == state)
+                return;
+        log_info("Sandbox %s: %s -> %s.", s->id, sandbox_state_to_string(s->state), sandbox_state_to_string(state));
+        s->state = state;
+        sandbox_dbus_state_changed(s);
+}
+
+void sandbox_create_done(Sandbox *s, const char *error_name, const char *message) {
+        sd_bus_message *call = TAKE_PTR(s->create_call);
+
+        s->create_job = NULL;
+        if (error_name) {
+                log_warning("Sandbox %s: create failed: %s", s->id, message);
+                if (call)
+                        (void) sd_bus_reply_method_errorf(call, error_name, "%s", message);
+                sd_bus_message_unref(call);
+                sandbox_dbus_removed(s);
+                sandbox_free(s);
+                return;
+        }
+        sandbox_set_state(s, SANDBOX_RUNNING);
+        if (call)
+                (void) sd_bus_reply_method_return(call, "os", s->path, s->id);
+        sd_bus_message_unref(call);
+}
+
+static void on_removed(Sandbox *s, const char *error_name, const char *message) {
+        if (error_name) {
+                log_warning("Sandbox %s: removing its container failed: %s", s->id, message);
+                for (size_t i = 0; i < s->n_delete_calls; i++) {
+                        (void) sd_bus_reply_method_errorf(s->delete_calls[i], error_name, "%s", message);
+                        sd_bus_message_unref(s->delete_calls[i]);
+                }
+                s->n_delete_calls = 0;
+                sandbox_set_state(s, SANDBOX_FAILED);
+                return;
+        }
+        sandbox_dbus_removed(s);
+        sandbox_free(s);
+}
+
+int sandbox_delete(Sandbox *s, sd_bus_message *call) {
+        bool first = s->state != SANDBOX_REMOVING;
+        int r;
+
+        if (call) {
+                sd_bus_message **l = realloc(s->delete_calls, (s->n_delete_calls + 1) * sizeof(*l));
+                if (!l)
+                        return -ENOMEM;
+                s->delete_calls = l;
+                s->delete_calls[s->n_delete_calls++] = sd_bus_message_ref(call);
+        }
+        if (!first)
+                return 0; /* already on its way: answered with the others */
+        if (s->create_job) {
+                /* Still being made: stop that, and remove whatever it made. */
+                create_job_cancel(s->create_job);
+                s->create_job = NULL;
+                if (s->create_call) {
+                        (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,
+                                                          "Sandbox %s was deleted while it was being created.", s->id);
+                        s->create_call = sd_bus_message_unref(s->create_call);
+                }
+        }
+        sandbox_set_state(s, SANDBOX_REMOVING);
+        r = docker_backend_remove(s->manager->docker, s, on_removed);
+        if (r < 0) {
+                on_removed(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach the Docker backend to remove the sandbox.");
+                return 0;
+        }
+        return 0;
+}
