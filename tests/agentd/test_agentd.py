@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""agentd on a private system bus (dbus-daemon with the project's policy file) against a real
+dockerd: the D-Bus API with plain busctl and with dbus-python (a stock D-Bus client), sandboxes
+from a bundle on a libc-free busybox image reached with python-socketio, the Docker settings
+every sandbox gets (limits by default, labels, 127.0.0.1), and every error with nothing left
+behind.
+
+Needs: AGENTD, AGENTIXCTL, AGENTIX_RUNTIME_DIR, AGENTIX_INCLUDE_DIR, EXAMPLE_DIR, POLICY (the
+bus policy file), BUS_CONF_IN (tests/agentd/bus.conf.in), and a running dockerd."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bundle"))
+from harness import RpcClient, main, test, wait_until  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+AGENTD = os.environ["AGENTD"]
+AGENTIXCTL = os.environ["AGENTIXCTL"]
+EXAMPLE = os.environ["EXAMPLE_DIR"]
+BUSYBOX = "agentix-test/busybox:1"
+NAME, MANAGER_PATH = "org.agentix.Agentd1", "/org/agentix/Agentd1"
+MANAGER, SANDBOX = "org.agentix.Agentd1.Manager", "org.agentix.Agentd1.Sandbox"
+WORK = tempfile.mkdtemp(prefix="agentix-agentd-test-")
+
+
+def docker(*args, check=True):
+    r = subprocess.run(["docker", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def managed_containers():
+    return set(docker("ps", "-a", "--filter", "label=org.agentix.sandbox", "--format", "{{.Names}}").stdout.split())
+
+
+class Bus:
+    """A private system bus with the project's policy, and agentd on it."""
+
+    def __init__(self):
+        socket = os.path.join(WORK, "bus")
+        conf = os.path.join(WORK, "bus.conf")
+        with open(os.environ["BUS_CONF_IN"]) as f:
+            text = f.read().replace("@SOCKET@", socket).replace("@POLICY@", os.environ["POLICY"])
+        with open(conf, "w") as f:
+            f.write(text)
+        self.address = f"unix:path={socket}"
+        self.dbus_daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"],
+                                            stderr=subprocess.DEVNULL)
+        wait_until(lambda: os.path.exists(socket), 10, what="dbus-daemon's socket")
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+        self.log = open(os.path.join(WORK, "agentd.log"), "wb")
+        self.agentd = subprocess.Popen([AGENTD], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.conn = dbus.bus.BusConnection(self.address)
+        wait_until(lambda: self.conn.name_has_owner(NAME), 10, what="agentd on the bus")
+
+    def manager(self):
+        return dbus.Interface(self.conn.get_object(NAME, MANAGER_PATH), MANAGER)
+
+    def busctl(self, *args):
+        r = subprocess.run(["busctl", "--system", "--json=short", *args], capture_output=True, text=True,
+                           env=self.env)
+        return r
+
+    def stop(self):
+        self.agentd.send_signal(signal.SIGTERM)
+        rc = self.agentd.wait(10)
+        self.dbus_daemon.terminate()
+        self.dbus_daemon.wait(10)
+        self.log.close()
+        return rc
+
+
+BUS = None
+
+
+def bus():
+    global BUS
+    if BUS is None:
+        BUS = Bus()
+    return BUS
+
+
+def bundle():
+    """The example bundle, built once (agentixctl build is the user's way to make one)."""
+    if not hasattr(bundle, "ref"):
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), EXAMPLE],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        b = json.loads(r.stdout)
+        bundle.ref = f"{b['name']}:{b['version']}"
+        r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "busybox"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    return bundle.ref
+
+
+def create(**config):
+    base = {"image": BUSYBOX, "bundle": bundle()}
+    base.update(config)
+    return bus().manager().CreateSandbox(dbus.Dictionary(base, signature="sv"), timeout=120)
+
+
+def error_name(fn):
+    try:
+        fn()
+    except dbus.DBusException as e:
+        return e.get_dbus_name(), e.get_dbus_message()
+    raise AssertionError("the call did not fail")
+
+
+def properties(path):
+    return dbus.Interface(bus().conn.get_object(NAME, path), "org.freedesktop.DBus.Properties").GetAll(SANDBOX)
+
+
+@test
+def introspection_names_every_argument():
+    r = bus().busctl("introspect", "--xml-interface", NAME, MANAGER_PATH)
+    assert r.returncode == 0, r.stderr
+    root = ET.fromstring(r.stdout)
+    methods = {m.get("name"): [(a.get("direction"), a.get("name"), a.get("type")) for a in m.findall("arg")]
+               for i in root.findall("interface") if i.get("name") == MANAGER for m in i.findall("method")}
+    assert methods["CreateSandbox"] == [("in", "config", "a{sv}"), ("out", "sandbox", "o"), ("out", "id", "s")]
+    assert methods["GetRuntimeAccess"] == [("in", "id", "s"), ("out", "url", "s"), ("out", "token", "s")]
+    assert methods["ListSandboxes"] == [("out", "sandboxes", "a(ssso)")]
+    assert set(methods) == {"CreateSandbox", "GetSandbox", "ListSandboxes", "DeleteSandbox", "GetRuntimeAccess"}
+
+
+@test
+def busctl_create_call_and_delete():
+    b = bus()
+    t0 = time.time()
+    r = b.busctl("--timeout=120", "call", NAME, MANAGER_PATH, MANAGER, "CreateSandbox", "a{sv}", "2",
+                 "image", "s", BUSYBOX, "bundle", "s", bundle())
+    assert r.returncode == 0, r.stderr
+    path, sid = json.loads(r.stdout)["data"]
+    print(f"    created {sid} in {time.time() - t0:.2f} s")
+    assert path == f"{MANAGER_PATH}/sandbox/{sid}", path
+    try:
+        tree = b.busctl("tree", "--list", NAME)
+        assert path in tree.stdout, tree.stdout
+        listed = json.loads(b.busctl("call", NAME, MANAGER_PATH, MANAGER, "ListSandboxes").stdout)["data"][0]
+        assert [sid, BUSYBOX, "running", path] in listed, listed
+        state = json.loads(b.busctl("get-property", NAME, path, SANDBOX, "State").stdout)["data"]
+        assert state == "running"
+        url, token = json.loads(b.busctl("call", NAME, MANAGER_PATH, MANAGER, "GetRuntimeAccess", "s", sid).stdout)["data"]
+        assert url.startswith("http://127.0.0.1:"), url
+        client = RpcClient(url, token, transports=["websocket"])
+        try:
+            r2 = client.call("sandbox::exec", command="echo hello from $(uname -s); command -v bash")
+            assert r2["output"] == "hello from Linux\n/nix/runtime/bin/bash\n", r2
+            assert client.call("example::add", 20, 22) == 42
+        finally:
+            client.close()
+    finally:
+        r = b.busctl("call", NAME, MANAGER_PATH, MANAGER, "DeleteSandbox", "s", sid)
+    assert r.returncode == 0, r.stderr
+    assert f"agentix-{sid}" not in managed_containers()
+    assert path not in b.busctl("tree", "--list", NAME).stdout
+
+
+@test
+def every_sandbox_is_limited_labelled_and_private():
+    path, sid = create()
+    try:
+        info = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+        host = info["HostConfig"]
+        # Nothing named by the caller: the defaults, never unlimited.
+        assert (host["PidsLimit"], host["Memory"], host["NanoCpus"]) == (1024, 2 << 30, 10**9), host
+        assert host["PortBindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": ""}]}
+        assert host["VolumesFrom"][0].startswith("agentix-carrier-")
+        labels = info["Config"]["Labels"]
+        assert labels["org.agentix.managed"] == "1" and labels["org.agentix.sandbox"] == sid
+        assert labels["org.agentix.owner"] == "0" and labels["org.agentix.bundle"] == bundle()
+        props = properties(path)
+        assert props["Id"] == sid and props["Owner"] == 0 and props["Backend"] == "docker"
+        assert props["ContainerId"] == info["Id"]
+        assert props["ExpiresAt"] - props["CreatedAt"] == 24 * 3600 * 10**6, props
+        # The token is the sandbox's own: another does not open it.
+        url, token = bus().manager().GetRuntimeAccess(sid)
+        assert len(token) == 64 and f"AGENTIX_TOKEN={token}" in info["Config"]["Env"]
+    finally:
+        bus().manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def config_reaches_the_container():
+    path, sid = create(cpus=dbus.Double(0.5), memory=dbus.UInt64(256 << 20), pids=dbus.UInt64(100),
+                       env=dbus.Dictionary({"GREETING": "hi there"}, signature="ss"), workdir="/tmp",
+                       labels=dbus.Dictionary({"team": "evals"}, signature="ss"), ttl=dbus.UInt64(600))
+    try:
+        host = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+        assert (host["HostConfig"]["PidsLimit"], host["HostConfig"]["Memory"], host["HostConfig"]["NanoCpus"]) == \
+            (100, 256 << 20, 5 * 10**8)
+        assert host["Config"]["Labels"]["team"] == "evals" and host["Config"]["WorkingDir"] == "/tmp"
+        props = properties(path)
+        assert props["ExpiresAt"] - props["CreatedAt"] == 600 * 10**6
+        url, token = bus().manager().GetRuntimeAccess(sid)
+        client = RpcClient(url, token)
+        try:
+            r = client.call("sandbox::exec", command='echo "$GREETING"; pwd')
+            assert r["output"] == "hi there\n/tmp\n", r
+        finally:
+            client.close()
+        dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).Extend(dbus.UInt64(60))
+        assert properties(path)["ExpiresAt"] - props["ExpiresAt"] == 60 * 10**6
+    finally:
+        dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).Delete(timeout=60)
+    assert f"agentix-{sid}" not in managed_containers()
+    assert error_name(lambda: bus().manager().GetSandbox(sid))[0] == "org.agentix.Agentd1.NoSuchSandbox"
+
+
+@test
+def errors_are_named_and_leave_nothing_behind():
+    before = managed_containers()
+    m = bus().manager()
+    cases = [
+        (dict(colour="red"), "InvalidConfig", "unknown config key 'colour'"),
+        (dict(image=dbus.UInt32(1)), "InvalidConfig", "config key 'image' must be of type 's'"),
+        (dict(pids=dbus.UInt64(5)), "InvalidConfig", "config key 'pids' must be from 32"),
+        (dict(memory=dbus.UInt64(1000)), "InvalidConfig", "config key 'memory' must be at least 32 MiB"),
+        (dict(network="host"), "InvalidConfig", "the host's network"),
+        (dict(workdir="relative"), "InvalidConfig", "must be an absolute path"),
+        (dict(env=dbus.Dictionary({"1BAD": "x"}, signature="ss")), "InvalidConfig", "is not a variable name"),
+        (dict(labels=dbus.Dictionary({"org.agentix.owner": "0"}, signature="ss")), "InvalidConfig", "agentd's"),
+        (dict(backend="podman"), "BackendUnavailable", "No backend 'podman'"),
+        (dict(image="agentix-test/no-such-image:1"), "ImageNotFound", "'agentix-test/no-such-image:1' is not in Docker"),
+        (dict(bundle="agentix-test/no-such-bundle:1"), "BundleNotFound", "build it with agentixctl build"),
+        (dict(bundle=BUSYBOX), "BundleNotFound", "is not an agentix bundle"),
+        # The runtime cannot start: the container is removed and the reason given.
+        (dict(env=dbus.Dictionary({"AGENTIX_BIND_PORT": "not-a-port"}, signature="ss")), "StartFailed",
+         "stopped (exit status"),
+    ]
+    for config, name, needle in cases:
+        got, message = error_name(lambda: create(**config))
+        assert got == f"org.agentix.Agentd1.{name}" and needle in message, (config, got, message)
+    got, message = error_name(lambda: m.CreateSandbox(dbus.Dictionary({"bundle": bundle()}, signature="sv")))
+    assert got.endswith("InvalidConfig") and "'image' is required" in message, message
+    assert error_name(lambda: m.GetSandbox("nosuch"))[0].endswith("NoSuchSandbox")
+    assert error_name(lambda: m.DeleteSandbox("nosuch"))[0].endswith("NoSuchSandbox")
+    assert error_name(lambda: m.GetRuntimeAccess("nosuch"))[0].endswith("NoSuchSandbox")
+    assert managed_containers() == before, managed_containers() - before
+    assert m.ListSandboxes() == dbus.Array([], signature="(ssso)") or len(m.ListSandboxes()) == 0
+
+
+@test
+def agentd_stops_cleanly():
+    b = bus()
+    assert b.stop() == 0
+    with open(os.path.join(WORK, "agentd.log")) as f:
+        log = f.read()
+    assert "ERROR" not in log.upper().replace("ERRORS", ""), log
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if BUS and BUS.agentd.poll() is None:
+            BUS.stop()
+        shutil.rmtree(WORK, ignore_errors=True)
