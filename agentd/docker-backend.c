@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <curl/curl.h>
+#include <time.h>
 
 #include "agentd-errors.h"
 #include "curl-event.h"
@@ -14,10 +15,18 @@
 #define HEALTH_TIMEOUT_USEC (60ULL * 1000 * 1000)
 #define HEALTH_CHECK_EVERY 25 /* probes between looks at whether the container still runs */
 
+#define EVENTS_RETRY_USEC (1000ULL * 1000)
+
 struct DockerBackend {
         sd_event *event;
         DockerClient *docker;
         CurlEvent *probes;
+        /* the event stream */
+        docker_event_t on_event;
+        void *event_userdata;
+        DockerRequest *events;
+        sd_event_source *events_retry;
+        long long events_since;   /* unix time of the last event seen */
 };
 
 typedef enum CreateStep {
@@ -87,6 +96,8 @@ int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret)
 DockerBackend *docker_backend_free(DockerBackend *b) {
         if (!b)
                 return NULL;
+        docker_request_cancel(b->events);
+        sd_event_source_disable_unref(b->events_retry);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
         sd_event_unref(b->event);
@@ -543,4 +554,67 @@ int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done) {
         if (r < 0)
                 free(rj);
         return r;
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
+        docker_client_set_timeout(b->docker, usec);
+}
+
+static int events_connect(DockerBackend *b);
+
+static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
+        DockerBackend *b = userdata;
+        json_t *attrs = json_object_get(json_object_get(line, "Actor"), "Attributes");
+        const char *id = json_string_value(json_object_get(attrs, "org.agentix.sandbox"));
+        const char *action = json_string_value(json_object_get(line, "Action")) ?:
+                             json_string_value(json_object_get(line, "status"));
+        json_int_t t = json_integer_value(json_object_get(line, "time"));
+
+        if (t > b->events_since)
+                b->events_since = t;
+        if (id && action)
+                b->on_event(id, action, b->event_userdata);
+}
+
+static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->events_retry = sd_event_source_disable_unref(b->events_retry);
+        if (events_connect(b) < 0)
+                log_warning("Cannot follow Docker's events; trying again.");
+        return 0;
+}
+
+static void on_events_end(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->events = NULL;
+        log_warning("Docker's event stream ended (%s); following it again in 1 s.",
+                    error ?: (status == 200 ? "closed" : "refused"));
+        (void) sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
+                                          on_events_retry, b);
+}
+
+static int events_connect(DockerBackend *b) {
+        _cleanup_free_ char *filters = NULL, *path = NULL;
+        char *e;
+
+        /* Containers agentd made; since the last event seen, so that none is missed in between. */
+        e = curl_easy_escape(NULL, "{\"type\":[\"container\"],\"label\":[\"org.agentix.managed=1\"]}", 0);
+        if (!e)
+                return -ENOMEM;
+        filters = strdup(e);
+        curl_free(e);
+        if (!filters || asprintf(&path, "/events?filters=%s&since=%lld", filters, b->events_since) < 0)
+                return -ENOMEM;
+        return docker_stream(b->docker, path, on_event_line, on_events_end, b, &b->events);
+}
+
+int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata) {
+        b->on_event = on_event;
+        b->event_userdata = userdata;
+        b->events_since = (long long) time(NULL);
+        return events_connect(b);
 }

@@ -26,6 +26,15 @@ void create_job_cancel(CreateJob *j);
 /* Force-remove s's container (by name: also one a cancelled create made) with its volumes. */
 int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done);
 
+/* Follow Docker's event stream for agentd's containers: action ("start", "die", "oom",
+ * "destroy", …) of the sandbox with this id. Reconnects (from where it left off) when the
+ * stream ends, so that a Docker restart is followed too. */
+typedef void (*docker_event_t)(const char *sandbox_id, const char *action, void *userdata);
+int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata);
+
+/* Requests that take longer than this fail (default 30 s). */
+void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
+
 /* The socket $DOCKER_HOST names (unix:// only), else /var/run/docker.sock. -EPROTONOSUPPORT for
  * another scheme. */
 int docker_socket_from_env(char **ret);

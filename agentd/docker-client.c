@@ -16,6 +16,7 @@ struct DockerRequest {
         uint64_t timeout_usec;
         Buffer answer;
         docker_reply_t reply;
+        docker_line_t on_line;    /* a stream: lines go here as they come */
         void *userdata;
         bool started;
 };
@@ -25,6 +26,7 @@ struct DockerClient {
         CurlEvent *curl;
         char *socket;
         char *version;
+        uint64_t timeout_usec;
         bool negotiating;
         DockerRequest *requests;     /* every request not yet answered */
 };
@@ -74,10 +76,24 @@ const char *docker_client_version(DockerClient *d) {
 
 static size_t on_data(char *data, size_t size, size_t n, void *userdata) {
         DockerRequest *r = userdata;
+        uint8_t *nl;
 
         if (r->answer.len + size * n > MAX_ANSWER)
                 return 0;
-        return buffer_append(&r->answer, data, size * n) < 0 ? 0 : size * n;
+        if (buffer_append(&r->answer, data, size * n) < 0)
+                return 0;
+        /* A stream hands over each complete line and keeps the rest. */
+        while (r->on_line && (nl = memchr(buffer_data(&r->answer), '\n', r->answer.len))) {
+                size_t len = nl - buffer_data(&r->answer);
+                json_t *j = json_loadb((const char *) buffer_data(&r->answer), len, 0, NULL);
+
+                if (j) {
+                        r->on_line(r->client, j, r->userdata);
+                        json_decref(j);
+                }
+                buffer_consume(&r->answer, len + 1);
+        }
+        return size * n;
 }
 
 static void deliver(DockerRequest *r, int status, const char *error) {
@@ -130,7 +146,8 @@ static int request_start(DockerRequest *r) {
         curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
         curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (r->timeout_usec / 1000));
+        if (!r->on_line)
+                curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (r->timeout_usec / 1000));
         curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) MIN(r->timeout_usec / 1000, 10000ULL));
         if (r->body) {
                 curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
@@ -222,12 +239,17 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
         return 0;
 }
 
+void docker_client_set_timeout(DockerClient *d, uint64_t usec) {
+        d->timeout_usec = usec ?: DEFAULT_TIMEOUT_USEC;
+}
+
 int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
         DockerClient *d = calloc(1, sizeof(*d));
         int r;
 
         if (!d)
                 return -ENOMEM;
+        d->timeout_usec = DEFAULT_TIMEOUT_USEC;
         d->event = sd_event_ref(event);
         d->socket = strdup(socket);
         if (!d->socket) {
@@ -243,16 +265,16 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
         return 0;
 }
 
-int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
-                   docker_reply_t reply, void *userdata, DockerRequest **ret) {
+static int request_new(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
+                       docker_line_t on_line, docker_reply_t reply, void *userdata, DockerRequest **ret) {
         DockerRequest *r;
         int k;
 
         r = calloc(1, sizeof(*r));
         if (!r)
                 return -ENOMEM;
-        *r = (DockerRequest) { .client = d, .reply = reply, .userdata = userdata,
-                               .timeout_usec = timeout_usec ?: DEFAULT_TIMEOUT_USEC };
+        *r = (DockerRequest) { .client = d, .reply = reply, .on_line = on_line, .userdata = userdata,
+                               .timeout_usec = timeout_usec ?: d->timeout_usec };
         r->method = strdup(method);
         r->path = strdup(path);
         r->body = body ? json_dumps(body, JSON_COMPACT) : NULL;
@@ -277,6 +299,16 @@ int docker_request(DockerClient *d, const char *method, const char *path, json_t
         if (ret)
                 *ret = r;
         return 0;
+}
+
+int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
+                   docker_reply_t reply, void *userdata, DockerRequest **ret) {
+        return request_new(d, method, path, body, timeout_usec, NULL, reply, userdata, ret);
+}
+
+int docker_stream(DockerClient *d, const char *path, docker_line_t on_line, docker_reply_t reply, void *userdata,
+                  DockerRequest **ret) {
+        return request_new(d, "GET", path, NULL, 0, on_line, reply, userdata, ret);
 }
 
 const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size) {

@@ -21,6 +21,9 @@ typedef void (*docker_reply_t)(DockerClient *d, int status, json_t *body, const 
 int docker_client_new(sd_event *event, const char *socket, DockerClient **ret);
 DockerClient *docker_client_free(DockerClient *d);
 
+/* The timeout of requests that name none (default 30 s). */
+void docker_client_set_timeout(DockerClient *d, uint64_t usec);
+
 /* "1.41" once negotiated, else NULL. */
 const char *docker_client_version(DockerClient *d);
 
@@ -28,6 +31,12 @@ const char *docker_client_version(DockerClient *d);
  * the event loop. timeout_usec 0: the client's default (30 s). ret may be NULL. */
 int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
                    docker_reply_t reply, void *userdata, DockerRequest **ret);
+/* A long-lived request whose answer is a stream of JSON lines (GET /events): on_line gets each
+ * line as it arrives (borrowed), reply once the stream ends or failed. No timeout. */
+typedef void (*docker_line_t)(DockerClient *d, json_t *line, void *userdata);
+int docker_stream(DockerClient *d, const char *path, docker_line_t on_line, docker_reply_t reply, void *userdata,
+                  DockerRequest **ret);
+
 /* Forget a request: its reply is never called. */
 void docker_request_cancel(DockerRequest *r);
 

@@ -8,6 +8,7 @@
 #include "manager.h"
 
 static bool arg_user = false;
+static uint64_t arg_docker_timeout_usec = 30ULL * 1000 * 1000;
 
 static void help(void) {
         printf("Usage: agentd [OPTIONS]\n"
@@ -18,6 +19,7 @@ static void help(void) {
                "  -h --help               Show this help\n"
                "     --version            Show the version\n"
                "     --user               Serve on the session bus instead of the system bus\n"
+               "     --docker-timeout=SEC Fail a Docker request that takes longer (default 30)\n"
                "\n"
                "Environment: DBUS_SYSTEM_BUS_ADDRESS (the system bus), DOCKER_HOST (unix:// socket,\n"
                "default unix:///var/run/docker.sock), AGENTIX_LOG_LEVEL.\n"
@@ -26,11 +28,12 @@ static void help(void) {
 }
 
 static int parse_argv(int argc, char *argv[]) {
-        enum { ARG_VERSION = 0x100, ARG_USER };
+        enum { ARG_VERSION = 0x100, ARG_USER, ARG_DOCKER_TIMEOUT };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "user", no_argument, NULL, ARG_USER },
+                { "docker-timeout", required_argument, NULL, ARG_DOCKER_TIMEOUT },
                 {}
         };
         int c;
@@ -46,6 +49,14 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_USER:
                         arg_user = true;
                         break;
+                case ARG_DOCKER_TIMEOUT: {
+                        char *end;
+                        double v = strtod(optarg, &end);
+                        if (*end || !(v >= 0.1 && v <= 3600))
+                                return log_error_errno(EINVAL, "Invalid --docker-timeout '%s': 0.1 to 3600 seconds", optarg);
+                        arg_docker_timeout_usec = (uint64_t) (v * 1e6);
+                        break;
+                }
                 default:
                         return -EINVAL;
                 }
@@ -96,10 +107,14 @@ int main(int argc, char *argv[]) {
         r = docker_backend_new(event, socket, &docker);
         if (r < 0)
                 goto finish;
+        docker_backend_set_timeout(docker, arg_docker_timeout_usec);
         r = manager_new(event, bus, docker, &m);
         if (r < 0)
                 goto finish;
         r = manager_dbus_register(m);
+        if (r < 0)
+                goto finish;
+        r = manager_start(m);
         if (r < 0)
                 goto finish;
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "docker-backend.h"
+#include "log.h"
+#include "sandbox-dbus.h"
 #include "macro.h"
 #include "manager.h"
 #include "sandbox.h"
@@ -41,6 +43,31 @@ Manager *manager_free(Manager *m) {
         sd_event_unref(m->event);
         free(m);
         return NULL;
+}
+
+/* A sandbox's container changed outside agentd's own calls. */
+static void on_docker_event(const char *id, const char *action, void *userdata) {
+        Manager *m = userdata;
+        Sandbox *s = manager_get_sandbox(m, id);
+
+        if (!s || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
+                return; /* not ours, or our own doing */
+        if (streq(action, "die"))
+                sandbox_set_state(s, SANDBOX_EXITED);
+        else if (streq(action, "start"))
+                sandbox_set_state(s, SANDBOX_RUNNING);
+        else if (streq(action, "oom"))
+                log_warning("Sandbox %s ran out of memory (its limit is %llu bytes).", s->id,
+                            (unsigned long long) s->config->limits.memory);
+        else if (streq(action, "destroy")) {
+                log_info("Sandbox %s: its container was removed outside agentd.", s->id);
+                sandbox_dbus_removed(s);
+                sandbox_free(s);
+        }
+}
+
+int manager_start(Manager *m) {
+        return docker_backend_watch(m->docker, on_docker_event, m);
 }
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id) {

@@ -36,5 +36,8 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id);
 int manager_add_sandbox(Manager *m, Sandbox *s);
 void manager_remove_sandbox(Manager *m, Sandbox *s);
 
+/* Follow the backend's events (sandbox state). */
+int manager_start(Manager *m);
+
 /* Publish the objects on the bus (vtables, node enumerator). */
 int manager_dbus_register(Manager *m);

@@ -255,6 +255,119 @@ def errors_are_named_and_leave_nothing_behind():
     assert m.ListSandboxes() == dbus.Array([], signature="(ssso)") or len(m.ListSandboxes()) == 0
 
 
+class Monitor:
+    """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
+
+    def __init__(self, b):
+        self.proc = subprocess.Popen(["busctl", "--system", "--json=short", "monitor", NAME], env=b.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines = []
+        import threading
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+        time.sleep(0.3)  # the monitor is in place
+
+    def read(self):
+        for line in self.proc.stdout:
+            try:
+                self.lines.append(json.loads(line))
+            except ValueError:
+                pass
+
+    def signals(self, member):
+        return [m for m in self.lines if m.get("type") == "signal" and m.get("member") == member]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+@test
+def state_follows_docker_events():
+    b = bus()
+    mon = Monitor(b)
+    try:
+        path, sid = create()
+        assert any(s["payload"]["data"] == [sid, path] for s in mon.signals("SandboxNew"))
+        # The container dies on its own: State goes to exited, with PropertiesChanged.
+        docker("kill", f"agentix-{sid}")
+        wait_until(lambda: properties(path)["State"] == "exited", 10, what="State exited")
+        wait_until(lambda: any(m["path"] == path and "exited" in json.dumps(m["payload"])
+                               for m in mon.signals("PropertiesChanged")), 5, what="PropertiesChanged exited")
+        docker("start", f"agentix-{sid}")
+        wait_until(lambda: properties(path)["State"] == "running", 10, what="State running again")
+        # Removed behind agentd's back: the sandbox goes too.
+        docker("rm", "-f", f"agentix-{sid}")
+        wait_until(lambda: any(s["payload"]["data"] == [sid, path] for s in mon.signals("SandboxRemoved")), 10,
+                   what="SandboxRemoved")
+        assert error_name(lambda: bus().manager().GetSandbox(sid))[0].endswith("NoSuchSandbox")
+    finally:
+        mon.stop()
+
+
+@test
+def a_hung_docker_stalls_nothing_else():
+    """Docker accepts and never answers: agentd still answers every other call at once, and the
+    pending create fails with a clear timeout error."""
+    import socket as so
+    import threading
+    path = os.path.join(WORK, "hung-docker.sock")
+    srv = so.socket(so.AF_UNIX)
+    srv.bind(path)
+    srv.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                pass
+    threading.Thread(target=accept, daemon=True).start()
+    sock = os.path.join(WORK, "bus2")
+    conf = os.path.join(WORK, "bus2.conf")
+    with open(os.environ["BUS_CONF_IN"]) as f:
+        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
+    with open(conf, "w") as f:
+        f.write(text)
+    daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={sock}", DOCKER_HOST=f"unix://{path}")
+    agentd = None
+    try:
+        wait_until(lambda: os.path.exists(sock), 10, what="the second bus")
+        agentd = subprocess.Popen([AGENTD, "--docker-timeout=3"], env=env, stderr=subprocess.DEVNULL)
+        conn = dbus.bus.BusConnection(f"unix:path={sock}")
+        wait_until(lambda: conn.name_has_owner(NAME), 10, what="agentd on the second bus")
+        t0 = time.time()
+        create_call = subprocess.Popen(["busctl", "--system", "--timeout=30", "call", NAME, MANAGER_PATH, MANAGER,
+                                        "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX, "bundle", "s", "b:1"],
+                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        mgr = dbus.Interface(conn.get_object(NAME, MANAGER_PATH), MANAGER)
+        for _ in range(5):
+            t1 = time.time()
+            listed = mgr.ListSandboxes()
+            dbus.Interface(conn.get_object(NAME, MANAGER_PATH), "org.freedesktop.DBus.Introspectable").Introspect()
+            assert time.time() - t1 < 0.1, f"agentd took {time.time() - t1:.3f} s while Docker hangs"
+        assert len(listed) == 1 and listed[0][2] == "creating", listed
+        out, err = create_call.communicate(timeout=30)
+        took = time.time() - t0
+        assert create_call.returncode != 0 and "Docker did not answer in time" in err, err
+        assert 2.5 < took < 10, took
+    finally:
+        stop.set()
+        if agentd:
+            agentd.terminate()
+            agentd.wait(10)
+        daemon.terminate()
+        daemon.wait(10)
+        srv.close()
+        for c in held:
+            c.close()
+
+
 @test
 def agentd_stops_cleanly():
     b = bus()
