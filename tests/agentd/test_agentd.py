@@ -368,6 +368,78 @@ def a_hung_docker_stalls_nothing_else():
             c.close()
 
 
+def oom_kills(container_id):
+    """How many processes the container's memory limit killed, cgroup v1 or v2."""
+    import glob
+    for pattern, name in ((f"/sys/fs/cgroup/memory/docker/{container_id}/memory.oom_control", "oom_kill"),
+                          (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.events", "oom_kill"),
+                          (f"/sys/fs/cgroup/docker/{container_id}/memory.events", "oom_kill")):
+        for path in glob.glob(pattern):
+            with open(path) as f:
+                return int(dict(line.split() for line in f).get(name, 0))
+    raise AssertionError(f"no memory events for container {container_id}")
+
+
+def pids_refused(container_id):
+    """How many forks the container's pids controller refused (pids.events "max"), cgroup v1
+    or v2."""
+    import glob
+    for pattern in (f"/sys/fs/cgroup/pids/docker/{container_id}/pids.events",
+                    f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/pids.events",
+                    f"/sys/fs/cgroup/docker/{container_id}/pids.events"):
+        for path in glob.glob(pattern):
+            with open(path) as f:
+                return int(dict(line.split() for line in f)["max"])
+    raise AssertionError(f"no pids.events for container {container_id}")
+
+
+@test
+def a_fork_bomb_and_a_memory_hog_stay_in_their_sandbox():
+    """A fork bomb and a memory hog in one sandbox (limits from its config) while a second
+    sandbox keeps answering within 100 ms and the host can still start processes; the bombed
+    sandbox is then deleted cleanly."""
+    bomb_path, bomb = create(pids=dbus.UInt64(128), memory=dbus.UInt64(128 << 20), cpus=dbus.Double(0.5))
+    calm_path, calm = create()
+    try:
+        url, token = bus().manager().GetRuntimeAccess(bomb)
+        bomber = RpcClient(url, token)
+        url, token = bus().manager().GetRuntimeAccess(calm)
+        client = RpcClient(url, token)
+        try:
+            bomber.start("sandbox::exec", kwargs={
+                "command": "python3 -c 'a = [bytearray(1 << 20) for _ in range(1024)]' & f(){ f|f & }; f; sleep 60",
+                "timeout": 60})
+            time.sleep(1)
+            worst = 0.0
+            for _ in range(50):
+                t0 = time.perf_counter()
+                assert client.call("sandbox::echo", "still here") == "still here"
+                worst = max(worst, time.perf_counter() - t0)
+                time.sleep(0.02)
+            print(f"    slowest call beside the bomb: {worst * 1000:.1f} ms")
+            assert worst < 0.1, worst
+            assert subprocess.run(["true"]).returncode == 0
+            # The bomb did run, into its sandbox's pids limit: forks were refused there.
+            cid = json.loads(docker("inspect", f"agentix-{bomb}").stdout)[0]["Id"]
+            refused, killed = pids_refused(cid), oom_kills(cid)
+            print(f"    forks refused by the bombed sandbox's pids limit: {refused}; killed by its memory limit: "
+                  f"{killed}")
+            assert refused > 0 and killed > 0
+        finally:
+            bomber.sio.disconnect()
+            client.close()
+        t0 = time.time()
+        bus().manager().DeleteSandbox(bomb, timeout=60)
+        print(f"    the bombed sandbox was deleted in {time.time() - t0:.2f} s")
+        assert f"agentix-{bomb}" not in managed_containers()
+    finally:
+        for sid in (bomb, calm):
+            try:
+                bus().manager().DeleteSandbox(sid, timeout=60)
+            except dbus.DBusException:
+                pass
+
+
 @test
 def agentd_stops_cleanly():
     b = bus()
