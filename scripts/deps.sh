@@ -14,6 +14,7 @@ packages=(
         python3-socketio python3-engineio python3-msgpack python3-requests python3-websocket
         python3-aiohttp python3-uvicorn python3-websockets
         util-linux procps curl
+        dbus-daemon python3-dbus systemd # agentd's tests: a private bus, a stock D-Bus client, systemd-analyze
         chromium # the browser test (tests/interop/node/test/browser.test.js), driven by playwright-core
 )
 
