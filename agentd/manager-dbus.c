@@ -54,6 +54,14 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                 return r;
         }
         s->create_call = sd_bus_message_ref(msg);
+        if (config->bind_to_caller) {
+                r = sandbox_bind_to_caller(s, msg);
+                if (r < 0) {
+                        s->create_call = sd_bus_message_unref(s->create_call);
+                        sandbox_free(s);
+                        return r;
+                }
+        }
         log_info("Sandbox %s: creating for uid %u (image %s, bundle %s).", s->id, (unsigned) uid, config->image,
                  config->bundle);
         sandbox_dbus_new(s);

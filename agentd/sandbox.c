@@ -7,6 +7,7 @@
 #include "log.h"
 #include "manager.h"
 #include "sandbox-dbus.h"
+#include "sandbox-setup.h"
 #include "sandbox.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
@@ -85,6 +86,8 @@ Sandbox *sandbox_free(Sandbox *s) {
                 return NULL;
         if (s->create_job)
                 create_job_cancel(s->create_job);
+        sandbox_setup_free(s->setup);
+        sd_bus_track_unref(s->track);
         manager_remove_sandbox(s->manager, s);
         if (s->create_call) {
                 (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,
@@ -101,6 +104,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->path);
         free(s->container_id);
         free(s->runtime_url);
+        free(s->failure_name);
+        free(s->failure_message);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);
@@ -116,10 +121,51 @@ void sandbox_set_state(Sandbox *s, SandboxState state) {
         sandbox_dbus_state_changed(s);
 }
 
-void sandbox_create_done(Sandbox *s, const char *error_name, const char *message) {
+/* The container of a failed create is gone: answer with the failure. */
+static void on_failed_removed(Sandbox *s, const char *error_name, const char *message) {
         sd_bus_message *call = TAKE_PTR(s->create_call);
 
+        if (call)
+                (void) sd_bus_reply_method_errorf(call, s->failure_name, "%s", s->failure_message);
+        sd_bus_message_unref(call);
+        sandbox_dbus_removed(s);
+        sandbox_free(s);
+}
+
+static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->setup = sandbox_setup_free(s->setup);
+        s->setup_done = true;
+        if (!error) {
+                sandbox_create_done(s, NULL, NULL);
+                return;
+        }
+        log_warning("Sandbox %s: %s", s->id, error);
+        s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
+        s->failure_message = strdup(error);
+        sandbox_set_state(s, SANDBOX_REMOVING);
+        if (!s->failure_name || !s->failure_message ||
+            docker_backend_remove(s->manager->docker, s, on_failed_removed) < 0) {
+                free(s->failure_name);
+                s->failure_name = NULL;
+                sandbox_create_done(s, AGENTD_ERROR_START_FAILED, error);
+        }
+}
+
+void sandbox_create_done(Sandbox *s, const char *error_name, const char *message) {
+        sd_bus_message *call;
+
         s->create_job = NULL;
+        if (!error_name && s->config->setup && !s->setup_done) {
+                /* Ready: run the setup command before the caller hears of it. */
+                if (sandbox_setup_run(s->manager->event, s->runtime_url, s->token, s->config->setup, on_setup_done, s,
+                                      &s->setup) >= 0)
+                        return;
+                error_name = AGENTD_ERROR_START_FAILED;
+                message = "Cannot start the setup command";
+        }
+        call = TAKE_PTR(s->create_call);
         if (error_name) {
                 log_warning("Sandbox %s: create failed: %s", s->id, message);
                 if (call)
@@ -150,6 +196,24 @@ static void on_removed(Sandbox *s, const char *error_name, const char *message) 
         sandbox_free(s);
 }
 
+static int on_caller_gone(sd_bus_track *track, void *userdata) {
+        Sandbox *s = userdata;
+
+        log_info("Sandbox %s: its creator left the bus (bind_to_caller): deleting it.", s->id);
+        s->track = sd_bus_track_unref(s->track);
+        (void) sandbox_delete(s, NULL);
+        return 0;
+}
+
+int sandbox_bind_to_caller(Sandbox *s, sd_bus_message *m) {
+        int r;
+
+        r = sd_bus_track_new(s->manager->bus, &s->track, on_caller_gone, s);
+        if (r < 0)
+                return r;
+        return sd_bus_track_add_sender(s->track, m);
+}
+
 int sandbox_delete(Sandbox *s, sd_bus_message *call) {
         bool first = s->state != SANDBOX_REMOVING;
         int r;
@@ -163,10 +227,11 @@ int sandbox_delete(Sandbox *s, sd_bus_message *call) {
         }
         if (!first)
                 return 0; /* already on its way: answered with the others */
-        if (s->create_job) {
+        if (s->create_job || s->setup) {
                 /* Still being made: stop that, and remove whatever it made. */
                 create_job_cancel(s->create_job);
                 s->create_job = NULL;
+                s->setup = sandbox_setup_free(s->setup);
                 if (s->create_call) {
                         (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,
                                                           "Sandbox %s was deleted while it was being created.", s->id);

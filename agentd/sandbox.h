@@ -38,6 +38,10 @@ typedef struct Sandbox {
         sd_bus_message *create_call; /* CreateSandbox, answered when the runtime answers /health */
         sd_bus_message **delete_calls; /* Delete()/DeleteSandbox() waiting for the container to go */
         size_t n_delete_calls;
+        struct SandboxSetup *setup;   /* the setup command, while it runs */
+        bool setup_done;
+        char *failure_name, *failure_message; /* a create that failed after the container started */
+        sd_bus_track *track;      /* bind_to_caller: the creator on the bus */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
@@ -52,6 +56,9 @@ void sandbox_set_state(Sandbox *s, SandboxState state);
 /* The create finished: answer the pending CreateSandbox. On failure (error_name set) the sandbox
  * is freed. */
 void sandbox_create_done(Sandbox *s, const char *error_name, const char *message);
+
+/* Delete the sandbox when the bus peer that sent `m` leaves the bus (bind_to_caller). */
+int sandbox_bind_to_caller(Sandbox *s, sd_bus_message *m);
 
 /* Remove the sandbox's container, then the sandbox; `call` (may be NULL) is answered then. */
 int sandbox_delete(Sandbox *s, sd_bus_message *call);

@@ -255,6 +255,36 @@ def errors_are_named_and_leave_nothing_behind():
     assert m.ListSandboxes() == dbus.Array([], signature="(ssso)") or len(m.ListSandboxes()) == 0
 
 
+@test
+def setup_runs_before_the_reply_and_its_failure_removes_the_sandbox():
+    path, sid = create(setup="mkdir -p /work && echo ready > /work/flag && python3 -c 'print(1)'")
+    try:
+        url, token = bus().manager().GetRuntimeAccess(sid)
+        client = RpcClient(url, token)
+        try:
+            assert client.call("sandbox::exec", command="cat /work/flag")["output"] == "ready\n"
+        finally:
+            client.close()
+    finally:
+        bus().manager().DeleteSandbox(sid, timeout=60)
+    before = managed_containers()
+    name, message = error_name(lambda: create(setup="echo cannot do it >&2; exit 3"))
+    assert name.endswith("StartFailed") and "exited with status 3: cannot do it" in message, message
+    assert managed_containers() == before
+
+
+@test
+def bind_to_caller_deletes_the_sandbox_when_its_creator_leaves():
+    b = bus()
+    r = b.busctl("--timeout=120", "call", NAME, MANAGER_PATH, MANAGER, "CreateSandbox", "a{sv}", "3",
+                 "image", "s", BUSYBOX, "bundle", "s", bundle(), "bind_to_caller", "b", "true")
+    assert r.returncode == 0, r.stderr
+    path, sid = json.loads(r.stdout)["data"]
+    # busctl has left the bus: the sandbox goes.
+    wait_until(lambda: f"agentix-{sid}" not in managed_containers(), 15, what="the bound sandbox to go")
+    assert error_name(lambda: bus().manager().GetSandbox(sid))[0].endswith("NoSuchSandbox")
+
+
 class Monitor:
     """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
 
@@ -421,6 +451,8 @@ def a_fork_bomb_and_a_memory_hog_stay_in_their_sandbox():
             assert subprocess.run(["true"]).returncode == 0
             # The bomb did run, into its sandbox's pids limit: forks were refused there.
             cid = json.loads(docker("inspect", f"agentix-{bomb}").stdout)[0]["Id"]
+            # The hog competes with the bomb for half a CPU: give it time to reach its limit.
+            wait_until(lambda: oom_kills(cid) > 0, 30, interval=0.2, what="the memory hog to be killed")
             refused, killed = pids_refused(cid), oom_kills(cid)
             print(f"    forks refused by the bombed sandbox's pids limit: {refused}; killed by its memory limit: "
                   f"{killed}")
