@@ -35,6 +35,8 @@ extern agentix_transport arg_transport;
 extern uint64_t arg_connect_timeout_usec;
 extern bool arg_json;
 extern bool arg_quiet;
+extern const char *arg_sandbox;   /* --sandbox=ID: reach it through agentd */
+extern bool arg_user_bus;         /* --user: agentd on the session bus */
 
 /* Options every command takes after its name as well: -h/--help, --json, -q/--quiet. Put
  * COMMON_LONG_OPTIONS in the command's option table and handle the three with
@@ -66,3 +68,11 @@ int verb_ls(int argc, char *argv[]);
 int verb_grep(int argc, char *argv[]);
 int verb_glob(int argc, char *argv[]);
 int verb_build(int argc, char *argv[]);
+int verb_create(int argc, char *argv[]);
+int verb_list(int argc, char *argv[]);
+int verb_status(int argc, char *argv[]);
+int verb_delete(int argc, char *argv[]);
+int verb_run(int argc, char *argv[]);
+
+/* Connect to agentd (system bus, or session bus with --user). Returns an exit status. */
+int ctl_manager_open(agentix_manager **ret);

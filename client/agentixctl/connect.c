@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Reaching the sandbox the global options name. Direct mode only for now (--url/--token); the
- * D-Bus commands will add --sandbox=ID, resolved here through agentd's GetRuntimeAccess(), so
- * that every command works on both without knowing which. */
+/* Reaching the sandbox the global options name: directly (--url/--token), or by id through
+ * agentd's GetRuntimeAccess() (--sandbox), so that every command works on both without knowing
+ * which. */
 #include <string.h>
 
 #include "agentixctl.h"
@@ -41,13 +41,55 @@ static bool url_is_plausible(const char *url) {
         return true;
 }
 
+int ctl_manager_open(agentix_manager **ret) {
+        agentix_error e = AGENTIX_ERROR_NULL;
+        int r = agentix_manager_open(arg_user_bus, ret, &e);
+
+        if (r < 0) {
+                r = fail_agentix(&e, "cannot reach agentd");
+                agentix_error_done(&e);
+                return r;
+        }
+        return EXIT_OK;
+}
+
+/* --sandbox=ID: its runtime's URL and token, from agentd. */
+static int resolve_sandbox(void) {
+        static char *url = NULL;
+        agentix_manager *m = NULL;
+        agentix_error e = AGENTIX_ERROR_NULL;
+        char *token = NULL;
+        int r, status;
+
+        status = ctl_manager_open(&m);
+        if (status != EXIT_OK)
+                return status;
+        r = agentix_sandbox_access(m, arg_sandbox, &url, &token, &e);
+        agentix_manager_free(m);
+        if (r < 0) {
+                status = fail_agentix(&e, "cannot reach sandbox %s", arg_sandbox);
+                agentix_error_done(&e);
+                return status;
+        }
+        arg_url = url;
+        free(arg_token);
+        arg_token = token;
+        return EXIT_OK;
+}
+
 int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret) {
         agentix_client *c = NULL;
         agentix_error e = AGENTIX_ERROR_NULL;
         int r, status;
 
+        if (arg_sandbox) {
+                status = resolve_sandbox();
+                if (status != EXIT_OK)
+                        return status;
+        }
         if (!arg_url)
-                return fail(EXIT_USAGE, "no sandbox given: use --url=URL or set AGENTIX_URL (see 'agentixctl --help')");
+                return fail(EXIT_USAGE, "no sandbox given: use --sandbox=ID (or AGENTIX_SANDBOX), or --url=URL (or "
+                                        "AGENTIX_URL) (see 'agentixctl --help')");
         if (!url_is_plausible(arg_url))
                 return fail(EXIT_USAGE, "invalid URL '%s': expected http://HOST:PORT (or https://, ws://, wss://)", arg_url);
 

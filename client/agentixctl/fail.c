@@ -52,6 +52,15 @@ int exit_status_from_error(const agentix_error *e) {
                 return EXIT_PROTOCOL;
         case AGENTIX_E_INVALID:
                 return e->code == -ENOMEM ? EXIT_SOFTWARE : EXIT_USAGE;
+        case AGENTIX_E_SANDBOX:
+                /* agentd's errors: whose fault, and what to do. */
+                if (e->type && streq(e->type, "NotOwner"))
+                        return EXIT_NOPERM;
+                if (e->type && streq(e->type, "InvalidConfig"))
+                        return EXIT_USAGE;
+                if (e->type && streq(e->type, "BackendUnavailable"))
+                        return EXIT_UNAVAILABLE;
+                return EXIT_FAILED;
         default:
                 return EXIT_FAILED;
         }

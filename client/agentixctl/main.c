@@ -19,6 +19,8 @@ agentix_transport arg_transport = AGENTIX_TRANSPORT_AUTO;
 uint64_t arg_connect_timeout_usec = 0;
 bool arg_json = false;
 bool arg_quiet = false;
+const char *arg_sandbox = NULL;
+bool arg_user_bus = false;
 
 static int verb_help(int argc, char *argv[]);
 
@@ -27,9 +29,14 @@ typedef struct Verb {
         int (*run)(int argc, char *argv[]);
 } Verb;
 
-/* The D-Bus commands (create, list, status, delete: sandboxes through agentd) join this table;
- * they do not need --url, so each command connects itself, when and where it needs to. */
+/* Each command connects itself, when and where it needs to: the sandbox commands to agentd,
+ * the others to a runtime (--url, or --sandbox through agentd). */
 static const Verb verbs[] = {
+        { "create", verb_create },
+        { "list", verb_list },
+        { "status", verb_status },
+        { "delete", verb_delete },
+        { "run", verb_run },
         { "exec", verb_exec },
         { "shell", verb_shell },
         { "call", verb_call },
@@ -69,6 +76,16 @@ static void help(void) {
                "  grep [--glob=PATTERN] [-m|--max-count=N] PATTERN [PATH]\n"
                "                          Search files for literal text\n"
                "  glob PATTERN [PATH]     Find files by name pattern\n"
+               "  create --image=IMAGE --bundle=BUNDLE [--cpus=N] [--memory=BYTES] [--pids=N]\n"
+               "       [-e|--env=K=V]... [--label=K=V]... [--ttl=S] [--workdir=DIR]\n"
+               "       [--network=NET] [--platform=P] [--setup=CMD]\n"
+               "                          Create a sandbox through agentd; print its id\n"
+               "  list                    List the sandboxes agentd shows you\n"
+               "  status ID               Show a sandbox's properties\n"
+               "  delete ID...            Delete sandboxes\n"
+               "  run [CREATE OPTIONS] [--] CMD [ARG...]\n"
+               "                          Create a sandbox, run CMD in it, delete it (also on\n"
+               "                          failure or Ctrl-C); exit with CMD's status\n"
                "  build [-f|--file=FILE] [-o|--output=FILE] [--platform=OS/ARCH]\n"
                "        [--cache-dir=DIR] [--runtime-dir=DIR] [DIR]\n"
                "                          Build the bundle image DIR/agentix-bundle.conf declares\n"
@@ -77,6 +94,8 @@ static void help(void) {
                "Options:\n"
                "  -h --help               Show this help ('agentixctl COMMAND --help' for a command's)\n"
                "     --version            Show the version\n"
+               "  -s --sandbox=ID          The sandbox to reach through agentd (default\n"
+               "                          $AGENTIX_SANDBOX); or:\n"
                "     --url=URL            The sandbox's runtime server, http://HOST:PORT\n"
                "                          (default $AGENTIX_URL)\n"
                "     --token=TOKEN        Its access token (default $AGENTIX_TOKEN)\n"
@@ -84,6 +103,7 @@ static void help(void) {
                "     --transport=auto|websocket|polling\n"
                "                          How to connect (default auto: WebSocket, else polling)\n"
                "     --timeout=SECONDS    Give up connecting after this long (default 10)\n"
+               "     --user               Talk to agentd on the session bus, not the system bus\n"
                "     --json               Print results as JSON, one value per line\n"
                "  -q --quiet              No progress bars or notes on stderr\n"
                "\n"
@@ -149,6 +169,7 @@ enum {
         ARG_TOKEN_FILE,
         ARG_TRANSPORT,
         ARG_TIMEOUT,
+        ARG_USER,
 };
 
 static int parse_argv(int argc, char *argv[]) {
@@ -160,6 +181,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 { "transport", required_argument, NULL, ARG_TRANSPORT },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "sandbox", required_argument, NULL, 's' },
+                { "user", no_argument, NULL, ARG_USER },
                 {}
         };
         const char *token = getenv("AGENTIX_TOKEN"), *token_file = NULL;
@@ -169,8 +192,11 @@ static int parse_argv(int argc, char *argv[]) {
         arg_url = getenv("AGENTIX_URL");
         if (strempty(arg_url))
                 arg_url = NULL;
+        arg_sandbox = getenv("AGENTIX_SANDBOX");
+        if (strempty(arg_sandbox))
+                arg_sandbox = NULL;
 
-        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS "s:", options, NULL)) >= 0) {
                 switch (c) {
                         COMMON_OPTION_CASES(NULL, help, argv);
                 case ARG_VERSION:
@@ -178,6 +204,13 @@ static int parse_argv(int argc, char *argv[]) {
                         return EXIT_OK;
                 case ARG_URL:
                         arg_url = optarg;
+                        arg_sandbox = NULL;
+                        break;
+                case 's':
+                        arg_sandbox = optarg;
+                        break;
+                case ARG_USER:
+                        arg_user_bus = true;
                         break;
                 case ARG_TOKEN:
                         token = optarg;

@@ -65,6 +65,10 @@ typedef enum agentix_error_kind {
         AGENTIX_E_INVALID,            /* a bad argument to a libagentix function */
         AGENTIX_E_OVERFLOW,           /* a bounded client-side queue is full (unread stream
                                        * items, calls waiting for a reconnect) */
+        AGENTIX_E_SANDBOX,            /* agentd said no: .type is its error's name without
+                                       * "org.agentix.Agentd1." (NoSuchSandbox, InvalidConfig,
+                                       * ImageNotFound, BundleNotFound, BackendUnavailable,
+                                       * StartFailed, TooManySandboxes, NotOwner) */
 } agentix_error_kind;
 
 typedef struct agentix_error {
@@ -315,6 +319,62 @@ typedef struct agentix_matches {
 AGENTIX_API int agentix_grep(agentix_client *c, const char *pattern, const char *path, const char *glob,
                              int64_t max_count, agentix_matches *ret, agentix_error *ret_error);
 AGENTIX_API void agentix_matches_done(agentix_matches *m);
+
+/* ---- sandboxes, through agentd on D-Bus ----------------------------------------------------
+ *
+ * Blocking calls to agentd (org.agentix.Agentd1(5)): create a sandbox, list, look at and
+ * delete sandboxes, and get a sandbox's runtime URL and token to give agentix_client_new().
+ * The caller's uid owns what it creates. */
+
+typedef struct agentix_manager agentix_manager;
+
+/* Connect to agentd on the system bus ($DBUS_SYSTEM_BUS_ADDRESS honoured), or on the session
+ * bus when user is true. AGENTIX_E_CONNECTION when the bus cannot be reached. */
+AGENTIX_API int agentix_manager_open(bool user, agentix_manager **ret, agentix_error *ret_error);
+AGENTIX_API agentix_manager *agentix_manager_free(agentix_manager *m);
+
+typedef struct agentix_sandbox_config {
+        const char *image;              /* the task image (required) */
+        const char *bundle;             /* the bundle image (required) */
+        const char *platform;           /* NULL: the image's */
+        const char *backend;            /* NULL: docker */
+        const char *network;            /* NULL: Docker's default */
+        const char *workdir;            /* NULL: the image's */
+        const char *setup;              /* a command run once before the create returns */
+        const char *const *env;         /* "NAME=VALUE", NULL-terminated; NULL: none */
+        const char *const *labels;      /* "key=value", NULL-terminated; NULL: none */
+        uint64_t ttl_sec;               /* 0: agentd's default */
+        double cpus;                    /* 0: agentd's default */
+        uint64_t memory;                /* bytes; 0: agentd's default */
+        uint64_t pids;                  /* 0: agentd's default */
+        bool bind_to_caller;            /* delete it when this connection to the bus closes */
+        uint64_t timeout_usec;          /* how long to wait for the create; 0: 120 s */
+} agentix_sandbox_config;
+
+/* Create a sandbox; returns once its runtime answers. *ret_id: its id (free() it). */
+AGENTIX_API int agentix_sandbox_create(agentix_manager *m, const agentix_sandbox_config *c, char **ret_id,
+                                       agentix_error *ret_error);
+/* Remove the sandbox's container and the sandbox; returns once it is gone. */
+AGENTIX_API int agentix_sandbox_delete(agentix_manager *m, const char *id, agentix_error *ret_error);
+/* Move its expiry later by seconds. */
+AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint64_t seconds, agentix_error *ret_error);
+/* The runtime's URL and token (owner or root only): what agentix_options wants. free() both. */
+AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
+                                       agentix_error *ret_error);
+
+typedef struct agentix_sandbox_info {
+        char *id, *backend, *image, *bundle, *platform, *state, *runtime_url, *container_id, *path;
+        uint32_t owner;                 /* uid */
+        uint64_t created_at_usec, expires_at_usec; /* since the epoch */
+} agentix_sandbox_info;
+
+AGENTIX_API int agentix_sandbox_get(agentix_manager *m, const char *id, agentix_sandbox_info *ret,
+                                    agentix_error *ret_error);
+/* Every sandbox agentd shows the caller. */
+AGENTIX_API int agentix_sandbox_list(agentix_manager *m, agentix_sandbox_info **ret, size_t *ret_n,
+                                     agentix_error *ret_error);
+AGENTIX_API void agentix_sandbox_info_done(agentix_sandbox_info *i);
+AGENTIX_API void agentix_sandbox_list_free(agentix_sandbox_info *l, size_t n);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,7 @@ static const char *const kind_names[] = {
         [AGENTIX_E_PROTOCOL] = "ProtocolError",
         [AGENTIX_E_INVALID] = "InvalidArgument",
         [AGENTIX_E_OVERFLOW] = "Overflow",
+        [AGENTIX_E_SANDBOX] = "SandboxError",
 };
 
 static const struct {
@@ -101,6 +102,8 @@ int error_kind_errno(agentix_error_kind kind) {
                 return -EPROTO;
         case AGENTIX_E_OVERFLOW:
                 return -ENOBUFS;
+        case AGENTIX_E_SANDBOX:
+                return -EREMOTEIO;
         default:
                 return -EINVAL;
         }

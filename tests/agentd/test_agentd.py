@@ -285,6 +285,67 @@ def bind_to_caller_deletes_the_sandbox_when_its_creator_leaves():
     assert error_name(lambda: bus().manager().GetSandbox(sid))[0].endswith("NoSuchSandbox")
 
 
+def agentixctl(*args, input=None, timeout=120):
+    return subprocess.run([AGENTIXCTL, *args], capture_output=True, text=True, env=bus().env, input=input,
+                          timeout=timeout)
+
+
+@test
+def agentixctl_create_list_status_exec_delete():
+    r = agentixctl("create", "--image", BUSYBOX, "--bundle", bundle(), "--cpus", "0.5", "--memory", "512M",
+                   "-e", "GREETING=hello", "--label", "team=evals", "--ttl", "3600")
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        listed = [json.loads(line) for line in agentixctl("--json", "list").stdout.splitlines()]
+        mine = [x for x in listed if x["id"] == sid]
+        assert mine and mine[0]["state"] == "running" and mine[0]["image"] == BUSYBOX, listed
+        assert sid in agentixctl("list", "-q").stdout.split()
+        st = json.loads(agentixctl("--json", "status", sid).stdout)
+        assert st["expires_at_usec"] - st["created_at_usec"] == 3600 * 10**6 and st["owner"] == 0, st
+        assert agentixctl("status", "-q", sid).stdout.strip() == "running"
+        host = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]["HostConfig"]
+        assert (host["Memory"], host["NanoCpus"]) == (512 << 20, 5 * 10**8)
+        # Every runtime command takes the sandbox by id.
+        r = agentixctl("--sandbox", sid, "exec", "--", "sh", "-c", 'echo "$GREETING"; exit 4')
+        assert r.returncode == 4 and r.stdout == "hello\n", (r.returncode, r.stdout, r.stderr)
+        r = agentixctl("-s", sid, "call", "example::add", "[1, 2]")
+        assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+        r = agentixctl("-s", sid, "write", "/tmp/note.txt", input="from the host\n")
+        assert r.returncode == 0, r.stderr
+        assert "from the host" in agentixctl("-s", sid, "read", "/tmp/note.txt").stdout
+    finally:
+        r = agentixctl("delete", sid)
+    assert r.returncode == 0, r.stderr
+    assert f"agentix-{sid}" not in managed_containers()
+    r = agentixctl("status", sid)
+    assert r.returncode == 1 and "No sandbox" in r.stderr, r.stderr
+    r = agentixctl("create", "--image", "agentix-test/nope:1", "--bundle", bundle())
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "agentixctl: cannot create the sandbox: Task image 'agentix-test/nope:1' is not in Docker: pull, build " \
+        "or import it first", r.stderr
+    r = agentixctl("create", "--image", BUSYBOX)
+    assert r.returncode == 64 and "--bundle=BUNDLE is required" in r.stderr, r.stderr
+
+
+@test
+def agentixctl_run_always_deletes_its_sandbox():
+    before = managed_containers()
+    r = agentixctl("run", "--image", BUSYBOX, "--bundle", bundle(), "--", "sh", "-c", "echo ran; exit 7")
+    assert r.returncode == 7 and r.stdout == "ran\n", (r.returncode, r.stdout, r.stderr)
+    assert managed_containers() == before
+    # Ctrl-C, and even SIGKILL: the sandbox goes all the same.
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        p = subprocess.Popen([AGENTIXCTL, "run", "--image", BUSYBOX, "--bundle", bundle(), "--", "sleep", "60"],
+                             env=bus().env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: managed_containers() - before, 30, what="run's sandbox")
+        time.sleep(0.5)
+        p.send_signal(sig)
+        p.communicate(timeout=30)
+        wait_until(lambda: managed_containers() == before, 30, interval=0.1,
+                   what=f"run's sandbox to go after {signal.Signals(sig).name}")
+
+
 class Monitor:
     """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
 

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/* Sandboxes through agentd: blocking sd-bus calls to org.agentix.Agentd1. */
+#include <systemd/sd-bus.h>
+
+#include "agentix.h"
+#include "error.h"
+#include "macro.h"
+
+#define BUS_NAME "org.agentix.Agentd1"
+#define MANAGER_PATH "/org/agentix/Agentd1"
+#define MANAGER_INTERFACE "org.agentix.Agentd1.Manager"
+#define SANDBOX_INTERFACE "org.agentix.Agentd1.Sandbox"
+#define ERROR_PREFIX "org.agentix.Agentd1."
+#define CREATE_TIMEOUT_USEC (120ULL * 1000 * 1000)
+
+struct agentix_manager {
+        sd_bus *bus;
+        bool user;
+};
+
+/* A failed bus call as an agentix_error: agentd's own errors by name, the rest as what they are. */
+static int bus_error(agentix_error *e, const sd_bus_error *be, int r, const char *what) {
+        if (sd_bus_error_is_set(be) && strneq(be->name, ERROR_PREFIX, STRLEN(ERROR_PREFIX)))
+                return error_set_typed(e, AGENTIX_E_SANDBOX, -EREMOTEIO, be->name + STRLEN(ERROR_PREFIX), "%s",
+                                       strna(be->message));
+        if (sd_bus_error_has_name(be, SD_BUS_ERROR_SERVICE_UNKNOWN) || sd_bus_error_has_name(be, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
+                return error_set(e, AGENTIX_E_CONNECTION, -EHOSTDOWN, "%s: agentd is not running (no %s on the bus)", what,
+                                 BUS_NAME);
+        if (sd_bus_error_has_name(be, SD_BUS_ERROR_ACCESS_DENIED))
+                return error_set(e, AGENTIX_E_UNAUTHORIZED, -EACCES,
+                                 "%s: the bus refused the call: only root and the group agentix may talk to agentd", what);
+        if (sd_bus_error_has_name(be, SD_BUS_ERROR_NO_REPLY) || r == -ETIMEDOUT)
+                return error_set(e, AGENTIX_E_TIMEOUT, -ETIMEDOUT, "%s: agentd did not answer in time", what);
+        if (sd_bus_error_is_set(be))
+                return error_set(e, AGENTIX_E_CONNECTION, r < 0 ? r : -EIO, "%s: %s", what, strna(be->message));
+        return error_set(e, AGENTIX_E_CONNECTION, r < 0 ? r : -EIO, "%s: %s", what, strerror(r < 0 ? -r : EIO));
+}
+
+AGENTIX_API int agentix_manager_open(bool user, agentix_manager **ret, agentix_error *ret_error) {
+        agentix_manager *m = calloc(1, sizeof(*m));
+        int r;
+
+        if (!m)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
+        m->user = user;
+        r = user ? sd_bus_open_user(&m->bus) : sd_bus_open_system(&m->bus);
+        if (r < 0) {
+                free(m);
+                return error_set(ret_error, AGENTIX_E_CONNECTION, r, "cannot connect to the %s bus: %s",
+                                 user ? "session" : "system", strerror(-r));
+        }
+        *ret = m;
+        return 0;
+}
+
+AGENTIX_API agentix_manager *agentix_manager_free(agentix_manager *m) {
+        if (!m)
+                return NULL;
+        sd_bus_flush_close_unref(m->bus);
+        free(m);
+        return NULL;
+}
+
+static int append_pairs(sd_bus_message *msg, const char *key, const char *const *l) {
+        int r;
+
+        if (!l)
+                return 0;
+        r = sd_bus_message_open_container(msg, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "s", key);
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'v', "a{ss}");
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'a', "{ss}");
+        for (const char *const *p = l; r >= 0 && *p; p++) {
+                const char *eq = strchr(*p, '=');
+                _cleanup_free_ char *k = eq ? strndup(*p, eq - *p) : NULL;
+
+                if (!eq)
+                        return -EINVAL;
+                if (!k)
+                        return -ENOMEM;
+                r = sd_bus_message_append(msg, "{ss}", k, eq + 1);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        return r;
+}
+
+static int append_config(sd_bus_message *msg, const agentix_sandbox_config *c) {
+        const struct {
+                const char *key, *value;
+        } strings[] = {
+                { "image", c->image },     { "bundle", c->bundle },   { "platform", c->platform },
+                { "backend", c->backend }, { "network", c->network }, { "workdir", c->workdir },
+                { "setup", c->setup },
+        };
+        int r;
+
+        r = sd_bus_message_open_container(msg, 'a', "{sv}");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(strings); i++)
+                if (strings[i].value)
+                        r = sd_bus_message_append(msg, "{sv}", strings[i].key, "s", strings[i].value);
+        if (r >= 0 && c->ttl_sec)
+                r = sd_bus_message_append(msg, "{sv}", "ttl", "t", c->ttl_sec);
+        if (r >= 0 && c->cpus > 0)
+                r = sd_bus_message_append(msg, "{sv}", "cpus", "d", c->cpus);
+        if (r >= 0 && c->memory)
+                r = sd_bus_message_append(msg, "{sv}", "memory", "t", c->memory);
+        if (r >= 0 && c->pids)
+                r = sd_bus_message_append(msg, "{sv}", "pids", "t", c->pids);
+        if (r >= 0 && c->bind_to_caller)
+                r = sd_bus_message_append(msg, "{sv}", "bind_to_caller", "b", 1);
+        if (r >= 0)
+                r = append_pairs(msg, "env", c->env);
+        if (r >= 0)
+                r = append_pairs(msg, "labels", c->labels);
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        return r;
+}
+
+AGENTIX_API int agentix_sandbox_create(agentix_manager *m, const agentix_sandbox_config *c, char **ret_id,
+                                       agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL, *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        const char *path, *id;
+        int r;
+
+        if (!m || !c || !c->image || !c->bundle || !ret_id)
+                return error_set(ret_error, AGENTIX_E_INVALID, -EINVAL, "a sandbox needs an image and a bundle");
+        r = sd_bus_message_new_method_call(m->bus, &msg, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "CreateSandbox");
+        if (r >= 0)
+                r = append_config(msg, c);
+        if (r == -EINVAL)
+                return error_set(ret_error, AGENTIX_E_INVALID, r, "env and labels take NAME=VALUE items");
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        r = sd_bus_call(m->bus, msg, c->timeout_usec ?: CREATE_TIMEOUT_USEC, &be, &reply);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot create the sandbox");
+        r = sd_bus_message_read(reply, "os", &path, &id);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, r, "agentd answered CreateSandbox oddly");
+        *ret_id = strdup(id);
+        return *ret_id ? 0 : error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
+}
+
+AGENTIX_API int agentix_sandbox_delete(agentix_manager *m, const char *id, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(m->bus, &msg, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "DeleteSandbox");
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "s", id);
+        if (r >= 0)
+                r = sd_bus_call(m->bus, msg, CREATE_TIMEOUT_USEC, &be, NULL);
+        return r < 0 ? bus_error(ret_error, &be, r, "cannot delete the sandbox") : 0;
+}
+
+AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint64_t seconds, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = sd_bus_path_encode(MANAGER_PATH "/sandbox", id, &path);
+        if (r >= 0)
+                r = sd_bus_call_method(m->bus, BUS_NAME, path, SANDBOX_INTERFACE, "Extend", &be, NULL, "t", seconds);
+        if (r < 0 && sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT))
+                return error_set_typed(ret_error, AGENTIX_E_SANDBOX, -ENOENT, "NoSuchSandbox", "No sandbox '%s'.", id);
+        return r < 0 ? bus_error(ret_error, &be, r, "cannot extend the sandbox") : 0;
+}
+
+AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
+                                       agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *url, *token;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetRuntimeAccess", &be, &reply, "s", id);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot reach the sandbox");
+        r = sd_bus_message_read(reply, "ss", &url, &token);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, r, "agentd answered GetRuntimeAccess oddly");
+        *ret_url = strdup(url);
+        *ret_token = strdup(token);
+        if (!*ret_url || !*ret_token) {
+                free(*ret_url);
+                free(*ret_token);
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
+AGENTIX_API void agentix_sandbox_info_done(agentix_sandbox_info *i) {
+        if (!i)
+                return;
+        free(i->id);
+        free(i->backend);
+        free(i->image);
+        free(i->bundle);
+        free(i->platform);
+        free(i->state);
+        free(i->runtime_url);
+        free(i->container_id);
+        free(i->path);
+        *i = (agentix_sandbox_info) {};
+}
+
+AGENTIX_API void agentix_sandbox_list_free(agentix_sandbox_info *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                agentix_sandbox_info_done(&l[i]);
+        free(l);
+}
+
+/* The properties of the sandbox object at path. */
+static int read_info(agentix_manager *m, const char *path, agentix_sandbox_info *ret, sd_bus_error *be) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        agentix_sandbox_info i = {};
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll", be, &reply, "s",
+                               SANDBOX_INTERFACE);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                static const struct {
+                        const char *name;
+                        size_t offset;
+                } strings[] = {
+                        { "Id", offsetof(agentix_sandbox_info, id) },
+                        { "Backend", offsetof(agentix_sandbox_info, backend) },
+                        { "Image", offsetof(agentix_sandbox_info, image) },
+                        { "Bundle", offsetof(agentix_sandbox_info, bundle) },
+                        { "Platform", offsetof(agentix_sandbox_info, platform) },
+                        { "State", offsetof(agentix_sandbox_info, state) },
+                        { "RuntimeUrl", offsetof(agentix_sandbox_info, runtime_url) },
+                        { "ContainerId", offsetof(agentix_sandbox_info, container_id) },
+                };
+                const char *name, *s;
+                size_t k;
+
+                r = sd_bus_message_read(reply, "s", &name);
+                if (r < 0)
+                        break;
+                for (k = 0; k < ELEMENTSOF(strings) && !streq(strings[k].name, name); k++)
+                        ;
+                if (k < ELEMENTSOF(strings)) {
+                        char **field = (char **) ((uint8_t *) &i + strings[k].offset);
+                        r = sd_bus_message_read(reply, "v", "s", &s);
+                        if (r >= 0 && !(*field = strdup(s)))
+                                r = -ENOMEM;
+                } else if (streq(name, "Owner"))
+                        r = sd_bus_message_read(reply, "v", "u", &i.owner);
+                else if (streq(name, "CreatedAt"))
+                        r = sd_bus_message_read(reply, "v", "t", &i.created_at_usec);
+                else if (streq(name, "ExpiresAt"))
+                        r = sd_bus_message_read(reply, "v", "t", &i.expires_at_usec);
+                else
+                        r = sd_bus_message_skip(reply, "v");
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r >= 0 && !(i.path = strdup(path)))
+                r = -ENOMEM;
+        if (r < 0) {
+                agentix_sandbox_info_done(&i);
+                return r;
+        }
+        *ret = i;
+        return 0;
+}
+
+AGENTIX_API int agentix_sandbox_get(agentix_manager *m, const char *id, agentix_sandbox_info *ret,
+                                    agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *path;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetSandbox", &be, &reply, "s", id);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "o", &path);
+        if (r >= 0)
+                r = read_info(m, path, ret, &be);
+        return r < 0 ? bus_error(ret_error, &be, r, "cannot look at the sandbox") : 0;
+}
+
+AGENTIX_API int agentix_sandbox_list(agentix_manager *m, agentix_sandbox_info **ret, size_t *ret_n,
+                                     agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        agentix_sandbox_info *l = NULL;
+        const char *id, *image, *state, *path;
+        size_t n = 0;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSandboxes", &be, &reply, NULL);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot list the sandboxes");
+        r = sd_bus_message_enter_container(reply, 'a', "(ssso)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(ssso)", &id, &image, &state, &path)) > 0) {
+                agentix_sandbox_info *t = realloc(l, (n + 1) * sizeof(*l));
+
+                if (!t) {
+                        r = -ENOMEM;
+                        break;
+                }
+                l = t;
+                sd_bus_error_free(&be);
+                r = read_info(m, path, &l[n], &be);
+                if (r == -ENXIO || sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT)) {
+                        r = 0; /* gone since the list was made */
+                        continue;
+                }
+                if (r < 0)
+                        break;
+                n++;
+        }
+        if (r < 0) {
+                agentix_sandbox_list_free(l, n);
+                return bus_error(ret_error, &be, r, "cannot list the sandboxes");
+        }
+        *ret = l;
+        *ret_n = n;
+        return 0;
+}
