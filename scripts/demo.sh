@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job: build agentix, build the example bundle (agentixctl build), start dockerd, run a
-# sandbox from the bundle on a task image with no libc at all (static busybox), run commands,
-# file operations and a C module function in it through a real Socket.IO client and through
-# agentixctl, show the replies, clean up.
+# The main job, on a fresh Debian 12 machine: install what is needed, build agentix, start
+# dockerd and a system bus with agentd on it, make a task image with no libc at all (static
+# busybox) and the example bundle (agentixctl build), then create sandboxes with plain busctl
+# and with agentixctl, run commands and a C module function in them through a real Socket.IO
+# client and through agentixctl, delete them, and show that no container is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,55 +12,72 @@ cd "$(dirname "$0")/.."
 ninja -C build
 
 ctl=build/client/agentixctl/agentixctl
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-workdir=$(mktemp -d /tmp/agentix-demo.XXXXXX)
-tag=$$
-carrier=agentix-demo-carrier-$tag sandbox=agentix-demo-sandbox-$tag
+work=$(mktemp -d /tmp/agentix-demo.XXXXXX)
+agentd_pid=
 
 cleanup() {
-        docker rm -f -v "$sandbox" "$carrier" >/dev/null 2>&1 || true
-        ./scripts/dockerd.sh stop "$workdir/dockerd.pid"
-        rm -rf "$workdir"
+        [ -n "$agentd_pid" ] && kill "$agentd_pid" 2>/dev/null && wait "$agentd_pid" 2>/dev/null || true
+        ./scripts/system-bus.sh stop "$work/bus"
+        ./scripts/dockerd.sh stop "$work/dockerd.pid"
+        rm -rf "$work"
 }
 trap cleanup EXIT
+step() { printf '\n=== %s\n' "$*"; }
 
-./scripts/dockerd.sh start "$workdir/dockerd.pid"
+step "dockerd, a task image without libc, the example bundle"
+./scripts/dockerd.sh start "$work/dockerd.pid"
+before=$(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort)
 tests/bundle/make-task-images.sh busybox
-
-echo "--- agentixctl build examples/bundle-example"
 grep -v -e '^#' -e '^$' examples/bundle-example/agentix-bundle.conf | sed 's/^/    /'
 AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
         "$ctl" build --cache-dir "${AGENTIX_CACHE_DIR:-$HOME/.cache/agentix}" examples/bundle-example
 
-echo "--- a sandbox: the bundle's /nix (a stopped carrier, --volumes-from) on agentix-test/busybox:1"
-docker create --name "$carrier" example-bundle:0.1.0 >/dev/null
-docker run -d --name "$sandbox" --volumes-from "$carrier" -e AGENTIX_TOKEN="$token" \
-        -p 127.0.0.1::8000 --pids-limit 512 --memory 1g \
-        --entrypoint /nix/runtime/bin/agentix-server agentix-test/busybox:1 >/dev/null
-port=$(docker port "$sandbox" 8000/tcp | head -1 | cut -d: -f2)
-for _ in $(seq 200); do
-        curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+step "a system bus with agentd on it"
+DBUS_SYSTEM_BUS_ADDRESS=$(./scripts/system-bus.sh start "$work/bus")
+export DBUS_SYSTEM_BUS_ADDRESS
+build/agentd/agentd 2>"$work/agentd.log" &
+agentd_pid=$!
+for _ in $(seq 100); do
+        busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break
         sleep 0.05
 done
-echo "agentix-server in $sandbox on 127.0.0.1:$port: $(curl -s "http://127.0.0.1:$port/health")"
+busctl tree org.agentix.Agentd1
 
-/usr/bin/python3 scripts/demo-client.py "http://127.0.0.1:$port" "$token" /tmp
+step "busctl call ... CreateSandbox (answered once the runtime inside answers /health)"
+M="org.agentix.Agentd1 /org/agentix/Agentd1 org.agentix.Agentd1.Manager"
+reply=$(busctl --timeout=120 call $M CreateSandbox 'a{sv}' 3 image s agentix-test/busybox:1 \
+        bundle s example-bundle:0.1.0 env 'a{ss}' 1 GREETING hello)
+echo "$reply"
+id=$(echo "$reply" | awk '{print $3}' | tr -d '"')
+busctl call $M ListSandboxes
+busctl get-property org.agentix.Agentd1 "/org/agentix/Agentd1/sandbox/$id" org.agentix.Agentd1.Sandbox State
+access=$(busctl call $M GetRuntimeAccess s "$id")
+url=$(echo "$access" | awk '{print $2}' | tr -d '"')
+token=$(echo "$access" | awk '{print $3}' | tr -d '"')
+echo "runtime: $url"
 
-# The same sandbox through agentixctl (built on libagentix).
-export AGENTIX_URL="http://127.0.0.1:$port" AGENTIX_TOKEN="$token"
-echo "--- agentixctl exec -- python3 -c ... (python3 from the bundle; the image has no libc)"
-"$ctl" exec -- python3 -c 'import ssl, sqlite3, sys; print(sys.version.split()[0], ssl.OPENSSL_VERSION)'
-echo "--- agentixctl exec -- bash -c 'git init && git commit ...'"
-"$ctl" exec -- bash -c 'cd /tmp && git init -q repo && cd repo && echo hi > f && git add f &&
-        git commit -q -m "first commit" && git log --oneline'
-echo "--- agentixctl call example::greet '[\"agentix\"]' (the bundle's C module)"
-"$ctl" call example::greet '["agentix"]'
-echo "--- agentixctl exec -- sh -c 'echo hi from agentixctl; exit 7'"
-"$ctl" exec -- sh -c 'echo hi from agentixctl; exit 7' && rc=0 || rc=$?
+step "python-socketio calls into sandbox $id"
+/usr/bin/python3 scripts/demo-client.py "$url" "$token" /tmp
+
+step "busctl call ... DeleteSandbox"
+busctl call $M DeleteSandbox s "$id"
+
+step "agentixctl create / --sandbox exec / call / list / delete"
+id=$("$ctl" create --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 --memory=512M --pids=256)
+echo "created $id"
+"$ctl" --sandbox="$id" exec -- python3 -c 'import ssl, sys; print(sys.version.split()[0], ssl.OPENSSL_VERSION)'
+"$ctl" --sandbox="$id" exec -- bash -c 'cd /tmp && git init -q repo && cd repo && echo hi > f &&
+        git add f && git commit -q -m "first commit" && git log --oneline'
+"$ctl" --sandbox="$id" call example::greet '["agentix"]'
+"$ctl" list
+"$ctl" delete "$id"
+
+step "agentixctl run (create, run, delete: also on failure or Ctrl-C)"
+"$ctl" run --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 -- \
+        sh -c 'echo "hello from $(uname -s), no libc in this image: $(ls /lib 2>&1 | head -1)"; exit 3' && rc=0 || rc=$?
 echo "    (exit status $rc)"
-echo "--- agentixctl cp scripts :/tmp/copied && agentixctl ls /tmp/copied"
-"$ctl" -q cp scripts ":/tmp/copied"
-"$ctl" ls /tmp/copied
 
-docker stop -t 5 "$sandbox" >/dev/null
-echo "--- sandbox stopped (exit status $(docker inspect -f '{{.State.ExitCode}}' "$sandbox")); removing it"
+step "sandbox containers left behind by this run"
+left=$(comm -13 <(echo "$before") <(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort))
+echo "${left:-none}"
+[ -z "$left" ]
