@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench/agentd/run.sh [RUNS] — agentd's create, delete and `agentixctl run -- true` against
+# bare Docker (the CLI and the Engine API) on the same image and bundle. See README.md.
+# Configures a release build (BUILD, default build-bench), starts dockerd and a private system
+# bus with agentd when they are missing, makes the busybox task image and the example bundle.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-bench}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+
+"$ROOT/scripts/deps.sh"
+[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release >/dev/null
+ninja -C "$BUILD" >/dev/null
+
+work=$(mktemp -d /tmp/agentix-bench-agentd.XXXXXX)
+agentd_pid=
+cleanup() {
+        [ -n "$agentd_pid" ] && kill "$agentd_pid" 2>/dev/null && wait "$agentd_pid" 2>/dev/null || true
+        "$ROOT/scripts/system-bus.sh" stop "$work/bus"
+        "$ROOT/scripts/dockerd.sh" stop "$work/dockerd.pid"
+        rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$ROOT/scripts/dockerd.sh" start "$work/dockerd.pid"
+DOCKER=/usr/bin/docker "$ROOT/tests/bundle/make-task-images.sh" busybox
+AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/include \
+        "$BUILD/client/agentixctl/agentixctl" build -q --cache-dir "$work/cache" "$ROOT/examples/bundle-example" >/dev/null
+DBUS_SYSTEM_BUS_ADDRESS=$("$ROOT/scripts/system-bus.sh" start "$work/bus")
+export DBUS_SYSTEM_BUS_ADDRESS
+"$BUILD/agentd/agentd" 2>"$work/agentd.log" &
+agentd_pid=$!
+for _ in $(seq 100); do
+        busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break
+        sleep 0.05
+done
+
+LD_LIBRARY_PATH=$BUILD/client/lib /usr/bin/python3 "$HERE/bench.py" "$BUILD/client/agentixctl/agentixctl" \
+        agentix-test/busybox:1 example-bundle:0.1.0 "${1:-20}"
