@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <time.h>
+
 #include "docker-backend.h"
 #include "log.h"
 #include "sandbox-dbus.h"
@@ -39,6 +41,7 @@ Manager *manager_free(Manager *m) {
                 state = 0;
         }
         strmap_free(m->sandboxes);
+        sd_event_source_disable_unref(m->reaper);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
         free(m);
@@ -64,6 +67,57 @@ static void on_docker_event(const char *id, const char *action, void *userdata) 
                 sandbox_dbus_removed(s);
                 sandbox_free(s);
         }
+}
+
+static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        struct timespec ts;
+        uint64_t now;
+        bool again = true;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+        /* Deleting changes the map: start over after each one. */
+        while (again) {
+                size_t state = 0;
+                Sandbox *s;
+
+                again = false;
+                while ((s = strmap_iterate(m->sandboxes, &state)))
+                        if (s->expires_at <= now && s->state != SANDBOX_REMOVING) {
+                                log_info("Sandbox %s expired: deleting it.", s->id);
+                                (void) sandbox_delete(s, NULL);
+                                if (manager_get_sandbox(m, s->id) == s && s->state != SANDBOX_REMOVING)
+                                        /* Docker would not remove it now: try again in a minute. */
+                                        s->expires_at = now + 60 * 1000000ULL;
+                                again = true;
+                                break;
+                        }
+        }
+        manager_schedule_reaper(m);
+        return 0;
+}
+
+void manager_schedule_reaper(Manager *m) {
+        uint64_t next = UINT64_MAX;
+        size_t state = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                if (s->state != SANDBOX_REMOVING && s->expires_at < next)
+                        next = s->expires_at;
+        if (next == UINT64_MAX) {
+                if (m->reaper)
+                        (void) sd_event_source_set_enabled(m->reaper, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->reaper) {
+                if (sd_event_add_time(m->event, &m->reaper, CLOCK_REALTIME, next, 100 * 1000, on_reaper, m) < 0)
+                        log_warning("Cannot arm the reaper of expired sandboxes.");
+                return;
+        }
+        (void) sd_event_source_set_time(m->reaper, next);
+        (void) sd_event_source_set_enabled(m->reaper, SD_EVENT_ONESHOT);
 }
 
 int manager_start(Manager *m) {

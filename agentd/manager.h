@@ -27,6 +27,7 @@ typedef struct Manager {
         SandboxLimits defaults;
         uint64_t default_ttl_sec;
         unsigned max_sandboxes;
+        sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 
 int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, Manager **ret);
@@ -35,6 +36,9 @@ Manager *manager_free(Manager *m);
 Sandbox *manager_get_sandbox(Manager *m, const char *id);
 int manager_add_sandbox(Manager *m, Sandbox *s);
 void manager_remove_sandbox(Manager *m, Sandbox *s);
+
+/* A sandbox's ExpiresAt was set or moved: re-arm the reaper that deletes expired sandboxes. */
+void manager_schedule_reaper(Manager *m);
 
 /* Follow the backend's events (sandbox state). */
 int manager_start(Manager *m);

@@ -78,6 +78,7 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Extend takes 1 to 315360000 seconds, not %llu.",
                                          (unsigned long long) seconds);
         s->expires_at += seconds * 1000000ULL;
+        manager_schedule_reaper(s->manager);
         (void) sd_bus_emit_properties_changed(sd_bus_message_get_bus(m), s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
         return sd_bus_reply_method_return(m, NULL);
 }

@@ -176,6 +176,7 @@ void sandbox_create_done(Sandbox *s, const char *error_name, const char *message
                 return;
         }
         sandbox_set_state(s, SANDBOX_RUNNING);
+        manager_schedule_reaper(s->manager);
         if (call)
                 (void) sd_bus_reply_method_return(call, "os", s->path, s->id);
         sd_bus_message_unref(call);

@@ -346,6 +346,19 @@ def agentixctl_run_always_deletes_its_sandbox():
                    what=f"run's sandbox to go after {signal.Signals(sig).name}")
 
 
+@test
+def expired_sandboxes_are_deleted():
+    path, short = create(ttl=dbus.UInt64(2))
+    path2, longer = create(ttl=dbus.UInt64(2))
+    dbus.Interface(bus().conn.get_object(NAME, path2), SANDBOX).Extend(dbus.UInt64(600))
+    t0 = time.time()
+    wait_until(lambda: f"agentix-{short}" not in managed_containers(), 15, interval=0.1, what="the expired sandbox to go")
+    print(f"    deleted {time.time() - t0:.1f} s after it was created with ttl 2 s")
+    assert error_name(lambda: bus().manager().GetSandbox(short))[0].endswith("NoSuchSandbox")
+    assert properties(path2)["State"] == "running"  # extended: still there
+    bus().manager().DeleteSandbox(longer, timeout=60)
+
+
 class Monitor:
     """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
 
