@@ -35,6 +35,11 @@ int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userda
 /* Requests that take longer than this fail (default 30 s). */
 void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
 
+/* Remove the carriers whose bundle image lost its last tag (it was rebuilt: creates use the new
+ * one) and that no sandbox uses (in_use(bundle_id)). In the background; failures are logged. */
+void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
+                                   void *userdata);
+
 /* The socket $DOCKER_HOST names (unix:// only), else /var/run/docker.sock. -EPROTONOSUPPORT for
  * another scheme. */
 int docker_socket_from_env(char **ret);

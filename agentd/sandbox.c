@@ -103,6 +103,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->id);
         free(s->path);
         free(s->container_id);
+        free(s->bundle_id);
         free(s->runtime_url);
         free(s->failure_name);
         free(s->failure_message);
@@ -182,6 +183,17 @@ void sandbox_create_done(Sandbox *s, const char *error_name, const char *message
         sd_bus_message_unref(call);
 }
 
+static bool bundle_in_use(const char *bundle_id, void *userdata) {
+        Manager *m = userdata;
+        size_t state = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                if (s->bundle_id && streq(s->bundle_id, bundle_id) && s->state != SANDBOX_REMOVING)
+                        return true;
+        return false;
+}
+
 static void on_removed(Sandbox *s, const char *error_name, const char *message) {
         if (error_name) {
                 log_warning("Sandbox %s: removing its container failed: %s", s->id, message);
@@ -193,8 +205,12 @@ static void on_removed(Sandbox *s, const char *error_name, const char *message) 
                 sandbox_set_state(s, SANDBOX_FAILED);
                 return;
         }
+        Manager *m = s->manager;
         sandbox_dbus_removed(s);
         sandbox_free(s);
+        /* A carrier whose bundle was rebuilt (its image has no tag left) and that no sandbox
+         * uses any more goes too. */
+        docker_backend_prune_carriers(m->docker, bundle_in_use, m);
 }
 
 static int on_caller_gone(sd_bus_track *track, void *userdata) {

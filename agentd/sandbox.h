@@ -32,6 +32,7 @@ typedef struct Sandbox {
         uint64_t expires_at;
         SandboxState state;
         char *container_id;
+        char *bundle_id;          /* the bundle image's id (sha256:…): which carrier it uses */
         char *runtime_url;        /* http://127.0.0.1:PORT once running */
         char *token;
         CreateJob *create_job;    /* while creating */

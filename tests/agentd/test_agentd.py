@@ -359,6 +359,46 @@ def expired_sandboxes_are_deleted():
     bus().manager().DeleteSandbox(longer, timeout=60)
 
 
+def carriers():
+    return set(docker("ps", "-a", "--filter", "label=org.agentix.carrier", "--format", "{{.Names}}").stdout.split())
+
+
+@test
+def a_rebuilt_bundle_gets_a_new_carrier_and_the_old_one_goes():
+    project = os.path.join(WORK, "gc-bundle")
+    os.makedirs(project, exist_ok=True)
+
+    def build(note):
+        with open(os.path.join(project, "note.txt"), "w") as f:
+            f.write(note)
+        with open(os.path.join(project, "agentix-bundle.conf"), "w") as f:
+            f.write("[Bundle]\nName=agentix-test-gc\nVersion=1\n[Tools]\nPackages=bash\n"
+                    "[Files]\nCopy=note.txt share/note.txt\n")
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), project],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["id"]
+
+    first = build("first")
+    before = carriers()
+    _, one = create(bundle="agentix-test-gc:1")
+    old_carrier = f"agentix-carrier-{first[7:19]}"
+    assert old_carrier in carriers() - before
+    second = build("second")
+    assert second != first
+    _, two = create(bundle="agentix-test-gc:1")
+    new_carrier = f"agentix-carrier-{second[7:19]}"
+    assert {old_carrier, new_carrier} <= carriers()
+    bus().manager().DeleteSandbox(one, timeout=60)
+    # The old bundle image has no tag left and no sandbox uses its carrier: it goes.
+    wait_until(lambda: old_carrier not in carriers(), 10, what="the old carrier to go")
+    bus().manager().DeleteSandbox(two, timeout=60)
+    time.sleep(0.5)
+    assert new_carrier in carriers()  # the current build's carrier stays for the next create
+    docker("rm", "-f", "-v", new_carrier)
+    docker("rmi", "-f", "agentix-test-gc:1", "agentix-test-gc:latest", check=False)
+
+
 class Monitor:
     """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
 
