@@ -21,6 +21,13 @@ static int get_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_er
         return 0;
 }
 
+/* The sandbox the message's id names, when the caller may act on it (its owner, or root). */
+static int get_own_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_error *error) {
+        int r = get_sandbox(m, msg, ret, error);
+
+        return r < 0 ? r : sandbox_check_caller(*ret, msg, error);
+}
+
 static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         Manager *m = userdata;
@@ -114,10 +121,7 @@ static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         Sandbox *s = NULL;
         int r;
 
-        r = get_sandbox(userdata, msg, &s, error);
-        if (r < 0)
-                return r;
-        r = sandbox_check_caller(s, msg, error);
+        r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
                 return r;
         r = sandbox_delete(s, msg);
@@ -128,10 +132,7 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         Sandbox *s = NULL;
         int r;
 
-        r = get_sandbox(userdata, msg, &s, error);
-        if (r < 0)
-                return r;
-        r = sandbox_check_caller(s, msg, error);
+        r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
                 return r;
         if (s->state != SANDBOX_RUNNING || !s->runtime_url)
