@@ -121,14 +121,15 @@ static void test_file_codes(void **state) {
 }
 
 static void test_kind_names(void **state) {
-        for (int k = AGENTIX_E_NONE; k <= AGENTIX_E_OVERFLOW; k++) {
+        for (int k = AGENTIX_E_NONE; k <= AGENTIX_E_SANDBOX; k++) {
                 const char *n = agentix_error_kind_name(k);
                 assert_string_not_equal(n, "Unknown");
                 for (int j = AGENTIX_E_NONE; j < k; j++)
                         assert_string_not_equal(n, agentix_error_kind_name(j));
         }
         assert_string_equal(agentix_error_kind_name(AGENTIX_E_WORKER_DIED), "WorkerDied");
-        assert_string_equal(agentix_error_kind_name(AGENTIX_E_OVERFLOW + 1), "Unknown");
+        assert_string_equal(agentix_error_kind_name(AGENTIX_E_SANDBOX), "SandboxError");
+        assert_string_equal(agentix_error_kind_name(AGENTIX_E_SANDBOX + 1), "Unknown");
         assert_string_equal(agentix_error_kind_name(-1), "Unknown");
 }
 
