@@ -44,6 +44,8 @@ typedef enum CreateStep {
 struct CreateJob {
         DockerBackend *backend;
         Sandbox *sandbox;
+        sandbox_done_t done;
+        void *userdata;
         CreateStep step;
         DockerRequest *request;
         char *bundle_id;          /* sha256:… */
@@ -62,6 +64,7 @@ struct CreateJob {
 typedef struct RemoveJob {
         Sandbox *sandbox;
         sandbox_done_t done;
+        void *userdata;
 } RemoveJob;
 
 int docker_socket_from_env(char **ret) {
@@ -128,10 +131,12 @@ static void job_finish(CreateJob *j) {
         Sandbox *s = j->sandbox;
         const char *name = j->error_name;
         _cleanup_free_ char *message = TAKE_PTR(j->error_message);
+        sandbox_done_t done = j->done;
+        void *userdata = j->userdata;
 
         s->create_job = NULL;
         job_free(j);
-        sandbox_create_done(s, name, message);
+        done(s, name, message, userdata);
 }
 
 static void on_cleanup(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
@@ -513,7 +518,7 @@ static void step(CreateJob *j) {
                 job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot send a request to Docker: %s", strerror(-r));
 }
 
-int docker_backend_create(DockerBackend *b, Sandbox *s) {
+int docker_backend_create(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata) {
         CreateJob *j;
 
         if (!streq(s->config->backend, "docker"))
@@ -521,7 +526,7 @@ int docker_backend_create(DockerBackend *b, Sandbox *s) {
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (CreateJob) { .backend = b, .sandbox = s, .step = STEP_INSPECT_BUNDLE };
+        *j = (CreateJob) { .backend = b, .sandbox = s, .done = done, .userdata = userdata, .step = STEP_INSPECT_BUNDLE };
         s->create_job = j;
         step(j);
         return 0;
@@ -533,24 +538,25 @@ static void on_remove(DockerClient *d, int status, json_t *body, const char *err
         RemoveJob *rj = userdata;
         Sandbox *s = rj->sandbox;
         sandbox_done_t done = rj->done;
+        void *ud = rj->userdata;
         char buf[128];
 
         free(rj);
         if (status == 204 || status == 404) {
-                done(s, NULL, NULL);
+                done(s, NULL, NULL, ud);
                 return;
         }
-        done(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, docker_error_message(status, body, error, buf, sizeof(buf)));
+        done(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, docker_error_message(status, body, error, buf, sizeof(buf)), ud);
 }
 
-int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done) {
+int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata) {
         RemoveJob *rj = malloc(sizeof(*rj));
         char path[128];
         int r;
 
         if (!rj)
                 return -ENOMEM;
-        *rj = (RemoveJob) { .sandbox = s, .done = done };
+        *rj = (RemoveJob) { .sandbox = s, .done = done, .userdata = userdata };
         snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", s->id);
         r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, NULL);
         if (r < 0)

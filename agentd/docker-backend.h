@@ -13,18 +13,20 @@
 
 typedef struct DockerBackend DockerBackend;
 
-typedef void (*sandbox_done_t)(Sandbox *s, const char *error_name, const char *message);
+/* error_name: NULL on success, else an org.agentix.Agentd1 error with its message. */
+typedef void (*sandbox_done_t)(Sandbox *s, const char *error_name, const char *message, void *userdata);
 
 int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret);
 DockerBackend *docker_backend_free(DockerBackend *b);
 
-/* Start making s's container; sandbox_create_done() is called when it answers or failed. */
-int docker_backend_create(DockerBackend *b, Sandbox *s);
+/* Start making s's container (s->create_job is the job); done is called once it answers /health
+ * or failed (what it made removed by then), possibly before this returns. */
+int docker_backend_create(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata);
 /* Stop a create (its reply is never given); what it made is left for the remove that follows. */
 void create_job_cancel(CreateJob *j);
 
 /* Force-remove s's container (by name: also one a cancelled create made) with its volumes. */
-int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done);
+int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata);
 
 /* Follow Docker's event stream for agentd's containers: action ("start", "die", "oom",
  * "destroy", …) of the sandbox with this id. Reconnects (from where it left off) when the

@@ -5,7 +5,8 @@
 
 #include "docker-backend.h"
 #include "log.h"
-#include "manager.h"
+#include "lifecycle.h"
+#include "manager-dbus.h"
 
 static bool arg_user = false;
 static uint64_t arg_docker_timeout_usec = 30ULL * 1000 * 1000;
@@ -114,7 +115,7 @@ int main(int argc, char *argv[]) {
         r = manager_dbus_register(m);
         if (r < 0)
                 goto finish;
-        r = manager_start(m);
+        r = lifecycle_start(m);
         if (r < 0)
                 goto finish;
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
@@ -131,6 +132,8 @@ int main(int argc, char *argv[]) {
 finish:
         if (r < 0 && r != -ENOENT)
                 log_error_errno(r, "agentd failed: %m");
+        if (m)
+                lifecycle_stop(m);
         manager_free(m);
         docker_backend_free(docker);
         if (bus)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "agentd-errors.h"
-#include "docker-backend.h"
+#include "lifecycle.h"
 #include "log.h"
-#include "manager.h"
+#include "manager-dbus.h"
 #include "sandbox-dbus.h"
 
 static int get_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_error *error) {
@@ -32,7 +32,6 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         Manager *m = userdata;
         SandboxConfig *config = NULL;
-        Sandbox *s;
         uid_t uid;
         int r;
 
@@ -50,36 +49,8 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                 sandbox_config_free(config);
                 return r;
         }
-        if (strmap_size(m->sandboxes) >= m->max_sandboxes) {
-                sandbox_config_free(config);
-                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
-                                         "agentd runs %u sandboxes, its limit: delete one first.", m->max_sandboxes);
-        }
-        r = sandbox_new(m, config, uid, &s);
-        if (r < 0) {
-                sandbox_config_free(config);
-                return r;
-        }
-        s->create_call = sd_bus_message_ref(msg);
-        if (config->bind_to_caller) {
-                r = sandbox_bind_to_caller(s, msg);
-                if (r < 0) {
-                        s->create_call = sd_bus_message_unref(s->create_call);
-                        sandbox_free(s);
-                        return r;
-                }
-        }
-        log_info("Sandbox %s: creating for uid %u (image %s, bundle %s).", s->id, (unsigned) uid, config->image,
-                 config->bundle);
-        sandbox_dbus_new(s);
-        r = docker_backend_create(m->docker, s);
-        if (r < 0) {
-                s->create_call = sd_bus_message_unref(s->create_call);
-                sandbox_dbus_removed(s);
-                sandbox_free(s);
-                return r;
-        }
-        return 1; /* answered when the runtime answers /health */
+        r = lifecycle_create(m, config, uid, msg, error);
+        return r < 0 ? r : 1; /* answered when the runtime answers /health */
 }
 
 static int method_get_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
@@ -124,7 +95,7 @@ static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
                 return r;
-        r = sandbox_delete(s, msg);
+        r = lifecycle_delete(userdata, s, msg);
         return r < 0 ? r : 1;
 }
 

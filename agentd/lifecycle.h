@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What happens to sandboxes: created through the backend (answered when the runtime answers
+ * /health, after the setup command), deleted on request, at expiry, when the creator leaves
+ * the bus (bind_to_caller) or when Docker removed the container; state kept in step with
+ * Docker's events; SandboxNew, SandboxRemoved and PropertiesChanged sent on the way. */
+
+#include "manager.h"
+
+/* Start creating a sandbox from config (taken) for the CreateSandbox call (answered later). */
+int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error);
+/* Remove its container, then the sandbox; call (may be NULL) is answered then. */
+int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call);
+/* Move ExpiresAt later. */
+void lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds);
+
+/* Follow the backend's events. */
+int lifecycle_start(Manager *m);
+/* Stop every job in flight (before manager_free()). */
+void lifecycle_stop(Manager *m);
