@@ -4,7 +4,7 @@
 
 #include "agentd-errors.h"
 #include "curl-event.h"
-#include "docker-backend.h"
+#include "docker-backend-private.h"
 #include "docker-client.h"
 #include "log.h"
 #include "strv.h"
@@ -15,19 +15,6 @@
 #define HEALTH_TIMEOUT_USEC (60ULL * 1000 * 1000)
 #define HEALTH_CHECK_EVERY 25 /* probes between looks at whether the container still runs */
 
-#define EVENTS_RETRY_USEC (1000ULL * 1000)
-
-struct DockerBackend {
-        sd_event *event;
-        DockerClient *docker;
-        CurlEvent *probes;
-        /* the event stream */
-        docker_event_t on_event;
-        void *event_userdata;
-        DockerRequest *events;
-        sd_event_source *events_retry;
-        long long events_since;   /* unix time of the last event seen */
-};
 
 typedef enum CreateStep {
         STEP_INSPECT_BUNDLE,
@@ -191,13 +178,6 @@ static int send_step(CreateJob *j, const char *method, const char *path, json_t 
         return docker_request(j->backend->docker, method, path, body, 0, on_reply, j, &j->request);
 }
 
-static char *escape(const char *s) {
-        char *e = curl_easy_escape(NULL, s, 0), *copy;
-
-        copy = e ? strdup(e) : NULL;
-        curl_free(e);
-        return copy;
-}
 
 static json_t *labels_json(Sandbox *s, const char *bundle_id) {
         json_t *l = json_object();
@@ -469,7 +449,7 @@ static void step(CreateJob *j) {
         switch (j->step) {
         case STEP_INSPECT_BUNDLE:
         case STEP_INSPECT_IMAGE:
-                e = escape(j->step == STEP_INSPECT_BUNDLE ? s->config->bundle : s->config->image);
+                e = docker_escape(j->step == STEP_INSPECT_BUNDLE ? s->config->bundle : s->config->image);
                 if (!e) {
                         job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
                         return;
@@ -490,7 +470,7 @@ static void step(CreateJob *j) {
                 break;
         case STEP_CREATE:
                 if (s->config->platform) {
-                        q = escape(s->config->platform);
+                        q = docker_escape(s->config->platform);
                         if (!q) {
                                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
                                 return;
@@ -564,156 +544,10 @@ int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, voi
         return r;
 }
 
-/* ---- events ------------------------------------------------------------------------------ */
+char *docker_escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
 
-void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
-        docker_client_set_timeout(b->docker, usec);
-}
-
-static int events_connect(DockerBackend *b);
-
-static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
-        DockerBackend *b = userdata;
-        json_t *attrs = json_object_get(json_object_get(line, "Actor"), "Attributes");
-        const char *id = json_string_value(json_object_get(attrs, "org.agentix.sandbox"));
-        const char *action = json_string_value(json_object_get(line, "Action")) ?:
-                             json_string_value(json_object_get(line, "status"));
-        json_int_t t = json_integer_value(json_object_get(line, "time"));
-
-        if (t > b->events_since)
-                b->events_since = t;
-        if (id && action)
-                b->on_event(id, action, b->event_userdata);
-}
-
-static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
-        DockerBackend *b = userdata;
-
-        b->events_retry = sd_event_source_disable_unref(b->events_retry);
-        if (events_connect(b) < 0)
-                log_warning("Cannot follow Docker's events; trying again.");
-        return 0;
-}
-
-static void on_events_end(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        DockerBackend *b = userdata;
-
-        b->events = NULL;
-        log_warning("Docker's event stream ended (%s); following it again in 1 s.",
-                    error ?: (status == 200 ? "closed" : "refused"));
-        (void) sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
-                                          on_events_retry, b);
-}
-
-static int events_connect(DockerBackend *b) {
-        _cleanup_free_ char *filters = NULL, *path = NULL;
-        char *e;
-
-        /* Containers agentd made; since the last event seen, so that none is missed in between. */
-        e = curl_easy_escape(NULL, "{\"type\":[\"container\"],\"label\":[\"org.agentix.managed=1\"]}", 0);
-        if (!e)
-                return -ENOMEM;
-        filters = strdup(e);
+        copy = e ? strdup(e) : NULL;
         curl_free(e);
-        if (!filters || asprintf(&path, "/events?filters=%s&since=%lld", filters, b->events_since) < 0)
-                return -ENOMEM;
-        return docker_stream(b->docker, path, on_event_line, on_events_end, b, &b->events);
-}
-
-int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata) {
-        b->on_event = on_event;
-        b->event_userdata = userdata;
-        b->events_since = (long long) time(NULL);
-        return events_connect(b);
-}
-
-/* ---- carriers ---------------------------------------------------------------------------- */
-
-typedef struct Prune {
-        bool (*in_use)(const char *bundle_id, void *userdata);
-        void *userdata;
-        char *carrier, *bundle_id;
-} Prune;
-
-static void prune_free(Prune *p) {
-        free(p->carrier);
-        free(p->bundle_id);
-        free(p);
-}
-
-static void on_carrier_removed(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        Prune *p = userdata;
-
-        if (status == 204 || status == 404)
-                log_info("Removed carrier %.12s: its bundle was rebuilt and no sandbox uses it.", p->carrier);
-        else
-                log_warning("Cannot remove the old carrier %.12s (%s).", p->carrier, error ?: "Docker refused");
-        prune_free(p);
-}
-
-static void on_carrier_image(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        Prune *p = userdata;
-        char path[256];
-
-        /* Still tagged (the current build of its bundle), or in use since: keep it. */
-        if ((status == 200 && json_array_size(json_object_get(body, "RepoTags")) > 0) || (status != 200 && status != 404) ||
-            p->in_use(p->bundle_id, p->userdata)) {
-                prune_free(p);
-                return;
-        }
-        snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", p->carrier);
-        if (docker_request(d, "DELETE", path, NULL, 0, on_carrier_removed, p, NULL) < 0)
-                prune_free(p);
-}
-
-typedef struct PruneList {
-        bool (*in_use)(const char *bundle_id, void *userdata);
-        void *userdata;
-} PruneList;
-
-static void on_carriers(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        PruneList *pl = userdata;
-        size_t i;
-        json_t *c;
-
-        json_array_foreach(status == 200 ? body : NULL, i, c) {
-                const char *bid = json_string_value(json_object_get(json_object_get(c, "Labels"), "org.agentix.carrier"));
-                const char *id = json_string_value(json_object_get(c, "Id"));
-                _cleanup_free_ char *e = NULL;
-                char path[256];
-                Prune *p;
-
-                if (!bid || !id || pl->in_use(bid, pl->userdata))
-                        continue;
-                p = calloc(1, sizeof(*p));
-                if (!p)
-                        break;
-                *p = (Prune) { .in_use = pl->in_use, .userdata = pl->userdata, .carrier = strdup(id),
-                               .bundle_id = strdup(bid) };
-                e = escape(bid);
-                if (!p->carrier || !p->bundle_id || !e) {
-                        prune_free(p);
-                        break;
-                }
-                snprintf(path, sizeof(path), "/images/%s/json", e);
-                if (docker_request(d, "GET", path, NULL, 0, on_carrier_image, p, NULL) < 0)
-                        prune_free(p);
-        }
-        free(pl);
-}
-
-void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
-                                   void *userdata) {
-        _cleanup_free_ char *filters = escape("{\"label\":[\"org.agentix.carrier\"]}");
-        PruneList *pl = malloc(sizeof(*pl));
-        char path[512];
-
-        if (!pl || !filters) {
-                free(pl);
-                return;
-        }
-        *pl = (PruneList) { .in_use = in_use, .userdata = userdata };
-        snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
-        if (docker_request(b->docker, "GET", path, NULL, 0, on_carriers, pl, NULL) < 0)
-                free(pl);
+        return copy;
 }

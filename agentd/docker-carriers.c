@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#include "docker-backend-private.h"
+#include "log.h"
+#include "macro.h"
+
+typedef struct Prune {
+        bool (*in_use)(const char *bundle_id, void *userdata);
+        void *userdata;
+        char *carrier, *bundle_id;
+} Prune;
+
+static void prune_free(Prune *p) {
+        free(p->carrier);
+        free(p->bundle_id);
+        free(p);
+}
+
+static void on_carrier_removed(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        Prune *p = userdata;
+
+        if (status == 204 || status == 404)
+                log_info("Removed carrier %.12s: its bundle was rebuilt and no sandbox uses it.", p->carrier);
+        else
+                log_warning("Cannot remove the old carrier %.12s (%s).", p->carrier, error ?: "Docker refused");
+        prune_free(p);
+}
+
+static void on_carrier_image(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        Prune *p = userdata;
+        char path[256];
+
+        /* Still tagged (the current build of its bundle), or in use since: keep it. */
+        if ((status == 200 && json_array_size(json_object_get(body, "RepoTags")) > 0) || (status != 200 && status != 404) ||
+            p->in_use(p->bundle_id, p->userdata)) {
+                prune_free(p);
+                return;
+        }
+        snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", p->carrier);
+        if (docker_request(d, "DELETE", path, NULL, 0, on_carrier_removed, p, NULL) < 0)
+                prune_free(p);
+}
+
+typedef struct PruneList {
+        bool (*in_use)(const char *bundle_id, void *userdata);
+        void *userdata;
+} PruneList;
+
+static void on_carriers(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        PruneList *pl = userdata;
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(status == 200 ? body : NULL, i, c) {
+                const char *bid = json_string_value(json_object_get(json_object_get(c, "Labels"), "org.agentix.carrier"));
+                const char *id = json_string_value(json_object_get(c, "Id"));
+                _cleanup_free_ char *e = NULL;
+                char path[256];
+                Prune *p;
+
+                if (!bid || !id || pl->in_use(bid, pl->userdata))
+                        continue;
+                p = calloc(1, sizeof(*p));
+                if (!p)
+                        break;
+                *p = (Prune) { .in_use = pl->in_use, .userdata = pl->userdata, .carrier = strdup(id),
+                               .bundle_id = strdup(bid) };
+                e = docker_escape(bid);
+                if (!p->carrier || !p->bundle_id || !e) {
+                        prune_free(p);
+                        break;
+                }
+                snprintf(path, sizeof(path), "/images/%s/json", e);
+                if (docker_request(d, "GET", path, NULL, 0, on_carrier_image, p, NULL) < 0)
+                        prune_free(p);
+        }
+        free(pl);
+}
+
+void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
+                                   void *userdata) {
+        _cleanup_free_ char *filters = docker_escape("{\"label\":[\"org.agentix.carrier\"]}");
+        PruneList *pl = malloc(sizeof(*pl));
+        char path[512];
+
+        if (!pl || !filters) {
+                free(pl);
+                return;
+        }
+        *pl = (PruneList) { .in_use = in_use, .userdata = userdata };
+        snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
+        if (docker_request(b->docker, "GET", path, NULL, 0, on_carriers, pl, NULL) < 0)
+                free(pl);
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#include <time.h>
+
+#include "docker-backend-private.h"
+#include "log.h"
+
+#define EVENTS_RETRY_USEC (1000ULL * 1000)
+
+void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
+        docker_client_set_timeout(b->docker, usec);
+}
+
+static int events_connect(DockerBackend *b);
+
+static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
+        DockerBackend *b = userdata;
+        json_t *attrs = json_object_get(json_object_get(line, "Actor"), "Attributes");
+        const char *id = json_string_value(json_object_get(attrs, "org.agentix.sandbox"));
+        const char *action = json_string_value(json_object_get(line, "Action")) ?:
+                             json_string_value(json_object_get(line, "status"));
+        json_int_t t = json_integer_value(json_object_get(line, "time"));
+
+        if (t > b->events_since)
+                b->events_since = t;
+        if (id && action)
+                b->on_event(id, action, b->event_userdata);
+}
+
+static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->events_retry = sd_event_source_disable_unref(b->events_retry);
+        if (events_connect(b) < 0)
+                log_warning("Cannot follow Docker's events; trying again.");
+        return 0;
+}
+
+static void on_events_end(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->events = NULL;
+        log_warning("Docker's event stream ended (%s); following it again in 1 s.",
+                    error ?: (status == 200 ? "closed" : "refused"));
+        (void) sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
+                                          on_events_retry, b);
+}
+
+static int events_connect(DockerBackend *b) {
+        _cleanup_free_ char *path = NULL;
+        /* Containers agentd made; since the last event seen, so that none is missed in between. */
+        _cleanup_free_ char *filters = docker_escape("{\"type\":[\"container\"],\"label\":[\"org.agentix.managed=1\"]}");
+
+        if (!filters || asprintf(&path, "/events?filters=%s&since=%lld", filters, b->events_since) < 0)
+                return -ENOMEM;
+        return docker_stream(b->docker, path, on_event_line, on_events_end, b, &b->events);
+}
+
+int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata) {
+        b->on_event = on_event;
+        b->event_userdata = userdata;
+        b->events_since = (long long) time(NULL);
+        return events_connect(b);
+}
+
