@@ -4,7 +4,7 @@
 
 #include "agentd-errors.h"
 #include "curl-event.h"
-#include "docker-backend-private.h"
+#include "docker-backend.h"
 #include "docker-client.h"
 #include "log.h"
 #include "strv.h"

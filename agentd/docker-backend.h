@@ -9,6 +9,8 @@
 
 #include <systemd/sd-event.h>
 
+#include "curl-event.h"
+#include "docker-client.h"
 #include "sandbox.h"
 
 typedef struct DockerBackend DockerBackend;
@@ -33,6 +35,23 @@ int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, voi
  * stream ends, so that a Docker restart is followed too. */
 typedef void (*docker_event_t)(const char *sandbox_id, const char *action, void *userdata);
 int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata);
+
+/* The backend's state, shared by its files: docker-backend.c (sandboxes), docker-events.c (the
+ * event stream), docker-carriers.c (old carriers). */
+struct DockerBackend {
+        sd_event *event;
+        DockerClient *docker;
+        CurlEvent *probes;
+        /* the event stream */
+        docker_event_t on_event;
+        void *event_userdata;
+        DockerRequest *events;
+        sd_event_source *events_retry;
+        long long events_since;   /* unix time of the last event seen */
+};
+
+/* A string escaped for a URL's query or path (malloc'ed). */
+char *docker_escape(const char *s);
 
 /* Requests that take longer than this fail (default 30 s). */
 void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);

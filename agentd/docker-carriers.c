@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "docker-backend-private.h"
+#include "docker-backend.h"
 #include "log.h"
 #include "macro.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <time.h>
 
-#include "docker-backend-private.h"
+#include "docker-backend.h"
 #include "log.h"
 
 #define EVENTS_RETRY_USEC (1000ULL * 1000)
