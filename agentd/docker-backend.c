@@ -531,6 +531,7 @@ static void on_remove(DockerClient *d, int status, json_t *body, const char *err
 
 int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata) {
         RemoveJob *rj = malloc(sizeof(*rj));
+        DockerRequest *req;
         char path[128];
         int r;
 
@@ -538,9 +539,11 @@ int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, voi
                 return -ENOMEM;
         *rj = (RemoveJob) { .sandbox = s, .done = done, .userdata = userdata };
         snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", s->id);
-        r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, NULL);
+        r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, &req);
         if (r < 0)
                 free(rj);
+        else
+                docker_request_set_destroy(req, free); /* agentd stops before Docker answers */
         return r;
 }
 

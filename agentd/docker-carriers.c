@@ -15,6 +15,21 @@ static void prune_free(Prune *p) {
         free(p);
 }
 
+static void prune_destroy(void *p) {
+        prune_free(p);
+}
+
+/* A request whose userdata is freed with destroy if it is dropped unanswered. */
+static int request(DockerClient *d, const char *method, const char *path, docker_reply_t reply, void *userdata,
+                   void (*destroy)(void *userdata)) {
+        DockerRequest *r;
+        int k = docker_request(d, method, path, NULL, 0, reply, userdata, &r);
+
+        if (k >= 0)
+                docker_request_set_destroy(r, destroy);
+        return k;
+}
+
 static void on_carrier_removed(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         Prune *p = userdata;
 
@@ -36,7 +51,7 @@ static void on_carrier_image(DockerClient *d, int status, json_t *body, const ch
                 return;
         }
         snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", p->carrier);
-        if (docker_request(d, "DELETE", path, NULL, 0, on_carrier_removed, p, NULL) < 0)
+        if (request(d, "DELETE", path, on_carrier_removed, p, prune_destroy) < 0)
                 prune_free(p);
 }
 
@@ -70,7 +85,7 @@ static void on_carriers(DockerClient *d, int status, json_t *body, const char *e
                         break;
                 }
                 snprintf(path, sizeof(path), "/images/%s/json", e);
-                if (docker_request(d, "GET", path, NULL, 0, on_carrier_image, p, NULL) < 0)
+                if (request(d, "GET", path, on_carrier_image, p, prune_destroy) < 0)
                         prune_free(p);
         }
         free(pl);
@@ -88,6 +103,6 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
         }
         *pl = (PruneList) { .in_use = in_use, .userdata = userdata };
         snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
-        if (docker_request(b->docker, "GET", path, NULL, 0, on_carriers, pl, NULL) < 0)
+        if (request(b->docker, "GET", path, on_carriers, pl, free) < 0)
                 free(pl);
 }

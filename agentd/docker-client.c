@@ -18,6 +18,7 @@ struct DockerRequest {
         docker_reply_t reply;
         docker_line_t on_line;    /* a stream: lines go here as they come */
         void *userdata;
+        void (*destroy)(void *userdata);
         bool started;
 };
 
@@ -31,9 +32,11 @@ struct DockerClient {
         DockerRequest *requests;     /* every request not yet answered */
 };
 
-static void request_free(DockerRequest *r) {
+static void request_free(DockerRequest *r, bool answered) {
         DockerClient *d = r->client;
 
+        if (!answered && r->destroy)
+                r->destroy(r->userdata);
         if (r->started)
                 curl_event_remove(d->curl, r->easy);
         if (r->prev)
@@ -54,14 +57,18 @@ static void request_free(DockerRequest *r) {
 
 void docker_request_cancel(DockerRequest *r) {
         if (r)
-                request_free(r);
+                request_free(r, false);
+}
+
+void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata)) {
+        r->destroy = destroy;
 }
 
 DockerClient *docker_client_free(DockerClient *d) {
         if (!d)
                 return NULL;
         while (d->requests)
-                request_free(d->requests);
+                request_free(d->requests, false);
         curl_event_free(d->curl);
         sd_event_unref(d->event);
         free(d->socket);
@@ -104,7 +111,7 @@ static void deliver(DockerRequest *r, int status, const char *error) {
 
         if (r->answer.len > 0)
                 body = json_loadb((const char *) buffer_data(&r->answer), r->answer.len, JSON_DECODE_ANY, NULL);
-        request_free(r);
+        request_free(r, true);
         reply(d, status, body, error, userdata);
         json_decref(body);
 }
@@ -208,7 +215,7 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
                 d->requests->prev = r;
         d->requests = r;
         if (!r->method || !r->path) {
-                request_free(r);
+                request_free(r, false);
                 return -ENOMEM;
         }
         /* /version is the one path without a version prefix. */
@@ -217,7 +224,7 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
                 r->easy = curl_easy_init();
                 r->headers = curl_slist_append(NULL, "Accept: application/json");
                 if (!r->easy || !r->headers) {
-                        request_free(r);
+                        request_free(r, false);
                         return -ENOMEM;
                 }
                 snprintf(url, sizeof(url), "http://docker/version");
@@ -231,7 +238,7 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
         }
         k = curl_event_add(d->curl, r->easy, on_done, r);
         if (k < 0) {
-                request_free(r);
+                request_free(r, false);
                 return k;
         }
         r->started = true;
@@ -283,7 +290,7 @@ static int request_new(DockerClient *d, const char *method, const char *path, js
                 d->requests->prev = r;
         d->requests = r;
         if (!r->method || !r->path || (body && !r->body)) {
-                request_free(r);
+                request_free(r, false);
                 return -ENOMEM;
         }
         if (d->version)
@@ -293,7 +300,7 @@ static int request_new(DockerClient *d, const char *method, const char *path, js
         else
                 k = 0;
         if (k < 0) {
-                request_free(r);
+                request_free(r, false);
                 return k;
         }
         if (ret)

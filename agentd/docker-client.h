@@ -37,6 +37,10 @@ typedef void (*docker_line_t)(DockerClient *d, json_t *line, void *userdata);
 int docker_stream(DockerClient *d, const char *path, docker_line_t on_line, docker_reply_t reply, void *userdata,
                   DockerRequest **ret);
 
+/* What frees the request's userdata when it is dropped unanswered (cancelled, or the client
+ * freed): a reply that never comes cannot free it. */
+void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata));
+
 /* Forget a request: its reply is never called. */
 void docker_request_cancel(DockerRequest *r);
 

@@ -589,9 +589,10 @@ def a_fork_bomb_and_a_memory_hog_stay_in_their_sandbox():
 @test
 def agentd_stops_cleanly():
     b = bus()
-    assert b.stop() == 0
+    rc = b.stop()
     with open(os.path.join(WORK, "agentd.log")) as f:
         log = f.read()
+    assert rc == 0, f"agentd exited with {rc}: {log[-4000:]}"
     assert "ERROR" not in log.upper().replace("ERRORS", ""), log
 
 
