@@ -53,6 +53,21 @@ static bool text_ok(const char *s, size_t max) {
         return true;
 }
 
+/* os/arch[/variant]: lowercase letters, digits and '_' in two or three parts. */
+static bool platform_ok(const char *s) {
+        size_t parts = 1;
+
+        for (const char *p = s; *p; p++) {
+                if (*p == '/') {
+                        if (p == s || p[1] == 0 || p[1] == '/')
+                                return false;
+                        parts++;
+                } else if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) || *p == '_'))
+                        return false;
+        }
+        return parts == 2 || parts == 3;
+}
+
 static int read_string(sd_bus_message *m, const char *key, char **field, size_t max, sd_bus_error *error) {
         const char *s;
         int r;
@@ -118,8 +133,13 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 return read_string(m, key, &c->image, 1024, error);
         if (streq(key, "bundle"))
                 return read_string(m, key, &c->bundle, 1024, error);
-        if (streq(key, "platform"))
-                return read_string(m, key, &c->platform, 64, error);
+        if (streq(key, "platform")) {
+                r = read_string(m, key, &c->platform, 64, error);
+                if (r >= 0 && !platform_ok(c->platform))
+                        return invalid(error, "config key '%s' is OS/ARCH[/VARIANT] (linux/amd64), not '%s'", key,
+                                       c->platform);
+                return r;
+        }
         if (streq(key, "backend"))
                 return read_string(m, key, &c->backend, 64, error);
         if (streq(key, "network")) {

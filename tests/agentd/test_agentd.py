@@ -232,6 +232,7 @@ def errors_are_named_and_leave_nothing_behind():
         (dict(pids=dbus.UInt64(5)), "InvalidConfig", "config key 'pids' must be from 32"),
         (dict(memory=dbus.UInt64(1000)), "InvalidConfig", "config key 'memory' must be at least 32 MiB"),
         (dict(network="host"), "InvalidConfig", "the host's network"),
+        (dict(platform="amd64"), "InvalidConfig", "is OS/ARCH[/VARIANT]"),
         (dict(workdir="relative"), "InvalidConfig", "must be an absolute path"),
         (dict(env=dbus.Dictionary({"1BAD": "x"}, signature="ss")), "InvalidConfig", "is not a variable name"),
         (dict(labels=dbus.Dictionary({"org.agentix.owner": "0"}, signature="ss")), "InvalidConfig", "agentd's"),
