@@ -57,7 +57,7 @@ static int method_get_sandbox(sd_bus_message *msg, void *userdata, sd_bus_error 
         Sandbox *s = NULL;
         int r;
 
-        r = get_sandbox(userdata, msg, &s, error);
+        r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(msg, "o", s->path);
@@ -68,8 +68,12 @@ static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_err
         Manager *m = userdata;
         size_t state = 0;
         Sandbox *s;
+        uid_t uid;
         int r;
 
+        r = sender_uid(msg, &uid);
+        if (r < 0)
+                return r;
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r < 0)
                 return r;
@@ -77,6 +81,8 @@ static int method_list_sandboxes(sd_bus_message *msg, void *userdata, sd_bus_err
         if (r < 0)
                 return r;
         while ((s = strmap_iterate(m->sandboxes, &state))) {
+                if (!sandbox_visible_to(s, uid))
+                        continue; /* a user sees their own; root sees all */
                 r = sd_bus_message_append(reply, "(ssso)", s->id, s->config->image, sandbox_state_to_string(s->state),
                                           s->path);
                 if (r < 0)

@@ -104,9 +104,20 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
+/* Whether the caller of the message being handled may see s. */
+static bool caller_sees(sd_bus *bus, const Sandbox *s) {
+        sd_bus_message *m = sd_bus_get_current_message(bus);
+        uid_t uid;
+
+        return m && sender_uid(m, &uid) >= 0 && sandbox_visible_to(s, uid);
+}
+
 int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
                         sd_bus_error *error) {
-        if (!sandbox_of(userdata, path))
+        Sandbox *s = sandbox_of(userdata, path);
+
+        /* Another user's sandbox is no object of theirs. */
+        if (!s || !caller_sees(bus, s))
                 return 0;
         *found = userdata;
         return 1;
@@ -121,6 +132,8 @@ int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata, char 
         if (!l)
                 return -ENOMEM;
         while ((s = strmap_iterate(m->sandboxes, &state)) && i < n) {
+                if (!caller_sees(bus, s))
+                        continue;
                 l[i] = strdup(s->path);
                 if (!l[i]) {
                         for (size_t k = 0; k < i; k++)

@@ -97,17 +97,22 @@ Sandbox *sandbox_free(Sandbox *s) {
         return NULL;
 }
 
-int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error) {
+int sender_uid(sd_bus_message *m, uid_t *ret) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        uid_t uid;
         int r;
 
         r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
-        if (r >= 0)
-                r = sd_bus_creds_get_euid(creds, &uid);
+        return r < 0 ? r : sd_bus_creds_get_euid(creds, ret);
+}
+
+int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error) {
+        uid_t uid;
+        int r;
+
+        r = sender_uid(m, &uid);
         if (r < 0)
                 return r;
-        if (uid != 0 && uid != s->owner)
+        if (!sandbox_visible_to(s, uid))
                 return sd_bus_error_setf(error, AGENTD_ERROR_NOT_OWNER,
                                          "Sandbox %s belongs to uid %u, not to you (uid %u).", s->id, (unsigned) s->owner,
                                          (unsigned) uid);

@@ -54,5 +54,12 @@ int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sa
  * success. (Jobs, setup and tracking are the lifecycle's to stop first.) */
 Sandbox *sandbox_free(Sandbox *s);
 
+/* The effective uid of the sender of m. */
+int sender_uid(sd_bus_message *m, uid_t *ret);
+/* Who sees a sandbox: its owner and root. */
+static inline bool sandbox_visible_to(const Sandbox *s, uid_t uid) {
+        return uid == 0 || uid == s->owner;
+}
+
 /* Has the caller (sender of m) the right to act on s: its owner, or root? Sets NotOwner. */
 int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error);

@@ -400,6 +400,99 @@ def a_rebuilt_bundle_gets_a_new_carrier_and_the_old_one_goes():
     docker("rmi", "-f", "agentix-test-gc:1", "agentix-test-gc:latest", check=False)
 
 
+def private_bus(name, env_extra=None):
+    """Another bus with agentd on it (for a test that needs its own), in a directory every user
+    can reach. Returns (env, stop)."""
+    d = tempfile.mkdtemp(prefix=f"agentix-{name}-")
+    os.chmod(d, 0o755)
+    sock, conf = os.path.join(d, "bus"), os.path.join(d, "bus.conf")
+    with open(os.environ["BUS_CONF_IN"]) as f:
+        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
+    with open(conf, "w") as f:
+        f.write(text)
+    daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
+    wait_until(lambda: os.path.exists(sock), 10, what="the bus socket")
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={sock}", **(env_extra or {}))
+    agentd = subprocess.Popen([AGENTD], env=env, stderr=subprocess.DEVNULL)
+    conn = dbus.bus.BusConnection(f"unix:path={sock}")
+    wait_until(lambda: conn.name_has_owner(NAME), 10, what="agentd on the bus")
+
+    def stop():
+        agentd.terminate()
+        agentd.wait(10)
+        daemon.terminate()
+        daemon.wait(10)
+        shutil.rmtree(d, ignore_errors=True)
+    return env, conn, stop
+
+
+@test
+def users_see_and_reach_only_their_own_sandboxes():
+    """Real users made here: two in the group agentix, one outside it."""
+    users = {"alice": "agx-alice", "bob": "agx-bob", "carol": "agx-carol"}
+    subprocess.run(["groupadd", "-f", "agentix"], check=True)
+    for who, name in users.items():
+        if subprocess.run(["id", name], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], check=True)
+        if who != "carol":
+            subprocess.run(["usermod", "-a", "-G", "agentix", name], check=True)
+    uid = {who: int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout) for who, name in
+           users.items()}
+    bundle()  # built as root
+    env, conn, stop = private_bus("users")  # the bus reads the group when it starts: after it exists
+    made = []
+    try:
+        def as_user(who, *args):
+            return subprocess.run(["runuser", "-u", users[who], "--", "env",
+                                   f"DBUS_SYSTEM_BUS_ADDRESS={env['DBUS_SYSTEM_BUS_ADDRESS']}", "busctl", "--system",
+                                   "--json=short", "--timeout=120", *args], capture_output=True, text=True)
+
+        def call(who, method, *args):
+            return as_user(who, "call", NAME, MANAGER_PATH, MANAGER, method, *args)
+
+        ids = {}
+        for who in ("alice", "bob"):
+            r = call(who, "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX, "bundle", "s", bundle())
+            assert r.returncode == 0, (who, r.stderr)
+            ids[who] = json.loads(r.stdout)["data"][1]
+            made.append(ids[who])
+        a, b = ids["alice"], ids["bob"]
+        labels = json.loads(docker("inspect", f"agentix-{a}").stdout)[0]["Config"]["Labels"]
+        assert labels["org.agentix.owner"] == str(uid["alice"])
+        # Each sees only their own; root sees both.
+        for who, mine in (("alice", a), ("bob", b)):
+            listed = [x[0] for x in json.loads(call(who, "ListSandboxes").stdout)["data"][0]]
+            assert listed == [mine], (who, listed)
+        mgr = dbus.Interface(conn.get_object(NAME, MANAGER_PATH), MANAGER)
+        assert {str(x[0]) for x in mgr.ListSandboxes()} >= {a, b}
+        tree = as_user("bob", "tree", "--list", NAME).stdout
+        assert b in tree and a not in tree, tree
+        # Another's sandbox: NotOwner, and nothing of it is reached.
+        for method in ("GetRuntimeAccess", "GetSandbox", "DeleteSandbox"):
+            r = call("bob", method, "s", a)
+            assert r.returncode != 0 and f"belongs to uid {uid['alice']}" in r.stderr, (method, r.stderr)
+        r = as_user("bob", "get-property", NAME, f"{MANAGER_PATH}/sandbox/{a}", SANDBOX, "State")
+        assert r.returncode != 0, r.stdout
+        r = call("alice", "GetRuntimeAccess", "s", a)
+        assert r.returncode == 0 and json.loads(r.stdout)["data"][0].startswith("http://127.0.0.1:"), r.stderr
+        # Outside the group: the bus itself says no.
+        r = call("carol", "ListSandboxes")
+        assert r.returncode != 0 and "Access denied" in r.stderr, r.stderr
+        r = call("alice", "DeleteSandbox", "s", a)
+        assert r.returncode == 0, r.stderr
+        made.remove(a)
+    finally:
+        mgr = dbus.Interface(conn.get_object(NAME, MANAGER_PATH), MANAGER)
+        for sid in made:
+            try:
+                mgr.DeleteSandbox(sid, timeout=60)
+            except dbus.DBusException:
+                pass
+        stop()
+        for name in users.values():
+            subprocess.run(["userdel", name], capture_output=True)
+
+
 class Monitor:
     """busctl monitor on the bus: the signals agentd sends, as JSON lines."""
 
