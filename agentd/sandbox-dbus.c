@@ -104,12 +104,15 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
-/* Whether the caller of the message being handled may see s. */
+/* Whether the caller of the message being handled may see s. With no message being handled,
+ * agentd itself is asking (emitting PropertiesChanged, say): it sees all. */
 static bool caller_sees(sd_bus *bus, const Sandbox *s) {
         sd_bus_message *m = sd_bus_get_current_message(bus);
         uid_t uid;
 
-        return m && sender_uid(m, &uid) >= 0 && sandbox_visible_to(s, uid);
+        if (!m)
+                return true;
+        return sender_uid(m, &uid) >= 0 && sandbox_visible_to(s, uid);
 }
 
 int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
