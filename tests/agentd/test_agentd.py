@@ -46,20 +46,24 @@ def managed_containers():
     return set(docker("ps", "-a", "--filter", "label=org.agentix.sandbox", "--format", "{{.Names}}").stdout.split())
 
 
+def start_dbus_daemon(directory):
+    """dbus-daemon with Debian's system policy and the project's policy file, its socket in
+    directory. Returns (process, address)."""
+    sock, conf = os.path.join(directory, "bus"), os.path.join(directory, "bus.conf")
+    with open(os.environ["BUS_CONF_IN"]) as f:
+        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
+    with open(conf, "w") as f:
+        f.write(text)
+    proc = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
+    wait_until(lambda: os.path.exists(sock), 10, what="dbus-daemon's socket")
+    return proc, f"unix:path={sock}"
+
+
 class Bus:
     """A private system bus with the project's policy, and agentd on it."""
 
     def __init__(self):
-        socket = os.path.join(WORK, "bus")
-        conf = os.path.join(WORK, "bus.conf")
-        with open(os.environ["BUS_CONF_IN"]) as f:
-            text = f.read().replace("@SOCKET@", socket).replace("@POLICY@", os.environ["POLICY"])
-        with open(conf, "w") as f:
-            f.write(text)
-        self.address = f"unix:path={socket}"
-        self.dbus_daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"],
-                                            stderr=subprocess.DEVNULL)
-        wait_until(lambda: os.path.exists(socket), 10, what="dbus-daemon's socket")
+        self.dbus_daemon, self.address = start_dbus_daemon(WORK)
         self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
         self.log = open(os.path.join(WORK, "agentd.log"), "wb")
         self.agentd = subprocess.Popen([AGENTD], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -400,21 +404,15 @@ def a_rebuilt_bundle_gets_a_new_carrier_and_the_old_one_goes():
     docker("rmi", "-f", "agentix-test-gc:1", "agentix-test-gc:latest", check=False)
 
 
-def private_bus(name, env_extra=None):
+def private_bus(name, env_extra=None, agentd_args=()):
     """Another bus with agentd on it (for a test that needs its own), in a directory every user
-    can reach. Returns (env, stop)."""
+    can reach. Returns (env, connection, stop)."""
     d = tempfile.mkdtemp(prefix=f"agentix-{name}-")
     os.chmod(d, 0o755)
-    sock, conf = os.path.join(d, "bus"), os.path.join(d, "bus.conf")
-    with open(os.environ["BUS_CONF_IN"]) as f:
-        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
-    with open(conf, "w") as f:
-        f.write(text)
-    daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
-    wait_until(lambda: os.path.exists(sock), 10, what="the bus socket")
-    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={sock}", **(env_extra or {}))
-    agentd = subprocess.Popen([AGENTD], env=env, stderr=subprocess.DEVNULL)
-    conn = dbus.bus.BusConnection(f"unix:path={sock}")
+    daemon, address = start_dbus_daemon(d)
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address, **(env_extra or {}))
+    agentd = subprocess.Popen([AGENTD, *agentd_args], env=env, stderr=subprocess.DEVNULL)
+    conn = dbus.bus.BusConnection(address)
     wait_until(lambda: conn.name_has_owner(NAME), 10, what="agentd on the bus")
 
     def stop():
@@ -564,20 +562,8 @@ def a_hung_docker_stalls_nothing_else():
             except OSError:
                 pass
     threading.Thread(target=accept, daemon=True).start()
-    sock = os.path.join(WORK, "bus2")
-    conf = os.path.join(WORK, "bus2.conf")
-    with open(os.environ["BUS_CONF_IN"]) as f:
-        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
-    with open(conf, "w") as f:
-        f.write(text)
-    daemon = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
-    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={sock}", DOCKER_HOST=f"unix://{path}")
-    agentd = None
+    env, conn, stop_bus = private_bus("hung", {"DOCKER_HOST": f"unix://{path}"}, ["--docker-timeout=3"])
     try:
-        wait_until(lambda: os.path.exists(sock), 10, what="the second bus")
-        agentd = subprocess.Popen([AGENTD, "--docker-timeout=3"], env=env, stderr=subprocess.DEVNULL)
-        conn = dbus.bus.BusConnection(f"unix:path={sock}")
-        wait_until(lambda: conn.name_has_owner(NAME), 10, what="agentd on the second bus")
         t0 = time.time()
         create_call = subprocess.Popen(["busctl", "--system", "--timeout=30", "call", NAME, MANAGER_PATH, MANAGER,
                                         "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX, "bundle", "s", "b:1"],
@@ -596,11 +582,7 @@ def a_hung_docker_stalls_nothing_else():
         assert 2.5 < took < 10, took
     finally:
         stop.set()
-        if agentd:
-            agentd.terminate()
-            agentd.wait(10)
-        daemon.terminate()
-        daemon.wait(10)
+        stop_bus()
         srv.close()
         for c in held:
             c.close()
