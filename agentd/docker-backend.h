@@ -50,6 +50,14 @@ struct DockerBackend {
         long long events_since;   /* unix time of the last event seen */
 };
 
+/* Look at every sandbox container agentd made (label org.agentix.sandbox): found() gets each
+ * one's inspect data (borrowed), then done() once all were seen. */
+typedef void (*docker_found_t)(json_t *inspect, void *userdata);
+int docker_backend_adopt(DockerBackend *b, docker_found_t found, void (*done)(void *userdata), void *userdata);
+
+/* Force-remove a container (by id or name) with its volumes, in the background. */
+void docker_backend_remove_container(DockerBackend *b, const char *id);
+
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 

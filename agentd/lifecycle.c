@@ -321,7 +321,94 @@ static void on_docker_event(const char *id, const char *action, void *userdata) 
         }
 }
 
+/* ---- adoption ---------------------------------------------------------------------------- */
+
+static uint64_t label_u64(json_t *labels, const char *key, bool *ok) {
+        const char *v = json_string_value(json_object_get(labels, key));
+        char *end;
+        unsigned long long n;
+
+        if (!v) {
+                *ok = false;
+                return 0;
+        }
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end)
+                *ok = false;
+        return n;
+}
+
+/* A sandbox container an earlier agentd made. */
+static void on_found(json_t *inspect, void *userdata) {
+        Manager *m = userdata;
+        json_t *config = json_object_get(inspect, "Config"), *labels = json_object_get(config, "Labels"),
+               *host = json_object_get(inspect, "HostConfig"), *st = json_object_get(inspect, "State");
+        const char *cid = json_string_value(json_object_get(inspect, "Id")),
+                   *id = json_string_value(json_object_get(labels, "org.agentix.sandbox")),
+                   *status = json_string_value(json_object_get(st, "Status")), *token = NULL, *port;
+        bool ok = true;
+        uint64_t owner = label_u64(labels, "org.agentix.owner", &ok), created = label_u64(labels, "org.agentix.created", &ok),
+                 expires = label_u64(labels, "org.agentix.expires", &ok);
+        SandboxConfig *c;
+        Sandbox *s;
+        size_t i;
+        json_t *e;
+
+        if (!cid || !id || manager_get_sandbox(m, id))
+                return;
+        json_array_foreach(json_object_get(config, "Env"), i, e)
+                if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
+                        token = json_string_value(e) + 14;
+        /* Half-made (a create that never started it), expired, or without what a sandbox needs. */
+        if (!ok || !token || !status || streq(status, "created") || expires * 1000000ULL <= now_realtime_usec()) {
+                log_info("Removing container %.12s (sandbox %s): %s.", cid, id,
+                         !ok || !token ? "its labels are incomplete" : status && streq(status, "created") ?
+                         "its create never finished" : "expired");
+                docker_backend_remove_container(m->docker, cid);
+                return;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return;
+        c->image = strdup(json_string_value(json_object_get(labels, "org.agentix.image")) ?: "");
+        c->bundle = strdup(json_string_value(json_object_get(labels, "org.agentix.bundle")) ?: "");
+        c->backend = strdup("docker");
+        c->limits = (SandboxLimits) { .cpus = json_integer_value(json_object_get(host, "NanoCpus")) / 1e9,
+                                      .memory = json_integer_value(json_object_get(host, "Memory")),
+                                      .pids = json_integer_value(json_object_get(host, "PidsLimit")) };
+        if (!c->image || !c->bundle || !c->backend ||
+            sandbox_restore(c, (uid_t) owner, id, token, created * 1000000ULL, expires * 1000000ULL, &s) < 0) {
+                sandbox_config_free(c);
+                return;
+        }
+        s->container_id = strdup(cid);
+        s->bundle_id = strdup(json_string_value(json_object_get(labels, "org.agentix.bundle.id")) ?: "");
+        port = json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(
+                json_object_get(inspect, "NetworkSettings"), "Ports"), "8000/tcp"), 0), "HostPort"));
+        if (port && asprintf(&s->runtime_url, "http://127.0.0.1:%s", port) < 0)
+                s->runtime_url = NULL;
+        s->state = streq(status, "running") ? SANDBOX_RUNNING : SANDBOX_EXITED;
+        if (manager_add_sandbox(m, s) < 0) {
+                sandbox_free(s);
+                return;
+        }
+        log_info("Sandbox %s of uid %u adopted (%s).", s->id, (unsigned) s->owner, sandbox_state_to_string(s->state));
+        emit_new(m, s);
+}
+
+static void on_adopted(void *userdata) {
+        Manager *m = userdata;
+
+        schedule_reaper(m);
+        docker_backend_prune_carriers(m->docker, bundle_in_use, m);
+}
+
 int lifecycle_start(Manager *m) {
+        int r = docker_backend_adopt(m->docker, on_found, on_adopted, m);
+
+        if (r < 0)
+                return r;
         return docker_backend_watch(m->docker, on_docker_event, m);
 }
 

@@ -15,7 +15,9 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call);
 /* Move ExpiresAt later. */
 void lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds);
 
-/* Follow the backend's events. */
+/* Adopt the sandboxes an earlier agentd left in Docker (their labels say whose they are and
+ * until when), remove the half-made (never started) and the expired ones, then follow the
+ * backend's events. */
 int lifecycle_start(Manager *m);
 /* Stop every job in flight (before manager_free()). */
 void lifecycle_stop(Manager *m);

@@ -68,6 +68,29 @@ int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sa
         return 0;
 }
 
+int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
+                    uint64_t expires_at, Sandbox **ret) {
+        Sandbox *s = calloc(1, sizeof(*s));
+        int r = 0;
+
+        if (!s)
+                return -ENOMEM;
+        *s = (Sandbox) { .owner = owner, .state = SANDBOX_RUNNING, .created_at = created_at, .expires_at = expires_at };
+        s->id = strdup(id);
+        s->token = strdup(token);
+        if (!s->id || !s->token)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = sd_bus_path_encode(SANDBOX_PATH_PREFIX, s->id, &s->path);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        s->config = config;
+        *ret = s;
+        return 0;
+}
+
 Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;

@@ -50,6 +50,10 @@ const char *sandbox_state_to_string(SandboxState s);
 
 /* A new record in state creating, taking config; id and token are fresh and random. */
 int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sandbox **ret);
+/* A record for a sandbox found in Docker (agentd restarted): its id, token and times as they
+ * were; state running. Takes config; copies the strings. */
+int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
+                    uint64_t expires_at, Sandbox **ret);
 /* Free the record. Calls still waiting are answered: a create with StartFailed, deletes with
  * success. (Jobs, setup and tracking are the lifecycle's to stop first.) */
 Sandbox *sandbox_free(Sandbox *s);

@@ -70,6 +70,14 @@ class Bus:
         self.conn = dbus.bus.BusConnection(self.address)
         wait_until(lambda: self.conn.name_has_owner(NAME), 10, what="agentd on the bus")
 
+    def kill_and_restart(self):
+        """SIGKILL agentd (no chance to clean up), then start a new one."""
+        self.agentd.kill()
+        self.agentd.wait(10)
+        self.agentd = subprocess.Popen([AGENTD], env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.conn = dbus.bus.BusConnection(self.address)
+        wait_until(lambda: self.conn.name_has_owner(NAME), 10, what="the new agentd on the bus")
+
     def manager(self):
         return dbus.Interface(self.conn.get_object(NAME, MANAGER_PATH), MANAGER)
 
@@ -230,6 +238,7 @@ def config_reaches_the_container():
 def errors_are_named_and_leave_nothing_behind():
     before = managed_containers()
     m = bus().manager()
+    listed_before = sorted(str(x[0]) for x in m.ListSandboxes())
     cases = [
         (dict(colour="red"), "InvalidConfig", "unknown config key 'colour'"),
         (dict(image=dbus.UInt32(1)), "InvalidConfig", "config key 'image' must be of type 's'"),
@@ -257,7 +266,7 @@ def errors_are_named_and_leave_nothing_behind():
     assert error_name(lambda: m.DeleteSandbox("nosuch"))[0].endswith("NoSuchSandbox")
     assert error_name(lambda: m.GetRuntimeAccess("nosuch"))[0].endswith("NoSuchSandbox")
     assert managed_containers() == before, managed_containers() - before
-    assert m.ListSandboxes() == dbus.Array([], signature="(ssso)") or len(m.ListSandboxes()) == 0
+    assert sorted(str(x[0]) for x in m.ListSandboxes()) == listed_before
 
 
 @test
@@ -489,6 +498,38 @@ def users_see_and_reach_only_their_own_sandboxes():
         stop()
         for name in users.values():
             subprocess.run(["userdel", name], capture_output=True)
+
+
+@test
+def a_killed_agentd_comes_back_to_its_sandboxes():
+    """SIGKILL agentd: the new one adopts the live sandboxes (same id, object, token; the
+    runtime reached), removes the expired one and a container whose create never finished."""
+    path, live = create(ttl=dbus.UInt64(600))
+    url, token = bus().manager().GetRuntimeAccess(live)
+    _, expiring = create(ttl=dbus.UInt64(2))
+    now = int(time.time())
+    half = "agentix-" + "f" * 16
+    docker("create", "--name", half, "--label", "org.agentix.managed=1", "--label", "org.agentix.sandbox=" + "f" * 16,
+           "--label", "org.agentix.owner=0", "--label", f"org.agentix.created={now}", "--label",
+           f"org.agentix.expires={now + 600}", "-e", "AGENTIX_TOKEN=x", "--entrypoint", "/bin/sh", BUSYBOX)
+    bus().kill_and_restart()
+    time.sleep(2.5)  # the expiring sandbox's time is up while no agentd watches
+    try:
+        wait_until(lambda: live in [str(x[0]) for x in bus().manager().ListSandboxes()], 10, what="the adoption")
+        assert str(bus().manager().GetSandbox(live)) == path
+        assert properties(path)["State"] == "running"
+        assert tuple(map(str, bus().manager().GetRuntimeAccess(live))) == (url, token)
+        client = RpcClient(url, token)
+        try:
+            assert client.call("sandbox::exec", command="echo still mine")["output"] == "still mine\n"
+        finally:
+            client.close()
+        wait_until(lambda: f"agentix-{expiring}" not in managed_containers() and half not in managed_containers(), 15,
+                   what="the expired and the half-made containers to go")
+    finally:
+        docker("rm", "-f", half, check=False)
+        bus().manager().DeleteSandbox(live, timeout=60)
+    assert f"agentix-{live}" not in managed_containers()
 
 
 class Monitor:
