@@ -54,17 +54,6 @@ typedef struct RemoveJob {
         void *userdata;
 } RemoveJob;
 
-int docker_socket_from_env(char **ret) {
-        const char *h = getenv("DOCKER_HOST");
-
-        if (strempty(h))
-                h = "unix:///var/run/docker.sock";
-        if (!strneq(h, "unix://", 7))
-                return -EPROTONOSUPPORT;
-        *ret = strdup(h + 7);
-        return *ret ? 0 : -ENOMEM;
-}
-
 int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret) {
         DockerBackend *b = calloc(1, sizeof(*b));
         int r;

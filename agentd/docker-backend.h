@@ -69,6 +69,3 @@ void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
 void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
                                    void *userdata);
 
-/* The socket $DOCKER_HOST names (unix:// only), else /var/run/docker.sock. -EPROTONOSUPPORT for
- * another scheme. */
-int docker_socket_from_env(char **ret);

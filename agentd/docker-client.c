@@ -19,6 +19,7 @@ struct DockerRequest {
         docker_line_t on_line;    /* a stream: lines go here as they come */
         void *userdata;
         void (*destroy)(void *userdata);
+        bool unversioned;         /* GET /version: the one path without a version prefix */
         bool started;
 };
 
@@ -138,7 +139,8 @@ static int request_start(DockerRequest *r) {
         DockerClient *d = r->client;
         char url[4096];
 
-        if (snprintf(url, sizeof(url), "http://docker/v%s%s", d->version, r->path) >= (int) sizeof(url))
+        if ((r->unversioned ? snprintf(url, sizeof(url), "http://docker%s", r->path)
+                            : snprintf(url, sizeof(url), "http://docker/v%s%s", d->version, r->path)) >= (int) sizeof(url))
                 return -ENAMETOOLONG;
         r->easy = curl_easy_init();
         if (!r->easy)
@@ -172,7 +174,7 @@ static int request_start(DockerRequest *r) {
 static void flush_waiting(DockerClient *d, int status, const char *error) {
         for (DockerRequest *r = d->requests, *next; r; r = next) {
                 next = r->next;
-                if (r->started || streq(r->path, "/version"))
+                if (r->started || r->unversioned)
                         continue;
                 if (status < 0 || !d->version) {
                         deliver(r, status < 0 ? status : -EPROTO, error ?: "Docker did not say which API it speaks");
@@ -198,52 +200,6 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
                 log_warning("Docker at %s did not answer GET /version (%s).", d->socket,
                             error ?: json_string_value(json_object_get(body, "message")) ?: "no version");
         flush_waiting(d, status == 200 && v ? 0 : (status < 0 ? status : -EPROTO), error);
-}
-
-static int negotiate(DockerClient *d, uint64_t timeout_usec) {
-        DockerRequest *r;
-        int k;
-
-        r = calloc(1, sizeof(*r));
-        if (!r)
-                return -ENOMEM;
-        *r = (DockerRequest) { .client = d, .reply = on_version, .timeout_usec = timeout_usec };
-        r->method = strdup("GET");
-        r->path = strdup("/version");
-        r->next = d->requests;
-        if (d->requests)
-                d->requests->prev = r;
-        d->requests = r;
-        if (!r->method || !r->path) {
-                request_free(r, false);
-                return -ENOMEM;
-        }
-        /* /version is the one path without a version prefix. */
-        {
-                char url[1024];
-                r->easy = curl_easy_init();
-                r->headers = curl_slist_append(NULL, "Accept: application/json");
-                if (!r->easy || !r->headers) {
-                        request_free(r, false);
-                        return -ENOMEM;
-                }
-                snprintf(url, sizeof(url), "http://docker/version");
-                curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->socket);
-                curl_easy_setopt(r->easy, CURLOPT_URL, url);
-                curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
-                curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
-                curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-                curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
-                curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (timeout_usec / 1000));
-        }
-        k = curl_event_add(d->curl, r->easy, on_done, r);
-        if (k < 0) {
-                request_free(r, false);
-                return k;
-        }
-        r->started = true;
-        d->negotiating = true;
-        return 0;
 }
 
 void docker_client_set_timeout(DockerClient *d, uint64_t usec) {
@@ -272,14 +228,13 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
         return 0;
 }
 
-static int request_new(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
-                       docker_line_t on_line, docker_reply_t reply, void *userdata, DockerRequest **ret) {
-        DockerRequest *r;
-        int k;
+/* A request in the client's list, not started. */
+static DockerRequest *request_alloc(DockerClient *d, const char *method, const char *path, json_t *body,
+                                    uint64_t timeout_usec, docker_line_t on_line, docker_reply_t reply, void *userdata) {
+        DockerRequest *r = calloc(1, sizeof(*r));
 
-        r = calloc(1, sizeof(*r));
         if (!r)
-                return -ENOMEM;
+                return NULL;
         *r = (DockerRequest) { .client = d, .reply = reply, .on_line = on_line, .userdata = userdata,
                                .timeout_usec = timeout_usec ?: d->timeout_usec };
         r->method = strdup(method);
@@ -291,8 +246,35 @@ static int request_new(DockerClient *d, const char *method, const char *path, js
         d->requests = r;
         if (!r->method || !r->path || (body && !r->body)) {
                 request_free(r, false);
-                return -ENOMEM;
+                return NULL;
         }
+        return r;
+}
+
+/* GET /version, which the requests made meanwhile wait for. */
+static int negotiate(DockerClient *d, uint64_t timeout_usec) {
+        DockerRequest *r = request_alloc(d, "GET", "/version", NULL, timeout_usec, NULL, on_version, NULL);
+        int k;
+
+        if (!r)
+                return -ENOMEM;
+        r->unversioned = true;
+        k = request_start(r);
+        if (k < 0) {
+                request_free(r, false);
+                return k;
+        }
+        d->negotiating = true;
+        return 0;
+}
+
+static int request_new(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
+                       docker_line_t on_line, docker_reply_t reply, void *userdata, DockerRequest **ret) {
+        DockerRequest *r = request_alloc(d, method, path, body, timeout_usec, on_line, reply, userdata);
+        int k;
+
+        if (!r)
+                return -ENOMEM;
         if (d->version)
                 k = request_start(r);
         else if (!d->negotiating)

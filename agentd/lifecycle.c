@@ -22,11 +22,16 @@ static void set_state(Manager *m, Sandbox *s, SandboxState state) {
                                               NULL);
 }
 
-/* The sandbox is gone: unregister it, say so, free it. */
-static void drop(Manager *m, Sandbox *s) {
+/* Stop making s (the backend's job, its setup command), if that is still going on. */
+static void stop_making(Sandbox *s) {
         create_job_cancel(s->create_job);
         s->create_job = NULL;
         s->setup = sandbox_setup_free(s->setup);
+}
+
+/* The sandbox is gone: unregister it, say so, free it. */
+static void drop(Manager *m, Sandbox *s) {
+        stop_making(s);
         manager_remove_sandbox(m, s);
         (void) sd_bus_emit_signal(m->bus, MANAGER_PATH, MANAGER_INTERFACE, "SandboxRemoved", "so", s->id, s->path);
         sandbox_free(s);
@@ -284,9 +289,7 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
                 return 0; /* already on its way: answered with the others */
         if (s->create_job || s->setup) {
                 /* Still being made: stop that, and remove whatever it made. */
-                create_job_cancel(s->create_job);
-                s->create_job = NULL;
-                s->setup = sandbox_setup_free(s->setup);
+                stop_making(s);
                 if (s->create_call) {
                         (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,
                                                           "Sandbox %s was deleted while it was being created.", s->id);
@@ -416,9 +419,6 @@ void lifecycle_stop(Manager *m) {
         size_t state = 0;
         Sandbox *s;
 
-        while ((s = strmap_iterate(m->sandboxes, &state))) {
-                create_job_cancel(s->create_job);
-                s->create_job = NULL;
-                s->setup = sandbox_setup_free(s->setup);
-        }
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                stop_making(s);
 }

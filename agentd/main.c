@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "docker-backend.h"
+#include "docker-host.h"
 #include "log.h"
 #include "lifecycle.h"
 #include "manager-dbus.h"

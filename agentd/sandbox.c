@@ -41,33 +41,6 @@ static int random_hex(size_t n_bytes, char **ret) {
         return 0;
 }
 
-int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sandbox **ret) {
-        Sandbox *s = calloc(1, sizeof(*s));
-        int r;
-
-        if (!s)
-                return -ENOMEM;
-        s->owner = owner;
-        s->state = SANDBOX_CREATING;
-        s->created_at = now_realtime_usec();
-        s->expires_at = s->created_at + (config->ttl_sec ?: default_ttl_sec) * 1000000ULL;
-        r = random_hex(8, &s->id);
-        /* A letter first: the object path then spells the id as it is (no escaped digit). */
-        if (r >= 0 && s->id[0] <= '9')
-                s->id[0] = 'a' + (s->id[0] - '0') % 6;
-        if (r >= 0)
-                r = random_hex(32, &s->token);
-        if (r >= 0)
-                r = sd_bus_path_encode(SANDBOX_PATH_PREFIX, s->id, &s->path);
-        if (r < 0) {
-                sandbox_free(s);
-                return r;
-        }
-        s->config = config;
-        *ret = s;
-        return 0;
-}
-
 int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
                     uint64_t expires_at, Sandbox **ret) {
         Sandbox *s = calloc(1, sizeof(*s));
@@ -88,6 +61,29 @@ int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const ch
         }
         s->config = config;
         *ret = s;
+        return 0;
+}
+
+int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sandbox **ret) {
+        _cleanup_free_ char *id = NULL, *token = NULL;
+        uint64_t now = now_realtime_usec();
+        int r;
+
+        r = random_hex(8, &id);
+        if (r < 0)
+                return r;
+        /* A letter first: the object path then spells the id as it is (no escaped digit). */
+        if (id[0] <= '9')
+                id[0] = 'a' + (id[0] - '0') % 6;
+        r = random_hex(32, &token);
+        if (r >= 0)
+                r = sandbox_restore(config, owner, id, token, now, now + (config->ttl_sec ?: default_ttl_sec) * 1000000ULL,
+                                    ret);
+        if (token)
+                explicit_bzero(token, strlen(token));
+        if (r < 0)
+                return r;
+        (*ret)->state = SANDBOX_CREATING;
         return 0;
 }
 

@@ -7,9 +7,9 @@
 
 #include "buffer.h"
 #include "docker-engine.h"
+#include "docker-host.h"
 #include "macro.h"
 
-#define DEFAULT_SOCKET "/var/run/docker.sock"
 #define LOAD_TIMEOUT_S 600
 
 static inline void curl_freep(char **p) {
@@ -88,19 +88,21 @@ static int request(DockerEngine *d, const char *method, const char *path, int bo
 
 int docker_engine_open(DockerEngine **ret, char **ret_error) {
         _cleanup_buffer_ Buffer body = BUFFER_NULL;
-        const char *host = getenv("DOCKER_HOST");
         DockerEngine *d;
         json_t *j;
         const char *v;
         int status;
 
-        if (!strempty(host) && !strneq(host, "unix://", 7))
-                return set_error(ret_error, "DOCKER_HOST=%s: only unix:// sockets are supported", host), -EPROTONOSUPPORT;
         d = calloc(1, sizeof(*d));
         if (!d)
                 return -ENOMEM;
+        status = docker_socket_from_env(&d->socket);
+        if (status == -EPROTONOSUPPORT) {
+                docker_engine_free(d);
+                return set_error(ret_error, "DOCKER_HOST=%s: only unix:// sockets are supported", getenv("DOCKER_HOST")),
+                       -EPROTONOSUPPORT;
+        }
         d->curl = curl_easy_init();
-        d->socket = strdup(strempty(host) ? DEFAULT_SOCKET : host + 7);
         if (!d->curl || !d->socket) {
                 docker_engine_free(d);
                 return -ENOMEM;
@@ -114,9 +116,9 @@ int docker_engine_open(DockerEngine **ret, char **ret_error) {
         v = j ? json_string_value(json_object_get(j, "ApiVersion")) : NULL;
         if (status != 200 || !v) {
                 json_decref(j);
+                status = set_error(ret_error, "Docker at %s answered GET /version with HTTP %d", d->socket, status);
                 docker_engine_free(d);
-                return set_error(ret_error, "Docker at %s answered GET /version with HTTP %d", host ?: DEFAULT_SOCKET,
-                                 status);
+                return status;
         }
         d->version = strdup(v);
         json_decref(j);

@@ -3,37 +3,20 @@
 
 #include "runtime-env.h"
 
-static int env_for_source(Closure *c, char ***env, const char *source, const char *fmt_dir_list) {
-        StorePath *sp = closure_find_source(c, source);
-        _cleanup_free_ char *expanded = NULL;
-        const char *eq;
-        char prefix[PATH_MAX];
+/* NAME=<dir>:<dir>… with each dir (NULL-terminated list, up to two) inside sp. */
+static int assign_dirs(char ***env, const char *name, const StorePath *sp, const char *const *dirs) {
+        char *a;
 
-        if (!sp)
-                return 0;
-        snprintf(prefix, sizeof(prefix), STORE_DIR "/%s", sp->basename);
-        /* fmt_dir_list: "NAME=%s/dir:%s/other" with every %s the store path. */
-        eq = strchr(fmt_dir_list, '=');
-        if (!eq)
-                return -EINVAL;
-        {
-                size_t n = 0;
-                for (const char *p = fmt_dir_list; (p = strstr(p, "%s")); p += 2)
-                        n++;
-                expanded = malloc(strlen(fmt_dir_list) + n * strlen(prefix) + 1);
-                if (!expanded)
-                        return -ENOMEM;
-                char *o = expanded;
-                for (const char *p = fmt_dir_list; *p;) {
-                        if (strneq(p, "%s", 2)) {
-                                o = stpcpy(o, prefix);
-                                p += 2;
-                        } else
-                                *o++ = *p++;
-                }
-                *o = 0;
-        }
-        return strv_consume(env, TAKE_PTR(expanded));
+        if (asprintf(&a, "%s=" STORE_DIR "/%s/%s%s%s%s%s", name, sp->basename, dirs[0], dirs[1] ? ":" STORE_DIR "/" : "",
+                     dirs[1] ? sp->basename : "", dirs[1] ? "/" : "", dirs[1] ?: "") < 0)
+                return -ENOMEM;
+        return strv_consume(env, a);
+}
+
+static int env_for_source(Closure *c, char ***env, const char *source, const char *name, const char *const *dirs) {
+        StorePath *sp = closure_find_source(c, source);
+
+        return sp ? assign_dirs(env, name, sp, dirs) : 0;
 }
 
 /* glibc reads locales and iconv modules from paths compiled into it (/usr/lib/locale,
@@ -45,7 +28,7 @@ static int glibc_environment(Closure *c, char ***env) {
         if (!sp)
                 return 0;
         if (store_path_find(sp, "lib/locale/C.utf8/LC_CTYPE"))
-                r = env_for_source(c, env, "glibc", "LOCPATH=%s/lib/locale");
+                r = assign_dirs(env, "LOCPATH", sp, (const char *const[]) { "lib/locale", NULL });
         for (size_t i = 0; r >= 0 && i < sp->n_files; i++) {
                 const char *d = sp->files[i].dest;
                 size_t n = strlen(d);
@@ -66,18 +49,18 @@ static int glibc_environment(Closure *c, char ***env) {
 int runtime_environment(Closure *c, char *const *extra, char ***ret) {
         _cleanup_strv_free_ char **env = NULL;
         static const struct {
-                const char *source, *assignment;
+                const char *source, *name, *dirs[3];
         } rules[] = {
-                { "git", "GIT_EXEC_PATH=%s/lib/git-core" },
-                { "git", "GIT_TEMPLATE_DIR=%s/share/git-core/templates" },
-                { "ca-certificates", "SSL_CERT_FILE=%s/etc/ssl/certs/ca-certificates.crt" },
-                { "ncurses", "TERMINFO_DIRS=%s/share/terminfo:%s/lib/terminfo" },
+                { "git", "GIT_EXEC_PATH", { "lib/git-core" } },
+                { "git", "GIT_TEMPLATE_DIR", { "share/git-core/templates" } },
+                { "ca-certificates", "SSL_CERT_FILE", { "etc/ssl/certs/ca-certificates.crt" } },
+                { "ncurses", "TERMINFO_DIRS", { "share/terminfo", "lib/terminfo" } },
         };
         int r;
 
         r = strv_extend(&env, "PATH=/nix/runtime/bin:${PATH}");
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(rules); i++)
-                r = env_for_source(c, &env, rules[i].source, rules[i].assignment);
+                r = env_for_source(c, &env, rules[i].source, rules[i].name, rules[i].dirs);
         if (r >= 0)
                 r = glibc_environment(c, &env);
         for (char *const *e = extra; r >= 0 && e && *e; e++)
