@@ -100,10 +100,19 @@ static void schedule_reaper(Manager *m) {
         (void) sd_event_source_set_enabled(m->reaper, SD_EVENT_ONESHOT);
 }
 
-void lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds) {
+int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error) {
+        uint64_t max = m->config->max_ttl_sec, now = now_realtime_usec();
+
+        if (max != AGENTD_UNLIMITED && s->expires_at + seconds * 1000000ULL > now + max * 1000000ULL)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "Extend(%llu) would set the expiry %llu s from now; this host allows at most "
+                                         "%llu s (MaxTTL= in agentd.conf).", (unsigned long long) seconds,
+                                         (unsigned long long) ((s->expires_at > now ? s->expires_at - now : 0) / 1000000 +
+                                                               seconds), (unsigned long long) max);
         s->expires_at += seconds * 1000000ULL;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
         schedule_reaper(m);
+        return 0;
 }
 
 /* ---- create ------------------------------------------------------------------------------ */
@@ -193,12 +202,20 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
         Sandbox *s;
         int r;
 
-        if (strmap_size(m->sandboxes) >= m->max_sandboxes) {
+        if (strmap_size(m->sandboxes) >= m->config->max_sandboxes) {
                 sandbox_config_free(config);
                 return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
-                                         "agentd runs %u sandboxes, its limit: delete one first.", m->max_sandboxes);
+                                         "agentd runs %llu sandboxes, the most it may (MaxSandboxes= in agentd.conf): "
+                                         "delete one first.", (unsigned long long) m->config->max_sandboxes);
         }
-        r = sandbox_new(config, owner, m->default_ttl_sec, &s);
+        if (manager_count_sandboxes_of(m, owner) >= m->config->max_sandboxes_per_user) {
+                sandbox_config_free(config);
+                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
+                                         "uid %u has %llu sandboxes, the most one user may have (MaxSandboxesPerUser= in "
+                                         "agentd.conf): delete one first.", (unsigned) owner,
+                                         (unsigned long long) m->config->max_sandboxes_per_user);
+        }
+        r = sandbox_new(config, owner, m->config->default_ttl_sec, &s);
         if (r < 0) {
                 sandbox_config_free(config);
                 return r;
@@ -207,7 +224,7 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                 /* 64 random bits met a live id: draw again (keeping the config). */
                 s->config = NULL;
                 sandbox_free(s);
-                r = sandbox_new(config, owner, m->default_ttl_sec, &s);
+                r = sandbox_new(config, owner, m->config->default_ttl_sec, &s);
                 if (r < 0) {
                         sandbox_config_free(config);
                         return r;

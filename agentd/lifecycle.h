@@ -12,8 +12,8 @@
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error);
 /* Remove its container, then the sandbox; call (may be NULL) is answered then. */
 int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call);
-/* Move ExpiresAt later. */
-void lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds);
+/* Move ExpiresAt later, not beyond now + MaxTTL (InvalidConfig). */
+int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error);
 
 /* Adopt the sandboxes an earlier agentd left in Docker (their labels say whose they are and
  * until when), remove the half-made (never started) and the expired ones, then follow the

@@ -10,7 +10,9 @@
 #include "manager-dbus.h"
 
 static bool arg_user = false;
-static uint64_t arg_docker_timeout_usec = 30ULL * 1000 * 1000;
+static bool arg_show_config = false;
+static uint64_t arg_docker_timeout_usec = 0;
+static const char *arg_config = AGENTD_CONFIG_DEFAULT;
 
 static void help(void) {
         printf("Usage: agentd [OPTIONS]\n"
@@ -21,20 +23,25 @@ static void help(void) {
                "  -h --help               Show this help\n"
                "     --version            Show the version\n"
                "     --user               Serve on the session bus instead of the system bus\n"
-               "     --docker-timeout=SEC Fail a Docker request that takes longer (default 30)\n"
+               "     --config=FILE        Read FILE and FILE.d/*.conf (default " AGENTD_CONFIG_DEFAULT ")\n"
+               "     --show-config        Print the configuration in effect and exit\n"
+               "     --docker-timeout=SEC Fail a backend request that takes longer (default: Timeout=\n"
+               "                          in agentd.conf, 30)\n"
                "\n"
                "Environment: DBUS_SYSTEM_BUS_ADDRESS (the system bus), DOCKER_HOST (unix:// socket,\n"
-               "default unix:///var/run/docker.sock), AGENTIX_LOG_LEVEL.\n"
+               "over [Docker] Socket=, default unix:///var/run/docker.sock), AGENTIX_LOG_LEVEL.\n"
                "\n"
-               "See agentd(8) and org.agentix.Agentd1(5).\n");
+               "See agentd(8), agentd.conf(5) and org.agentix.Agentd1(5).\n");
 }
 
 static int parse_argv(int argc, char *argv[]) {
-        enum { ARG_VERSION = 0x100, ARG_USER, ARG_DOCKER_TIMEOUT };
+        enum { ARG_VERSION = 0x100, ARG_USER, ARG_CONFIG, ARG_SHOW_CONFIG, ARG_DOCKER_TIMEOUT };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "user", no_argument, NULL, ARG_USER },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "show-config", no_argument, NULL, ARG_SHOW_CONFIG },
                 { "docker-timeout", required_argument, NULL, ARG_DOCKER_TIMEOUT },
                 {}
         };
@@ -50,6 +57,14 @@ static int parse_argv(int argc, char *argv[]) {
                         return 0;
                 case ARG_USER:
                         arg_user = true;
+                        break;
+                case ARG_CONFIG:
+                        if (optarg[0] != '/' && !(optarg[0] == '.' && optarg[1] == '/'))
+                                return log_error_errno(EINVAL, "--config=%s: give a path (absolute or ./)", optarg);
+                        arg_config = optarg;
+                        break;
+                case ARG_SHOW_CONFIG:
+                        arg_show_config = true;
                         break;
                 case ARG_DOCKER_TIMEOUT: {
                         char *end;
@@ -67,8 +82,44 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
+/* Read agentd.conf; what the backends read from the environment is set there unless the
+ * environment already says (an explicit DOCKER_HOST wins, as with the docker CLI). */
+static int load_config(AgentdConfig **ret) {
+        _cleanup_free_ char *error = NULL;
+        AgentdConfig *c = NULL;
+        int r;
+
+        r = agentd_config_new(&c);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory.");
+        r = agentd_config_load(c, arg_config, &error);
+        if (r < 0) {
+                if (error)
+                        log_error("Bad configuration: %s", error);
+                else
+                        log_error_errno(r, "Cannot read %s: %m", arg_config);
+                agentd_config_free(c);
+                return r;
+        }
+        if (arg_docker_timeout_usec > 0)
+                c->backend_timeout_usec = arg_docker_timeout_usec;
+        if (c->docker_socket) {
+                _cleanup_free_ char *host = NULL;
+                if (asprintf(&host, "unix://%s", c->docker_socket) < 0 || setenv("DOCKER_HOST", host, 0) < 0)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        if (c->podman_socket) {
+                _cleanup_free_ char *host = NULL;
+                if (asprintf(&host, "unix://%s", c->podman_socket) < 0 || setenv("CONTAINER_HOST", host, 0) < 0)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        *ret = c;
+        return 0;
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_free_ char *socket = NULL;
+        AgentdConfig *config = NULL;
         sd_event *event = NULL;
         sd_bus *bus = NULL;
         DockerBackend *docker = NULL;
@@ -81,6 +132,15 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
+
+        r = load_config(&config);
+        if (r < 0)
+                return 1;
+        if (arg_show_config) {
+                r = agentd_config_format(config, stdout);
+                agentd_config_free(config);
+                return r < 0 ? 1 : 0;
+        }
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -109,8 +169,8 @@ int main(int argc, char *argv[]) {
         r = docker_backend_new(event, socket, &docker);
         if (r < 0)
                 goto finish;
-        docker_backend_set_timeout(docker, arg_docker_timeout_usec);
-        r = manager_new(event, bus, docker, &m);
+        docker_backend_set_timeout(docker, config->backend_timeout_usec);
+        r = manager_new(event, bus, docker, TAKE_PTR(config), &m);
         if (r < 0)
                 goto finish;
         r = manager_dbus_register(m);
@@ -136,6 +196,7 @@ finish:
         if (m)
                 lifecycle_stop(m);
         manager_free(m);
+        agentd_config_free(config);
         docker_backend_free(docker);
         if (bus)
                 sd_bus_flush_close_unref(bus);

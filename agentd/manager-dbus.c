@@ -40,7 +40,8 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                 r = sd_bus_creds_get_euid(creds, &uid);
         if (r < 0)
                 return r;
-        r = sandbox_config_read(msg, &m->defaults, &config, error);
+        r = sandbox_config_read(msg, &m->config->defaults, &m->config->maxima, m->config->max_ttl_sec,
+                                m->config->default_backend, &config, error);
         if (r < 0)
                 return r;
         if (!streq(config->backend, "docker")) {

@@ -2,11 +2,14 @@
 #include "macro.h"
 #include "manager.h"
 
-int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, Manager **ret) {
+int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, AgentdConfig *config, Manager **ret) {
         Manager *m = calloc(1, sizeof(*m));
 
-        if (!m)
+        if (!m) {
+                agentd_config_free(config);
                 return -ENOMEM;
+        }
+        m->config = config;
         m->event = sd_event_ref(event);
         m->bus = sd_bus_ref(bus);
         m->docker = docker;
@@ -15,10 +18,6 @@ int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, Manager **r
                 manager_free(m);
                 return -ENOMEM;
         }
-        /* Never unlimited (a fork bomb in a sandbox must not reach the host). */
-        m->defaults = (SandboxLimits) { .cpus = 1.0, .memory = 2ULL << 30, .pids = 1024 };
-        m->default_ttl_sec = 24 * 3600;
-        m->max_sandboxes = 1024;
         *ret = m;
         return 0;
 }
@@ -37,6 +36,7 @@ Manager *manager_free(Manager *m) {
         strmap_free(m->sandboxes);
         sd_event_source_disable_unref(m->reaper);
         sd_bus_unref(m->bus);
+        agentd_config_free(m->config);
         sd_event_unref(m->event);
         free(m);
         return NULL;
@@ -53,4 +53,14 @@ int manager_add_sandbox(Manager *m, Sandbox *s) {
 void manager_remove_sandbox(Manager *m, Sandbox *s) {
         if (strmap_get(m->sandboxes, s->id, strlen(s->id)) == s)
                 (void) strmap_remove(m->sandboxes, s->id, strlen(s->id));
+}
+
+uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid) {
+        size_t state = 0;
+        uint64_t n = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                n += s->owner == uid;
+        return n;
 }

@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "agentd-bus.h"
+#include "agentd-config.h"
 #include "sandbox.h"
 #include "strmap.h"
 
@@ -19,13 +20,12 @@ typedef struct Manager {
         sd_bus *bus;
         DockerBackend *docker;
         StrMap *sandboxes;        /* id -> Sandbox */
-        SandboxLimits defaults;
-        uint64_t default_ttl_sec;
-        unsigned max_sandboxes;
+        AgentdConfig *config;
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 
-int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, Manager **ret);
+/* Takes config. */
+int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, AgentdConfig *config, Manager **ret);
 /* Frees the records (the containers stay: agentd's state is rebuilt from their labels). */
 Manager *manager_free(Manager *m);
 
@@ -33,3 +33,5 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id);
 /* -EEXIST when the id is taken. */
 int manager_add_sandbox(Manager *m, Sandbox *s);
 void manager_remove_sandbox(Manager *m, Sandbox *s);
+/* How many sandboxes uid has (in any state). */
+uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid);

@@ -198,7 +198,33 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         return 0;
 }
 
-int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, SandboxConfig **ret, sd_bus_error *error) {
+/* Within what the host allows (agentd.conf's [Limits] Max*= and MaxTTL=). */
+static int check_maxima(const SandboxConfig *c, const SandboxLimits *maxima, uint64_t max_ttl_sec,
+                        sd_bus_error *error) {
+        if (maxima->cpus > 0 && c->limits.cpus > maxima->cpus)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "config key 'cpus' asks for %g CPUs; this host allows at most %g (MaxCPUs= in "
+                                         "agentd.conf)", c->limits.cpus, maxima->cpus);
+        if (c->limits.memory > maxima->memory)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "config key 'memory' asks for %llu bytes; this host allows at most %llu "
+                                         "(MaxMemory= in agentd.conf)", (unsigned long long) c->limits.memory,
+                                         (unsigned long long) maxima->memory);
+        if (c->limits.pids > maxima->pids)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "config key 'pids' asks for %llu processes; this host allows at most %llu "
+                                         "(MaxPids= in agentd.conf)", (unsigned long long) c->limits.pids,
+                                         (unsigned long long) maxima->pids);
+        if (c->ttl_sec > max_ttl_sec)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "config key 'ttl' asks for %llu s; this host allows at most %llu s (MaxTTL= in "
+                                         "agentd.conf)", (unsigned long long) c->ttl_sec,
+                                         (unsigned long long) max_ttl_sec);
+        return 0;
+}
+
+int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const SandboxLimits *maxima,
+                        uint64_t max_ttl_sec, const char *default_backend, SandboxConfig **ret, sd_bus_error *error) {
         _cleanup_(sandbox_config_freep) SandboxConfig *c = calloc(1, sizeof(SandboxConfig));
         bool seen_limits[3] = {};
         int r;
@@ -247,7 +273,7 @@ int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, Sandbo
                 return invalid(error, "config key '%s' is required: the task image to run%s", "image", NULL);
         if (!c->bundle)
                 return invalid(error, "config key '%s' is required: the bundle image (agentixctl build)%s", "bundle", NULL);
-        if (!c->backend && !(c->backend = strdup("docker")))
+        if (!c->backend && !(c->backend = strdup(default_backend)))
                 return -ENOMEM;
         /* Never unlimited: what the caller does not name comes from the daemon's defaults. */
         if (!seen_limits[0])
@@ -256,6 +282,9 @@ int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, Sandbo
                 c->limits.memory = defaults->memory;
         if (!seen_limits[2])
                 c->limits.pids = defaults->pids;
+        r = check_maxima(c, maxima, max_ttl_sec, error);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(c);
         return 0;
 }

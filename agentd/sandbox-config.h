@@ -26,7 +26,10 @@ typedef struct SandboxConfig {
 #define SANDBOX_MIN_MEMORY (32ULL * 1024 * 1024)
 #define SANDBOX_MIN_PIDS 32ULL
 
-/* Read the a{sv} at the message's read position. An invalid config sets `error`
- * (org.agentix.Agentd1.InvalidConfig, naming the key) and returns -EINVAL. */
-int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, SandboxConfig **ret, sd_bus_error *error);
+/* Read the a{sv} at the message's read position: limits it does not name are the defaults;
+ * limits and ttl above the maxima (cpus 0: any) are errors; no backend is default_backend.
+ * An invalid config sets `error` (org.agentix.Agentd1.InvalidConfig, naming the key) and
+ * returns -EINVAL. */
+int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const SandboxLimits *maxima,
+                        uint64_t max_ttl_sec, const char *default_backend, SandboxConfig **ret, sd_bus_error *error);
 SandboxConfig *sandbox_config_free(SandboxConfig *c);

@@ -81,7 +81,9 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
         if (seconds == 0 || seconds > 10ULL * 365 * 24 * 3600)
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Extend takes 1 to 315360000 seconds, not %llu.",
                                          (unsigned long long) seconds);
-        lifecycle_extend(userdata, s, seconds);
+        r = lifecycle_extend(userdata, s, seconds, error);
+        if (r < 0)
+                return r;
         return sd_bus_reply_method_return(m, NULL);
 }
 

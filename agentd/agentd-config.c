@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <dirent.h>
+#include <ini.h>
+#include <math.h>
+
+#include "agentd-config.h"
+#include "macro.h"
+#include "strv.h"
+
+#ifndef AGENTD_BACKEND_DIR_DEFAULT
+#define AGENTD_BACKEND_DIR_DEFAULT "/usr/lib/agentix/backends"
+#endif
+
+#define MAX_DROP_INS 256
+
+int agentd_config_new(AgentdConfig **ret) {
+        AgentdConfig *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        *c = (AgentdConfig) {
+                .default_ttl_sec = 24 * 3600,
+                .max_ttl_sec = AGENTD_UNLIMITED,
+                .max_sandboxes = 1024,
+                .max_sandboxes_per_user = 256,
+                /* Never unlimited: a fork bomb in a sandbox must not reach the host. */
+                .defaults = { .cpus = 1.0, .memory = 2ULL << 30, .pids = 1024 },
+                .maxima = { .cpus = 0, .memory = AGENTD_UNLIMITED, .pids = 1ULL << 22 },
+                .backend_timeout_usec = 30ULL * 1000 * 1000,
+        };
+        c->backend_dir = strdup(AGENTD_BACKEND_DIR_DEFAULT);
+        c->default_backend = strdup("docker");
+        if (!c->backend_dir || !c->default_backend || strv_extend(&c->backends, "docker") < 0) {
+                agentd_config_free(c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}
+
+AgentdConfig *agentd_config_free(AgentdConfig *c) {
+        if (!c)
+                return NULL;
+        free(c->backend_dir);
+        strv_free(c->backends);
+        free(c->default_backend);
+        free(c->docker_socket);
+        free(c->podman_socket);
+        free(c);
+        return NULL;
+}
+
+/* ---- values ------------------------------------------------------------------------------ */
+
+static int parse_timespan_usec(const char *s, uint64_t *ret) {
+        static const struct { const char *suffix; uint64_t usec; } units[] = {
+                { "us", 1 }, { "ms", 1000 }, { "s", 1000000 }, { "sec", 1000000 }, { "m", 60000000 },
+                { "min", 60000000 }, { "h", 3600000000ULL }, { "hr", 3600000000ULL }, { "d", 86400000000ULL },
+                { "w", 604800000000ULL },
+        };
+        uint64_t total = 0;
+        bool any = false;
+
+        if (streq(s, "infinity")) {
+                *ret = AGENTD_UNLIMITED;
+                return 0;
+        }
+        for (const char *p = s;;) {
+                unsigned long long n;
+                uint64_t unit = 1000000; /* a bare number is seconds */
+                size_t len;
+                char *end;
+
+                p += strspn(p, " \t");
+                if (!*p)
+                        break;
+                if (!isdigit((unsigned char) *p))
+                        return -EINVAL;
+                errno = 0;
+                n = strtoull(p, &end, 10);
+                if (errno)
+                        return -ERANGE;
+                p = end;
+                len = strspn(p, "abcdefghijklmnopqrstuvwxyz");
+                if (len > 0) {
+                        size_t i;
+                        for (i = 0; i < ELEMENTSOF(units); i++)
+                                if (strlen(units[i].suffix) == len && strneq(p, units[i].suffix, len))
+                                        break;
+                        if (i == ELEMENTSOF(units))
+                                return -EINVAL;
+                        unit = units[i].usec;
+                        p += len;
+                }
+                if (n > (UINT64_MAX - 1 - total) / unit)
+                        return -ERANGE;
+                total += n * unit;
+                any = true;
+        }
+        if (!any)
+                return -EINVAL;
+        *ret = total;
+        return 0;
+}
+
+int parse_timespan_sec(const char *s, uint64_t *ret) {
+        uint64_t usec;
+        int r = parse_timespan_usec(s, &usec);
+
+        if (r < 0)
+                return r;
+        *ret = usec == AGENTD_UNLIMITED ? AGENTD_UNLIMITED : usec / 1000000;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        unsigned long long n;
+        unsigned shift = 0;
+        char *end;
+
+        if (streq(s, "infinity")) {
+                *ret = AGENTD_UNLIMITED;
+                return 0;
+        }
+        if (!isdigit((unsigned char) *s))
+                return -EINVAL;
+        errno = 0;
+        n = strtoull(s, &end, 10);
+        if (errno)
+                return -ERANGE;
+        if (*end) {
+                const char *p = strchr("KMGT", *end);
+                if (!p || !(end[1] == 0 || (end[1] == 'i' && end[2] == 'B' && !end[3]) || (end[1] == 'B' && !end[2])))
+                        return -EINVAL;
+                shift = 10 * (unsigned) (p - "KMGT" + 1);
+        }
+        if (n > (UINT64_MAX - 1) >> shift)
+                return -ERANGE;
+        *ret = (uint64_t) n << shift;
+        return 0;
+}
+
+static int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
+        unsigned long long n;
+        char *end;
+
+        if (streq(s, "infinity")) {
+                *ret = AGENTD_UNLIMITED;
+                return 0;
+        }
+        if (!isdigit((unsigned char) *s))
+                return -EINVAL;
+        errno = 0;
+        n = strtoull(s, &end, 10);
+        if (errno || *end || n < min || n > max)
+                return -ERANGE;
+        *ret = n;
+        return 0;
+}
+
+/* ---- the file ---------------------------------------------------------------------------- */
+
+typedef struct Parser {
+        AgentdConfig *c;
+        char *error;
+} Parser;
+
+#define parser_fail(p, ...) message_set_first(&(p)->error, 0, __VA_ARGS__)
+
+static bool backend_name_ok(const char *s) {
+        if (strempty(s) || strlen(s) > 64)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) || *p == '-' || *p == '_'))
+                        return false;
+        return true;
+}
+
+static int set_string(Parser *p, char **field, const char *value) {
+        char *v = strdup(value);
+
+        if (!v)
+                return parser_fail(p, "out of memory");
+        free(*field);
+        *field = v;
+        return 1;
+}
+
+static int set_socket(Parser *p, char **field, const char *key, const char *value) {
+        if (value[0] != '/')
+                return parser_fail(p, "%s=%s is not an absolute path to a unix socket", key, value);
+        return set_string(p, field, value);
+}
+
+static int sandboxes_key(Parser *p, const char *key, const char *value) {
+        AgentdConfig *c = p->c;
+        uint64_t v;
+
+        if (streq(key, "DefaultTTL") || streq(key, "MaxTTL")) {
+                bool dflt = streq(key, "DefaultTTL");
+                if (parse_timespan_sec(value, &v) < 0 || v == 0 || (dflt && v == AGENTD_UNLIMITED))
+                        return parser_fail(p, "%s=%s is not a time span of at least 1 s (like 90s, 30min, 12h, 7d%s)",
+                                           key, value, dflt ? "" : " or infinity");
+                *(dflt ? &c->default_ttl_sec : &c->max_ttl_sec) = v;
+                return 1;
+        }
+        if (streq(key, "MaxSandboxes") || streq(key, "MaxSandboxesPerUser")) {
+                if (parse_count(value, 1, 1000000, &v) < 0)
+                        return parser_fail(p, "%s=%s is not a number of sandboxes from 1 to 1000000 or infinity", key,
+                                           value);
+                *(streq(key, "MaxSandboxes") ? &c->max_sandboxes : &c->max_sandboxes_per_user) = v;
+                return 1;
+        }
+        return parser_fail(p, "unknown key %s= in [Sandboxes] (DefaultTTL, MaxTTL, MaxSandboxes, MaxSandboxesPerUser)",
+                           key);
+}
+
+static int limits_key(Parser *p, const char *key, const char *value) {
+        AgentdConfig *c = p->c;
+        bool dflt = strneq(key, "Default", 7);
+        SandboxLimits *l = dflt ? &c->defaults : &c->maxima;
+        const char *what = dflt ? key + 7 : strneq(key, "Max", 3) ? key + 3 : "";
+        uint64_t v;
+
+        if (streq(what, "CPUs")) {
+                char *end;
+                double d;
+                if (!dflt && streq(value, "infinity")) {
+                        l->cpus = 0;
+                        return 1;
+                }
+                d = strtod(value, &end);
+                if (end == value || *end || !isfinite(d) || d < 0.01 || d > 4096)
+                        return parser_fail(p, "%s=%s is not a number of CPUs from 0.01 to 4096%s", key, value,
+                                           dflt ? "" : " or infinity");
+                l->cpus = d;
+                return 1;
+        }
+        if (streq(what, "Memory")) {
+                if (parse_size(value, &v) < 0 || v < SANDBOX_MIN_MEMORY || (dflt && v == AGENTD_UNLIMITED))
+                        return parser_fail(p, "%s=%s is not a size of at least 32M (like 512M, 2G%s)", key, value,
+                                           dflt ? "; a default is never unlimited" : " or infinity");
+                l->memory = v;
+                return 1;
+        }
+        if (streq(what, "Pids")) {
+                if (parse_count(value, SANDBOX_MIN_PIDS, 1ULL << 22, &v) < 0 || v == AGENTD_UNLIMITED)
+                        return parser_fail(p, "%s=%s is not a number of processes from 32 to 4194304", key, value);
+                l->pids = v;
+                return 1;
+        }
+        return parser_fail(p, "unknown key %s= in [Limits] (DefaultCPUs, DefaultMemory, DefaultPids, MaxCPUs, "
+                           "MaxMemory, MaxPids)", key);
+}
+
+static int backends_key(Parser *p, const char *key, const char *value) {
+        AgentdConfig *c = p->c;
+
+        if (streq(key, "Directory")) {
+                if (value[0] != '/')
+                        return parser_fail(p, "Directory=%s is not an absolute path", value);
+                return set_string(p, &c->backend_dir, value);
+        }
+        if (streq(key, "Load")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_extend(&l, value) < 0)
+                        return parser_fail(p, "out of memory");
+                if (!l)
+                        return parser_fail(p, "Load= names no backend (like: Load=docker podman)");
+                for (char **n = l; *n; n++)
+                        if (!backend_name_ok(*n))
+                                return parser_fail(p, "Load=: '%s' is not a backend name (lowercase letters, digits, "
+                                                   "'-' and '_')", *n);
+                strv_free(c->backends);
+                c->backends = TAKE_PTR(l);
+                return 1;
+        }
+        if (streq(key, "Default")) {
+                if (!backend_name_ok(value))
+                        return parser_fail(p, "Default=%s is not a backend name", value);
+                return set_string(p, &c->default_backend, value);
+        }
+        if (streq(key, "Timeout")) {
+                uint64_t usec;
+                if (parse_timespan_usec(value, &usec) < 0 || usec < 100000 || usec > 3600ULL * 1000000)
+                        return parser_fail(p, "Timeout=%s is not a time span from 100ms to 1h", value);
+                c->backend_timeout_usec = usec;
+                return 1;
+        }
+        return parser_fail(p, "unknown key %s= in [Backends] (Directory, Load, Default, Timeout)", key);
+}
+
+static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
+        Parser *p = userdata;
+
+        if (p->error)
+                return 0;
+        if (streq(section, "Sandboxes"))
+                return sandboxes_key(p, key, value);
+        if (streq(section, "Limits"))
+                return limits_key(p, key, value);
+        if (streq(section, "Backends"))
+                return backends_key(p, key, value);
+        if (streq(section, "Docker")) {
+                if (streq(key, "Socket"))
+                        return set_socket(p, &p->c->docker_socket, key, value);
+                return parser_fail(p, "unknown key %s= in [Docker] (Socket)", key);
+        }
+        if (streq(section, "Podman")) {
+                if (streq(key, "Socket"))
+                        return set_socket(p, &p->c->podman_socket, key, value);
+                return parser_fail(p, "unknown key %s= in [Podman] (Socket)", key);
+        }
+        if (strempty(section))
+                return parser_fail(p, "%s= comes before any [Section]", key);
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Docker, Podman)", section);
+}
+
+int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error) {
+        Parser p = { .c = c };
+        int line = ini_parse_file(f, on_entry, &p);
+
+        if (line == 0)
+                return 0;
+        if (line < 0)
+                return -EIO;
+        if (asprintf(ret_error, "%s:%d: %s", name, line, p.error ?: "not a key=value line or [Section]") < 0)
+                *ret_error = NULL;
+        free(p.error);
+        return -EINVAL;
+}
+
+static int parse_path(AgentdConfig *c, const char *path, char **ret_error) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+
+        if (!f) {
+                if (errno == ENOENT)
+                        return 0;
+                if (asprintf(ret_error, "%s: %s", path, strerror(errno)) < 0)
+                        *ret_error = NULL;
+                return -errno;
+        }
+        return agentd_config_parse_file(c, f, path, ret_error);
+}
+
+static int drop_in_filter(const struct dirent *d) {
+        size_t n = strlen(d->d_name);
+
+        return d->d_name[0] != '.' && n > 5 && streq(d->d_name + n - 5, ".conf");
+}
+
+/* What no single key can check: the defaults within the maxima, the default backend loaded. */
+static int verify(const AgentdConfig *c, const char *path, char **ret_error) {
+        const char *what = NULL;
+
+        if (c->maxima.cpus > 0 && c->defaults.cpus > c->maxima.cpus)
+                what = "DefaultCPUs= is above MaxCPUs=";
+        else if (c->defaults.memory > c->maxima.memory)
+                what = "DefaultMemory= is above MaxMemory=";
+        else if (c->defaults.pids > c->maxima.pids)
+                what = "DefaultPids= is above MaxPids=";
+        else if (c->max_ttl_sec != AGENTD_UNLIMITED && c->default_ttl_sec > c->max_ttl_sec)
+                what = "DefaultTTL= is above MaxTTL=";
+        else if (!strv_contains(c->backends, c->default_backend))
+                what = "[Backends] Default= names a backend that Load= does not load";
+        if (!what)
+                return 0;
+        if (asprintf(ret_error, "%s (and its drop-ins): %s", path, what) < 0)
+                *ret_error = NULL;
+        return -EINVAL;
+}
+
+int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
+        _cleanup_free_ char *dir = NULL;
+        struct dirent **list = NULL;
+        int n, r;
+
+        r = parse_path(c, path, ret_error);
+        if (r < 0)
+                return r;
+        if (asprintf(&dir, "%s.d", path) < 0)
+                return -ENOMEM;
+        n = scandir(dir, &list, drop_in_filter, alphasort);
+        if (n < 0 && errno != ENOENT && errno != ENOTDIR) {
+                r = -errno;
+                if (asprintf(ret_error, "%s: %s", dir, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        r = 0;
+        for (int i = 0; i < n; i++) {
+                _cleanup_free_ char *file = NULL;
+
+                if (r >= 0 && i >= MAX_DROP_INS) {
+                        if (asprintf(ret_error, "%s: more than %d drop-ins", dir, MAX_DROP_INS) < 0)
+                                *ret_error = NULL;
+                        r = -E2BIG;
+                }
+                if (r >= 0 && asprintf(&file, "%s/%s", dir, list[i]->d_name) < 0)
+                        r = -ENOMEM;
+                if (r >= 0)
+                        r = parse_path(c, file, ret_error);
+                free(list[i]);
+        }
+        free(list);
+        return r < 0 ? r : verify(c, path, ret_error);
+}
+
+/* ---- showing it -------------------------------------------------------------------------- */
+
+static void put_count(FILE *out, const char *key, uint64_t v) {
+        if (v == AGENTD_UNLIMITED)
+                fprintf(out, "%s=infinity\n", key);
+        else
+                fprintf(out, "%s=%llu\n", key, (unsigned long long) v);
+}
+
+static void put_size(FILE *out, const char *key, uint64_t v) {
+        if (v == AGENTD_UNLIMITED)
+                fprintf(out, "%s=infinity\n", key);
+        else if (v % (1ULL << 30) == 0)
+                fprintf(out, "%s=%lluG\n", key, (unsigned long long) (v >> 30));
+        else if (v % (1ULL << 20) == 0)
+                fprintf(out, "%s=%lluM\n", key, (unsigned long long) (v >> 20));
+        else
+                fprintf(out, "%s=%llu\n", key, (unsigned long long) v);
+}
+
+static void put_seconds(FILE *out, const char *key, uint64_t v) {
+        if (v == AGENTD_UNLIMITED)
+                fprintf(out, "%s=infinity\n", key);
+        else
+                fprintf(out, "%s=%llus\n", key, (unsigned long long) v);
+}
+
+int agentd_config_format(const AgentdConfig *c, FILE *out) {
+        fputs("[Sandboxes]\n", out);
+        put_seconds(out, "DefaultTTL", c->default_ttl_sec);
+        put_seconds(out, "MaxTTL", c->max_ttl_sec);
+        put_count(out, "MaxSandboxes", c->max_sandboxes);
+        put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
+        fputs("\n[Limits]\n", out);
+        fprintf(out, "DefaultCPUs=%g\n", c->defaults.cpus);
+        put_size(out, "DefaultMemory", c->defaults.memory);
+        put_count(out, "DefaultPids", c->defaults.pids);
+        if (c->maxima.cpus > 0)
+                fprintf(out, "MaxCPUs=%g\n", c->maxima.cpus);
+        else
+                fputs("MaxCPUs=infinity\n", out);
+        put_size(out, "MaxMemory", c->maxima.memory);
+        put_count(out, "MaxPids", c->maxima.pids);
+        fprintf(out, "\n[Backends]\nDirectory=%s\nLoad=", c->backend_dir);
+        for (char **n = c->backends; n && *n; n++)
+                fprintf(out, "%s%s", n == c->backends ? "" : " ", *n);
+        fprintf(out, "\nDefault=%s\nTimeout=%llums\n", c->default_backend,
+                (unsigned long long) (c->backend_timeout_usec / 1000));
+        fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
+        fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
+        return ferror(out) ? -EIO : 0;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* agentd's own configuration: /etc/agentix/agentd.conf, then the drop-ins in agentd.conf.d/
+ * (*.conf, in file name order; a later file wins key by key), in the key-file style of
+ * systemd's configuration. Documented in agentd.conf(5). A bad file is an error at start that
+ * names the file, the line and what is wrong. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sandbox-config.h"
+
+#define AGENTD_UNLIMITED UINT64_MAX
+
+typedef struct AgentdConfig {
+        /* [Sandboxes] */
+        uint64_t default_ttl_sec;
+        uint64_t max_ttl_sec;            /* AGENTD_UNLIMITED: any */
+        uint64_t max_sandboxes;
+        uint64_t max_sandboxes_per_user;
+        /* [Limits]: what a create gets when it names none, and the most it may ask for */
+        SandboxLimits defaults;
+        SandboxLimits maxima;            /* cpus 0, memory/pids AGENTD_UNLIMITED: any */
+        /* [Backends] */
+        char *backend_dir;
+        char **backends;                 /* names to load */
+        char *default_backend;
+        uint64_t backend_timeout_usec;
+        /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
+        char *docker_socket;
+        char *podman_socket;
+} AgentdConfig;
+
+/* The built-in defaults. */
+int agentd_config_new(AgentdConfig **ret);
+AgentdConfig *agentd_config_free(AgentdConfig *c);
+
+/* Read path (a missing file is no error) and then path.d/ *.conf over c. On a bad file,
+ * *ret_error says "FILE:LINE: what" and -EINVAL is returned. */
+int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error);
+/* Read one file (for tests and fuzzing); name is what errors call it. */
+int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error);
+
+/* The configuration as agentd.conf text, every key with its value (agentd --show-config). */
+int agentd_config_format(const AgentdConfig *c, FILE *out);
+
+/* "2h", "90s", "1d 12h", "infinity" → seconds. */
+int parse_timespan_sec(const char *s, uint64_t *ret);
+/* "512M", "2G", "1073741824", "infinity" → bytes (K, M, G, T: powers of 1024). */
+int parse_size(const char *s, uint64_t *ret);
