@@ -2,7 +2,7 @@
 #include <time.h>
 
 #include "agentd-errors.h"
-#include "docker-backend.h"
+#include "backend.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "sandbox-setup.h"
@@ -24,7 +24,8 @@ static void set_state(Manager *m, Sandbox *s, SandboxState state) {
 
 /* Stop making s (the backend's job, its setup command), if that is still going on. */
 static void stop_making(Sandbox *s) {
-        create_job_cancel(s->create_job);
+        if (s->create_job)
+                s->backend->ops->cancel(s->create_job);
         s->create_job = NULL;
         s->setup = sandbox_setup_free(s->setup);
 }
@@ -117,16 +118,21 @@ int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *err
 
 /* ---- create ------------------------------------------------------------------------------ */
 
-static void create_done(Sandbox *s, const char *error_name, const char *message, void *userdata);
+static void create_done(Sandbox *s, const char *error_name, const char *message);
 
 /* The container of a failed create is gone: answer with the failure. */
-static void on_failed_removed(Sandbox *s, const char *error_name, const char *message, void *userdata) {
+static void on_failed_removed(void *userdata, const char *error_name, const char *message) {
+        Sandbox *s = userdata;
         sd_bus_message *call = TAKE_PTR(s->create_call);
 
         if (call)
                 (void) sd_bus_reply_method_errorf(call, s->failure_name, "%s", s->failure_message);
         sd_bus_message_unref(call);
-        drop(userdata, s);
+        drop(s->manager, s);
+}
+
+static int backend_remove(Sandbox *s, agentd_removed_t removed) {
+        return s->backend->ops->remove(s->backend->state, s->id, removed, s);
 }
 
 static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata) {
@@ -142,23 +148,21 @@ static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata
         s->setup = sandbox_setup_free(s->setup);
         s->setup_done = true;
         if (!error) {
-                create_done(s, NULL, NULL, m);
+                create_done(s, NULL, NULL);
                 return;
         }
         log_warning("Sandbox %s: %s", s->id, error);
         s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
         s->failure_message = strdup(error);
         set_state(m, s, SANDBOX_REMOVING);
-        if (!s->failure_name || !s->failure_message ||
-            docker_backend_remove(m->docker, s, on_failed_removed, m) < 0)
-                create_done(s, AGENTD_ERROR_START_FAILED, error, m);
+        if (!s->failure_name || !s->failure_message || backend_remove(s, on_failed_removed) < 0)
+                create_done(s, AGENTD_ERROR_START_FAILED, error);
 }
 
-static void create_done(Sandbox *s, const char *error_name, const char *message, void *userdata) {
-        Manager *m = userdata;
+static void create_done(Sandbox *s, const char *error_name, const char *message) {
+        Manager *m = s->manager;
         sd_bus_message *call;
 
-        s->create_job = NULL;
         if (!error_name && s->config->setup && !s->setup_done) {
                 /* Ready: run the setup command before the caller hears of it. */
                 if (sandbox_setup_run(m->event, s->runtime_url, s->token, s->config->setup, on_setup_done, m,
@@ -183,6 +187,21 @@ static void create_done(Sandbox *s, const char *error_name, const char *message,
         sd_bus_message_unref(call);
 }
 
+/* The backend made it (its runtime answers /health), or failed and removed what it made. */
+static void on_made(void *userdata, const AgentdSandboxPlace *place, const char *error_name, const char *message) {
+        Sandbox *s = userdata;
+
+        s->create_job = NULL;
+        if (!error_name && sandbox_set_place(s, place) < 0) {
+                error_name = AGENTD_ERROR_START_FAILED;
+                message = "Out of memory";
+        }
+        if (!error_name)
+                (void) sd_bus_emit_properties_changed(s->manager->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl",
+                                                      "ContainerId", NULL);
+        create_done(s, error_name, message ?: "The backend gave no reason");
+}
+
 static int on_caller_gone(sd_bus_track *track, void *userdata) {
         Manager *m = userdata;
         size_t state = 0;
@@ -199,9 +218,15 @@ static int on_caller_gone(sd_bus_track *track, void *userdata) {
 }
 
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error) {
+        Backend *backend;
         Sandbox *s;
         int r;
 
+        backend = manager_get_backend(m, config->backend, error);
+        if (!backend) {
+                sandbox_config_free(config);
+                return -ENXIO;
+        }
         if (strmap_size(m->sandboxes) >= m->config->max_sandboxes) {
                 sandbox_config_free(config);
                 return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
@@ -244,13 +269,17 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                         return r;
                 }
         }
-        log_info("Sandbox %s: creating for uid %u (image %s, bundle %s).", s->id, (unsigned) owner, config->image,
-                 config->bundle);
+        log_info("Sandbox %s: creating for uid %u on %s (image %s, bundle %s).", s->id, (unsigned) owner,
+                 backend->name, config->image, config->bundle);
+        s->manager = m;
+        s->backend = backend;
+        sandbox_fill_spec(s);
         emit_new(m, s);
         /* Answered by create_done(), which may run before this returns (and free s). */
         s->create_call = sd_bus_message_ref(call);
-        r = docker_backend_create(m->docker, s, create_done, m);
+        r = backend->ops->create(backend->state, &s->spec, on_made, s, &s->create_job);
         if (r < 0) {
+                s->create_job = NULL;
                 s->create_call = sd_bus_message_unref(s->create_call); /* the caller gets r */
                 drop(m, s);
                 return r;
@@ -259,8 +288,6 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
 }
 
 /* ---- delete ------------------------------------------------------------------------------ */
-
-static void on_removed(Sandbox *s, const char *error_name, const char *message, void *userdata);
 
 static bool bundle_in_use(const char *bundle_id, void *userdata) {
         Manager *m = userdata;
@@ -273,8 +300,15 @@ static bool bundle_in_use(const char *bundle_id, void *userdata) {
         return false;
 }
 
-static void on_removed(Sandbox *s, const char *error_name, const char *message, void *userdata) {
-        Manager *m = userdata;
+static void prune(Manager *m, Backend *b) {
+        if (b->state && b->ops->prune)
+                b->ops->prune(b->state, bundle_in_use, m);
+}
+
+static void on_removed(void *userdata, const char *error_name, const char *message) {
+        Sandbox *s = userdata;
+        Manager *m = s->manager;
+        Backend *b = s->backend;
 
         if (error_name) {
                 log_warning("Sandbox %s: removing its container failed: %s", s->id, message);
@@ -289,7 +323,7 @@ static void on_removed(Sandbox *s, const char *error_name, const char *message, 
         drop(m, s);
         /* A carrier whose bundle was rebuilt (its image has no tag left) and that no sandbox
          * uses any more goes too. */
-        docker_backend_prune_carriers(m->docker, bundle_in_use, m);
+        prune(m, b);
 }
 
 int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
@@ -314,19 +348,20 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
                 }
         }
         set_state(m, s, SANDBOX_REMOVING);
-        if (docker_backend_remove(m->docker, s, on_removed, m) < 0)
-                on_removed(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach the Docker backend to remove the sandbox.", m);
+        if (backend_remove(s, on_removed) < 0)
+                on_removed(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach the backend to remove the sandbox.");
         return 0;
 }
 
-/* ---- Docker's events --------------------------------------------------------------------- */
+/* ---- the backends' events ---------------------------------------------------------------- */
 
 /* A sandbox's container changed outside agentd's own calls. */
-static void on_docker_event(const char *id, const char *action, void *userdata) {
-        Manager *m = userdata;
+static void on_backend_event(void *userdata, const char *id, const char *action) {
+        Backend *b = userdata;
+        Manager *m = b->owner;
         Sandbox *s = manager_get_sandbox(m, id);
 
-        if (!s || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
+        if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
                 set_state(m, s, SANDBOX_EXITED);
@@ -343,93 +378,83 @@ static void on_docker_event(const char *id, const char *action, void *userdata) 
 
 /* ---- adoption ---------------------------------------------------------------------------- */
 
-static uint64_t label_u64(json_t *labels, const char *key, bool *ok) {
-        const char *v = json_string_value(json_object_get(labels, key));
-        char *end;
-        unsigned long long n;
+static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char *backend) {
+        SandboxConfig *c = calloc(1, sizeof(*c));
 
-        if (!v) {
-                *ok = false;
-                return 0;
-        }
-        errno = 0;
-        n = strtoull(v, &end, 10);
-        if (errno || end == v || *end)
-                *ok = false;
-        return n;
+        if (!c)
+                return NULL;
+        c->image = strdup(spec->image ?: "");
+        c->bundle = strdup(spec->bundle ?: "");
+        c->backend = strdup(backend);
+        c->limits = (SandboxLimits) { .cpus = spec->cpus, .memory = spec->memory, .pids = spec->pids };
+        if (!c->image || !c->bundle || !c->backend)
+                return sandbox_config_free(c);
+        return c;
 }
 
-/* A sandbox container an earlier agentd made. */
-static void on_found(json_t *inspect, void *userdata) {
-        Manager *m = userdata;
-        json_t *config = json_object_get(inspect, "Config"), *labels = json_object_get(config, "Labels"),
-               *host = json_object_get(inspect, "HostConfig"), *st = json_object_get(inspect, "State");
-        const char *cid = json_string_value(json_object_get(inspect, "Id")),
-                   *id = json_string_value(json_object_get(labels, "org.agentix.sandbox")),
-                   *status = json_string_value(json_object_get(st, "Status")), *token = NULL, *port;
-        bool ok = true;
-        uint64_t owner = label_u64(labels, "org.agentix.owner", &ok), created = label_u64(labels, "org.agentix.created", &ok),
-                 expires = label_u64(labels, "org.agentix.expires", &ok);
+/* A sandbox an earlier agentd made in this backend. */
+static void on_found(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
+                     AgentdFoundState state) {
+        Backend *b = userdata;
+        Manager *m = b->owner;
         SandboxConfig *c;
         Sandbox *s;
-        size_t i;
-        json_t *e;
 
-        if (!cid || !id || manager_get_sandbox(m, id))
+        if (!spec->id || manager_get_sandbox(m, spec->id))
                 return;
-        json_array_foreach(json_object_get(config, "Env"), i, e)
-                if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
-                        token = json_string_value(e) + 14;
         /* Half-made (a create that never started it), expired, or without what a sandbox needs. */
-        if (!ok || !token || !status || streq(status, "created") || expires * 1000000ULL <= now_realtime_usec()) {
-                log_info("Removing container %.12s (sandbox %s): %s.", cid, id,
-                         !ok || !token ? "its labels are incomplete" : status && streq(status, "created") ?
-                         "its create never finished" : "expired");
-                docker_backend_remove_container(m->docker, cid);
+        if (state == AGENTD_FOUND_HALF_MADE || spec->expires_at * 1000000ULL <= now_realtime_usec()) {
+                log_info("Removing %s's container of sandbox %s: %s.", b->name, spec->id,
+                         state == AGENTD_FOUND_HALF_MADE ? "its create never finished" : "expired");
+                (void) b->ops->remove(b->state, spec->id, NULL, NULL);
                 return;
         }
-        c = calloc(1, sizeof(*c));
-        if (!c)
-                return;
-        c->image = strdup(json_string_value(json_object_get(labels, "org.agentix.image")) ?: "");
-        c->bundle = strdup(json_string_value(json_object_get(labels, "org.agentix.bundle")) ?: "");
-        c->backend = strdup("docker");
-        c->limits = (SandboxLimits) { .cpus = json_integer_value(json_object_get(host, "NanoCpus")) / 1e9,
-                                      .memory = json_integer_value(json_object_get(host, "Memory")),
-                                      .pids = json_integer_value(json_object_get(host, "PidsLimit")) };
-        if (!c->image || !c->bundle || !c->backend ||
-            sandbox_restore(c, (uid_t) owner, id, token, created * 1000000ULL, expires * 1000000ULL, &s) < 0) {
+        c = config_from_spec(spec, b->name);
+        if (!c || sandbox_restore(c, spec->owner, spec->id, spec->token, spec->created_at * 1000000ULL,
+                                  spec->expires_at * 1000000ULL, &s) < 0) {
                 sandbox_config_free(c);
                 return;
         }
-        s->container_id = strdup(cid);
-        s->bundle_id = strdup(json_string_value(json_object_get(labels, "org.agentix.bundle.id")) ?: "");
-        port = json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(
-                json_object_get(inspect, "NetworkSettings"), "Ports"), "8000/tcp"), 0), "HostPort"));
-        if (port && asprintf(&s->runtime_url, "http://127.0.0.1:%s", port) < 0)
-                s->runtime_url = NULL;
-        s->state = streq(status, "running") ? SANDBOX_RUNNING : SANDBOX_EXITED;
-        if (manager_add_sandbox(m, s) < 0) {
+        s->manager = m;
+        s->backend = b;
+        s->state = state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING : SANDBOX_EXITED;
+        if (sandbox_set_place(s, place) < 0 || manager_add_sandbox(m, s) < 0) {
                 sandbox_free(s);
                 return;
         }
-        log_info("Sandbox %s of uid %u adopted (%s).", s->id, (unsigned) s->owner, sandbox_state_to_string(s->state));
+        log_info("Sandbox %s of uid %u adopted from %s (%s).", s->id, (unsigned) s->owner, b->name,
+                 sandbox_state_to_string(s->state));
         emit_new(m, s);
 }
 
 static void on_adopted(void *userdata) {
-        Manager *m = userdata;
+        Backend *b = userdata;
+        Manager *m = b->owner;
 
         schedule_reaper(m);
-        docker_backend_prune_carriers(m->docker, bundle_in_use, m);
+        prune(m, b);
 }
 
 int lifecycle_start(Manager *m) {
-        int r = docker_backend_adopt(m->docker, on_found, on_adopted, m);
+        for (size_t i = 0; i < m->n_backends; i++) {
+                Backend *b = m->backends[i];
+                int r;
 
-        if (r < 0)
-                return r;
-        return docker_backend_watch(m->docker, on_docker_event, m);
+                if (!b->state)
+                        continue;
+                if (b->ops->adopt) {
+                        r = b->ops->adopt(b->state, on_found, on_adopted, b);
+                        if (r < 0)
+                                log_warning("Backend %s: cannot look for the sandboxes of an earlier agentd: %s", b->name,
+                                            strerror(-r));
+                }
+                if (b->ops->watch) {
+                        r = b->ops->watch(b->state, on_backend_event, b);
+                        if (r < 0)
+                                log_warning("Backend %s: cannot follow its events: %s", b->name, strerror(-r));
+                }
+        }
+        return 0;
 }
 
 void lifecycle_stop(Manager *m) {

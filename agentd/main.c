@@ -3,8 +3,6 @@
 #include <getopt.h>
 #include <signal.h>
 
-#include "docker-backend.h"
-#include "docker-host.h"
 #include "log.h"
 #include "lifecycle.h"
 #include "manager-dbus.h"
@@ -103,6 +101,12 @@ static int load_config(AgentdConfig **ret) {
         }
         if (arg_docker_timeout_usec > 0)
                 c->backend_timeout_usec = arg_docker_timeout_usec;
+        {
+                char timeout[32];
+                snprintf(timeout, sizeof(timeout), "%.3f", c->backend_timeout_usec / 1e6);
+                if (setenv(AGENTD_BACKEND_TIMEOUT_ENV, timeout, 1) < 0)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+        }
         if (c->docker_socket) {
                 _cleanup_free_ char *host = NULL;
                 if (asprintf(&host, "unix://%s", c->docker_socket) < 0 || setenv("DOCKER_HOST", host, 0) < 0)
@@ -117,12 +121,17 @@ static int load_config(AgentdConfig **ret) {
         return 0;
 }
 
+static bool any_backend_loaded(Manager *m) {
+        for (size_t i = 0; i < m->n_backends; i++)
+                if (m->backends[i]->state)
+                        return true;
+        return false;
+}
+
 int main(int argc, char *argv[]) {
-        _cleanup_free_ char *socket = NULL;
         AgentdConfig *config = NULL;
         sd_event *event = NULL;
         sd_bus *bus = NULL;
-        DockerBackend *docker = NULL;
         Manager *m = NULL;
         sigset_t mask;
         int r;
@@ -148,13 +157,6 @@ int main(int argc, char *argv[]) {
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
-        r = docker_socket_from_env(&socket);
-        if (r == -EPROTONOSUPPORT) {
-                log_error("DOCKER_HOST=%s: agentd speaks to Docker on a unix:// socket only.", getenv("DOCKER_HOST"));
-                return 1;
-        }
-        if (r < 0)
-                goto finish;
         r = sd_event_default(&event);
         if (r < 0)
                 goto finish;
@@ -166,13 +168,15 @@ int main(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to connect to the %s bus: %m", arg_user ? "session" : "system");
                 goto finish;
         }
-        r = docker_backend_new(event, socket, &docker);
+        /* The backends take the loop as sd_event_default(): it is this one. */
+        r = manager_new(event, bus, TAKE_PTR(config), &m);
         if (r < 0)
                 goto finish;
-        docker_backend_set_timeout(docker, config->backend_timeout_usec);
-        r = manager_new(event, bus, docker, TAKE_PTR(config), &m);
-        if (r < 0)
+        if (!any_backend_loaded(m)) {
+                log_error("No backend could be loaded (see above): agentd has nowhere to run sandboxes.");
+                r = -ENOENT;
                 goto finish;
+        }
         r = manager_dbus_register(m);
         if (r < 0)
                 goto finish;
@@ -187,8 +191,7 @@ int main(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to own %s on the bus (another agentd, or the bus policy?): %m", BUS_NAME);
                 goto finish;
         }
-        log_info("agentd %s on the %s bus as %s, Docker at %s.", AGENTIX_VERSION, arg_user ? "session" : "system",
-                 BUS_NAME, socket);
+        log_info("agentd %s on the %s bus as %s.", AGENTIX_VERSION, arg_user ? "session" : "system", BUS_NAME);
         r = sd_event_loop(event);
 finish:
         if (r < 0 && r != -ENOENT)
@@ -197,7 +200,6 @@ finish:
                 lifecycle_stop(m);
         manager_free(m);
         agentd_config_free(config);
-        docker_backend_free(docker);
         if (bus)
                 sd_bus_flush_close_unref(bus);
         sd_event_unref(event);

@@ -44,12 +44,6 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                                 m->config->default_backend, &config, error);
         if (r < 0)
                 return r;
-        if (!streq(config->backend, "docker")) {
-                r = sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "No backend '%s' (this agentd has: docker).",
-                                      config->backend);
-                sandbox_config_free(config);
-                return r;
-        }
         r = lifecycle_create(m, config, uid, msg, error);
         return r < 0 ? r : 1; /* answered when the runtime answers /health */
 }
@@ -119,8 +113,32 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
 }
 
+/* a(sss): each backend Load= names, "loaded" or "failed", and its file or why it failed. */
+static int property_backends(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(sss)");
+        for (size_t i = 0; r >= 0 && i < m->n_backends; i++) {
+                Backend *b = m->backends[i];
+                r = sd_bus_message_append(reply, "(sss)", b->name, b->state ? "loaded" : "failed",
+                                           b->state ? b->path : b->error ?: "");
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+static int property_default_backend(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+
+        return sd_bus_message_append(reply, "s", m->config->default_backend);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Backends", "a(sss)", property_backends, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("DefaultBackend", "s", property_default_backend, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
                                  method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include "agentd-errors.h"
 #include "macro.h"
 #include "manager.h"
 
-int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, AgentdConfig *config, Manager **ret) {
+int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Manager **ret) {
+        const char *dir = getenv("AGENTD_BACKEND_DIR") ?: config->backend_dir;
         Manager *m = calloc(1, sizeof(*m));
+        int r;
 
         if (!m) {
                 agentd_config_free(config);
@@ -12,12 +15,18 @@ int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, AgentdConfi
         m->config = config;
         m->event = sd_event_ref(event);
         m->bus = sd_bus_ref(bus);
-        m->docker = docker;
         m->sandboxes = strmap_new();
         if (!m->sandboxes) {
                 manager_free(m);
                 return -ENOMEM;
         }
+        r = backends_load(config->backends, dir, &m->backends, &m->n_backends);
+        if (r < 0) {
+                manager_free(m);
+                return r;
+        }
+        for (size_t i = 0; i < m->n_backends; i++)
+                m->backends[i]->owner = m;
         *ret = m;
         return 0;
 }
@@ -35,6 +44,7 @@ Manager *manager_free(Manager *m) {
         }
         strmap_free(m->sandboxes);
         sd_event_source_disable_unref(m->reaper);
+        backends_free(m->backends, m->n_backends);
         sd_bus_unref(m->bus);
         agentd_config_free(m->config);
         sd_event_unref(m->event);
@@ -63,4 +73,29 @@ uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid) {
         while ((s = strmap_iterate(m->sandboxes, &state)))
                 n += s->owner == uid;
         return n;
+}
+
+Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error) {
+        Backend *b = backends_find(m->backends, m->n_backends, name);
+
+        if (!b) {
+                _cleanup_free_ char *names = NULL;
+                size_t len = 0;
+                FILE *f = open_memstream(&names, &len);
+
+                for (size_t i = 0; f && i < m->n_backends; i++)
+                        fprintf(f, "%s%s", i ? ", " : "", m->backends[i]->name);
+                if (f)
+                        fclose(f);
+                (void) sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE,
+                                         "No backend '%s' here (this agentd loads: %s; see Load= in agentd.conf).", name,
+                                         names ?: "");
+                return NULL;
+        }
+        if (!b->state) {
+                (void) sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Backend '%s' did not load: %s", name,
+                                         b->error ?: "unknown error");
+                return NULL;
+        }
+        return b;
 }

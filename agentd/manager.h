@@ -13,20 +13,22 @@
 #include "sandbox.h"
 #include "strmap.h"
 
-typedef struct DockerBackend DockerBackend;
+#include "backend.h"
 
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
-        DockerBackend *docker;
+        Backend **backends;       /* loaded or failed, as [Backends] Load= names them */
+        size_t n_backends;
         StrMap *sandboxes;        /* id -> Sandbox */
         AgentdConfig *config;
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 
-/* Takes config. */
-int manager_new(sd_event *event, sd_bus *bus, DockerBackend *docker, AgentdConfig *config, Manager **ret);
-/* Frees the records (the containers stay: agentd's state is rebuilt from their labels). */
+/* Takes config; loads its backends. */
+int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Manager **ret);
+/* Frees the records (the containers stay: agentd's state is rebuilt from their labels), then
+ * the backends. */
 Manager *manager_free(Manager *m);
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id);
@@ -35,3 +37,5 @@ int manager_add_sandbox(Manager *m, Sandbox *s);
 void manager_remove_sandbox(Manager *m, Sandbox *s);
 /* How many sandboxes uid has (in any state). */
 uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid);
+/* The loaded backend called name, or NULL with an InvalidConfig/BackendUnavailable error. */
+Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error);

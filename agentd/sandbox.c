@@ -87,6 +87,45 @@ int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sa
         return 0;
 }
 
+void sandbox_fill_spec(Sandbox *s) {
+        const SandboxConfig *c = s->config;
+
+        s->spec = (AgentdSandboxSpec) {
+                .id = s->id,
+                .token = s->token,
+                .owner = s->owner,
+                .created_at = s->created_at / 1000000,
+                .expires_at = s->expires_at / 1000000,
+                .image = c->image,
+                .bundle = c->bundle,
+                .platform = c->platform,
+                .network = c->network,
+                .workdir = c->workdir,
+                .env = (const char *const *) c->env,
+                .labels = (const char *const *) c->labels,
+                .cpus = c->limits.cpus,
+                .memory = c->limits.memory,
+                .pids = c->limits.pids,
+        };
+}
+
+static int set_copy(char **field, const char *v) {
+        char *copy = NULL;
+
+        if (v && !(copy = strdup(v)))
+                return -ENOMEM;
+        free(*field);
+        *field = copy;
+        return 0;
+}
+
+int sandbox_set_place(Sandbox *s, const AgentdSandboxPlace *place) {
+        if (set_copy(&s->runtime_url, place->runtime_url) < 0 || set_copy(&s->container_id, place->container_id) < 0 ||
+            set_copy(&s->bundle_id, place->bundle_id) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 Sandbox *sandbox_free(Sandbox *s) {
         if (!s)
                 return NULL;

@@ -3,16 +3,18 @@
 
 /* A sandbox: one task container with a bundle's runtime, created for one caller. This is its
  * record; what happens to it (create, setup, delete, expiry) is lifecycle.c, its D-Bus face
- * sandbox-dbus.c, and the backend that makes its container docker-backend.c. */
+ * sandbox-dbus.c, and the backend that makes it one of backend.c's. */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
 
+#include "agentix/agentd-backend.h"
 #include "sandbox-config.h"
 
-typedef struct CreateJob CreateJob;
+typedef struct Backend Backend;
+typedef struct Manager Manager;
 typedef struct SandboxSetup SandboxSetup;
 
 typedef enum SandboxState {
@@ -28,6 +30,9 @@ typedef struct Sandbox {
         char *id;                 /* 16 hex digits, a letter first */
         char *path;               /* /org/agentix/Agentd1/sandbox/<id> */
         SandboxConfig *config;
+        Manager *manager;         /* whose it is (the backend's callbacks get the sandbox) */
+        Backend *backend;         /* where it runs */
+        AgentdSandboxSpec spec;   /* what the backend was asked for: points into this record */
         uid_t owner;
         uint64_t created_at;      /* CLOCK_REALTIME, µs */
         uint64_t expires_at;
@@ -36,7 +41,7 @@ typedef struct Sandbox {
         char *bundle_id;          /* the bundle image's id (sha256:…): which carrier it uses */
         char *runtime_url;        /* http://127.0.0.1:PORT once running */
         char *token;
-        CreateJob *create_job;    /* while the backend makes it */
+        AgentdJob *create_job;    /* while the backend makes it */
         SandboxSetup *setup;      /* while its setup command runs */
         bool setup_done;
         sd_bus_message *create_call; /* CreateSandbox, answered when the runtime answers /health */
@@ -54,6 +59,11 @@ int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sa
  * were; state running. Takes config; copies the strings. */
 int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
                     uint64_t expires_at, Sandbox **ret);
+/* Fill s->spec from the record (before the backend's create). */
+void sandbox_fill_spec(Sandbox *s);
+/* Take the backend's place of s (its runtime URL, container and bundle ids). */
+int sandbox_set_place(Sandbox *s, const AgentdSandboxPlace *place);
+
 /* Free the record. Calls still waiting are answered: a create with StartFailed, deletes with
  * success. (Jobs, setup and tracking are the lifecycle's to stop first.) */
 Sandbox *sandbox_free(Sandbox *s);

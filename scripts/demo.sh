@@ -35,7 +35,7 @@ AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
 step "a system bus with agentd on it"
 DBUS_SYSTEM_BUS_ADDRESS=$(./scripts/system-bus.sh start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
-build/agentd/agentd 2>"$work/agentd.log" &
+AGENTD_BACKEND_DIR=build/agentd/backends/engine build/agentd/agentd 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break

@@ -31,7 +31,7 @@ AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/incl
         "$BUILD/client/agentixctl/agentixctl" build -q --cache-dir "$work/cache" "$ROOT/examples/bundle-example" >/dev/null
 DBUS_SYSTEM_BUS_ADDRESS=$("$ROOT/scripts/system-bus.sh" start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
-"$BUILD/agentd/agentd" 2>"$work/agentd.log" &
+AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break

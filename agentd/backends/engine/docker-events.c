@@ -23,7 +23,7 @@ static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
         if (t > b->events_since)
                 b->events_since = t;
         if (id && action)
-                b->on_event(id, action, b->event_userdata);
+                b->on_event(b->event_userdata, id, action);
 }
 
 static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -31,7 +31,7 @@ static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 
         b->events_retry = sd_event_source_disable_unref(b->events_retry);
         if (events_connect(b) < 0)
-                log_warning("Cannot follow Docker's events; trying again.");
+                log_warning("Cannot follow %s's events; trying again.", b->service);
         return 0;
 }
 
@@ -39,7 +39,7 @@ static void on_events_end(DockerClient *d, int status, json_t *body, const char 
         DockerBackend *b = userdata;
 
         b->events = NULL;
-        log_warning("Docker's event stream ended (%s); following it again in 1 s.",
+        log_warning("%s's event stream ended (%s); following it again in 1 s.", b->service,
                     error ?: (status == 200 ? "closed" : "refused"));
         (void) sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
                                           on_events_retry, b);
@@ -55,7 +55,7 @@ static int events_connect(DockerBackend *b) {
         return docker_stream(b->docker, path, on_event_line, on_events_end, b, &b->events);
 }
 
-int docker_backend_watch(DockerBackend *b, docker_event_t on_event, void *userdata) {
+int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userdata) {
         b->on_event = on_event;
         b->event_userdata = userdata;
         b->events_since = (long long) time(NULL);

@@ -2,7 +2,6 @@
 #include <curl/curl.h>
 #include <time.h>
 
-#include "agentd-errors.h"
 #include "curl-event.h"
 #include "docker-backend.h"
 #include "docker-client.h"
@@ -28,14 +27,16 @@ typedef enum CreateStep {
         STEP_CLEANUP,
 } CreateStep;
 
-struct CreateJob {
+struct AgentdJob {
         DockerBackend *backend;
-        Sandbox *sandbox;
-        sandbox_done_t done;
+        const AgentdSandboxSpec *spec;
+        agentd_made_t made;
         void *userdata;
         CreateStep step;
         DockerRequest *request;
         char *bundle_id;          /* sha256:… */
+        char *container_id;
+        char *runtime_url;
         char *carrier;            /* its name */
         bool container_made;      /* a create may have made it: remove on failure */
         /* /health probes */
@@ -49,19 +50,19 @@ struct CreateJob {
 };
 
 typedef struct RemoveJob {
-        Sandbox *sandbox;
-        sandbox_done_t done;
+        agentd_removed_t removed;
         void *userdata;
 } RemoveJob;
 
-int docker_backend_new(sd_event *event, const char *socket, DockerBackend **ret) {
+int docker_backend_new(sd_event *event, const char *service, const char *socket, DockerBackend **ret) {
         DockerBackend *b = calloc(1, sizeof(*b));
         int r;
 
         if (!b)
                 return -ENOMEM;
         b->event = sd_event_ref(event);
-        r = docker_client_new(event, socket, &b->docker);
+        b->service = strdup(service);
+        r = b->service ? docker_client_new(event, socket, &b->docker) : -ENOMEM;
         if (r >= 0)
                 r = curl_event_new(event, &b->probes);
         if (r < 0) {
@@ -79,9 +80,16 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         sd_event_source_disable_unref(b->events_retry);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
+        json_decref(b->host_config);
         sd_event_unref(b->event);
+        free(b->service);
         free(b);
         return NULL;
+}
+
+void docker_backend_set_host_config(DockerBackend *b, json_t *extra) {
+        json_decref(b->host_config);
+        b->host_config = extra;
 }
 
 static void job_free(CreateJob *j) {
@@ -94,25 +102,26 @@ static void job_free(CreateJob *j) {
         }
         sd_event_source_disable_unref(j->timer);
         free(j->bundle_id);
+        free(j->container_id);
+        free(j->runtime_url);
         free(j->carrier);
         free(j->error_message);
         free(j);
 }
 
-void create_job_cancel(CreateJob *j) {
+void docker_backend_cancel(CreateJob *j) {
         job_free(j);
 }
 
 static void job_finish(CreateJob *j) {
-        Sandbox *s = j->sandbox;
-        const char *name = j->error_name;
-        _cleanup_free_ char *message = TAKE_PTR(j->error_message);
-        sandbox_done_t done = j->done;
+        const AgentdSandboxPlace place = { .runtime_url = j->runtime_url, .container_id = j->container_id,
+                                           .bundle_id = j->bundle_id };
+        agentd_made_t made = j->made;
         void *userdata = j->userdata;
 
-        s->create_job = NULL;
+        /* The job goes after made(): place's strings are its own. */
+        made(userdata, j->error_name ? NULL : &place, j->error_name, j->error_message);
         job_free(j);
-        done(s, name, message, userdata);
 }
 
 static void on_cleanup(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
@@ -121,7 +130,7 @@ static void on_cleanup(DockerClient *d, int status, json_t *body, const char *er
         j->request = NULL;
         if (status != 204 && status != 404)
                 log_warning("Sandbox %s: could not remove the half-made container agentix-%s (%s); "
-                            "remove it with docker rm -f.", j->sandbox->id, j->sandbox->id, error ?: "HTTP error");
+                            "remove it by hand.", j->spec->id, j->spec->id, error ?: "HTTP error");
         job_finish(j);
 }
 
@@ -141,7 +150,7 @@ static void job_fail(CreateJob *j, const char *error_name, const char *fmt, ...)
                 return;
         }
         j->step = STEP_CLEANUP;
-        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", j->sandbox->id);
+        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", j->spec->id);
         if (docker_request(j->backend->docker, "DELETE", path, NULL, 0, on_cleanup, j, &j->request) < 0)
                 job_finish(j);
 }
@@ -151,12 +160,14 @@ static void job_fail_docker(CreateJob *j, const char *what, int status, json_t *
         char buf[128];
         const char *m = docker_error_message(status, body, error, buf, sizeof(buf));
 
+        const char *service = j->backend->service;
+
         if (status == -ETIMEDOUT)
-                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Docker did not answer in time while %s: %s", what, m);
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "%s did not answer in time while %s: %s", service, what, m);
         else if (status < 0)
-                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach Docker while %s: %s", what, m);
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach %s while %s: %s", service, what, m);
         else
-                job_fail(j, AGENTD_ERROR_START_FAILED, "Docker refused %s: %s", what, m);
+                job_fail(j, AGENTD_ERROR_START_FAILED, "%s refused %s: %s", service, what, m);
 }
 
 static void step(CreateJob *j);
@@ -168,11 +179,11 @@ static int send_step(CreateJob *j, const char *method, const char *path, json_t 
 }
 
 
-static json_t *labels_json(Sandbox *s, const char *bundle_id) {
+static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_t *l = json_object();
         char buf[64];
 
-        for (char **kv = s->config->labels; l && kv && *kv; kv++) {
+        for (const char *const *kv = s->labels; l && kv && *kv; kv++) {
                 _cleanup_free_ char *k = strndup(*kv, strcspn(*kv, "="));
                 if (!k || json_object_set_new(l, k, json_string(strchr(*kv, '=') + 1)) < 0)
                         return json_decref(l), NULL;
@@ -181,18 +192,18 @@ static json_t *labels_json(Sandbox *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.sandbox", json_string(s->id));
         snprintf(buf, sizeof(buf), "%u", (unsigned) s->owner);
         json_object_set_new(l, "org.agentix.owner", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) (s->created_at / 1000000));
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->created_at);
         json_object_set_new(l, "org.agentix.created", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) (s->expires_at / 1000000));
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->expires_at);
         json_object_set_new(l, "org.agentix.expires", json_string(buf));
-        json_object_set_new(l, "org.agentix.bundle", json_string(s->config->bundle));
+        json_object_set_new(l, "org.agentix.bundle", json_string(s->bundle));
         json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_id));
-        json_object_set_new(l, "org.agentix.image", json_string(s->config->image));
+        json_object_set_new(l, "org.agentix.image", json_string(s->image));
         return l;
 }
 
 static json_t *task_container_json(CreateJob *j) {
-        Sandbox *s = j->sandbox;
+        const AgentdSandboxSpec *s = j->spec;
         _cleanup_strv_free_ char **env = NULL;
         char token[128];
         json_t *c, *envj;
@@ -200,7 +211,7 @@ static json_t *task_container_json(CreateJob *j) {
         snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
         if (strv_extend(&env, token) < 0)
                 return NULL;
-        for (char **e = s->config->env; e && *e; e++)
+        for (const char *const *e = s->env; e && *e; e++)
                 if (!strneq(*e, "AGENTIX_TOKEN=", 14) && strv_extend(&env, *e) < 0)
                         return NULL;
         envj = json_array();
@@ -208,7 +219,7 @@ static json_t *task_container_json(CreateJob *j) {
                 json_array_append_new(envj, json_string(*e));
         c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:{s:[{s:s, s:s}]}, s:I, s:I, s:I, s:s?, "
                       "s:{s:s}}}",
-                      "Image", s->config->image,
+                      "Image", s->image,
                       "Entrypoint", SERVER_PATH,
                       "Cmd",
                       "Env", envj,
@@ -217,13 +228,15 @@ static json_t *task_container_json(CreateJob *j) {
                       "HostConfig",
                       "VolumesFrom", j->carrier,
                       "PortBindings", RUNTIME_PORT, "HostIp", "127.0.0.1", "HostPort", "",
-                      "PidsLimit", (json_int_t) s->config->limits.pids,
-                      "Memory", (json_int_t) s->config->limits.memory,
-                      "NanoCpus", (json_int_t) (s->config->limits.cpus * 1e9),
-                      "NetworkMode", s->config->network,
+                      "PidsLimit", (json_int_t) s->pids,
+                      "Memory", (json_int_t) s->memory,
+                      "NanoCpus", (json_int_t) (s->cpus * 1e9),
+                      "NetworkMode", s->network,
                       "LogConfig", "Type", "json-file");
-        if (c && s->config->workdir)
-                json_object_set_new(c, "WorkingDir", json_string(s->config->workdir));
+        if (c && s->workdir)
+                json_object_set_new(c, "WorkingDir", json_string(s->workdir));
+        if (c && j->backend->host_config)
+                json_object_update(json_object_get(c, "HostConfig"), j->backend->host_config);
         return c;
 }
 
@@ -237,17 +250,18 @@ static void probe_again(CreateJob *j) {
         (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &now);
         if (now >= j->deadline) {
                 job_fail(j, AGENTD_ERROR_START_FAILED,
-                         "The runtime in sandbox %s did not answer /health within %llu s (see docker logs agentix-%s)",
-                         j->sandbox->id, HEALTH_TIMEOUT_USEC / 1000000, j->sandbox->id);
+                         "The runtime in sandbox %s did not answer /health within %llu s (see the logs of container "
+                         "agentix-%s)", j->spec->id, HEALTH_TIMEOUT_USEC / 1000000, j->spec->id);
                 return;
         }
         if (j->probes % HEALTH_CHECK_EVERY == 0) {
                 /* Is it still running? A server that could not start is not waited for. */
                 char path[128];
                 j->step = STEP_INSPECT;
-                snprintf(path, sizeof(path), "/containers/agentix-%s/json", j->sandbox->id);
+                snprintf(path, sizeof(path), "/containers/agentix-%s/json", j->spec->id);
                 if (send_step(j, "GET", path, NULL) < 0)
-                        job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot ask Docker about the sandbox's container");
+                        job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot ask %s about the sandbox's container",
+                                 j->backend->service);
                 return;
         }
         if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, HEALTH_INTERVAL_USEC, 1000,
@@ -276,7 +290,7 @@ static size_t discard(char *data, size_t size, size_t n, void *userdata) {
 static void probe(CreateJob *j) {
         char url[256];
 
-        snprintf(url, sizeof(url), "%s/health", j->sandbox->runtime_url);
+        snprintf(url, sizeof(url), "%s/health", j->runtime_url);
         if (!j->probe) {
                 j->probe = curl_easy_init();
                 if (!j->probe) {
@@ -323,7 +337,7 @@ static bool bundle_looks_right(json_t *image) {
 
 /* The container runs (or this is the first look): keep probing /health, or start to. */
 static void on_inspected(CreateJob *j, json_t *body) {
-        Sandbox *s = j->sandbox;
+        const AgentdSandboxSpec *s = j->spec;
         json_t *st = json_object_get(body, "State");
         const char *port;
 
@@ -331,9 +345,9 @@ static void on_inspected(CreateJob *j, json_t *body) {
                 FAIL(j, AGENTD_ERROR_START_FAILED,
                      "The sandbox's container stopped (exit status %lld) before its runtime answered: does image '%s' "
                      "run /nix/runtime/bin/agentix-server from bundle '%s'?",
-                     (long long) json_integer_value(json_object_get(st, "ExitCode")), s->config->image, s->config->bundle);
+                     (long long) json_integer_value(json_object_get(st, "ExitCode")), s->image, s->bundle);
         j->step = STEP_HEALTH;
-        if (s->runtime_url) {
+        if (j->runtime_url) {
                 if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, HEALTH_INTERVAL_USEC, 1000,
                                                on_probe_timer, j) < 0)
                         FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
@@ -342,9 +356,9 @@ static void on_inspected(CreateJob *j, json_t *body) {
         port = json_string_value(json_object_get(json_array_get(json_object_get(
                 json_object_get(json_object_get(body, "NetworkSettings"), "Ports"), RUNTIME_PORT), 0), "HostPort"));
         if (!port)
-                FAIL(j, AGENTD_ERROR_START_FAILED, "Docker published no port for the sandbox's runtime");
-        if (asprintf(&s->runtime_url, "http://127.0.0.1:%s", port) < 0) {
-                s->runtime_url = NULL;
+                FAIL(j, AGENTD_ERROR_START_FAILED, "%s published no port for the sandbox's runtime", j->backend->service);
+        if (asprintf(&j->runtime_url, "http://127.0.0.1:%s", port) < 0) {
+                j->runtime_url = NULL;
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
         }
         (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &j->deadline);
@@ -355,7 +369,8 @@ static void on_inspected(CreateJob *j, json_t *body) {
 
 static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         CreateJob *j = userdata;
-        Sandbox *s = j->sandbox;
+        const AgentdSandboxSpec *s = j->spec;
+        const char *service = j->backend->service;
         char buf[128];
 
         j->request = NULL;
@@ -363,17 +378,17 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         case STEP_INSPECT_BUNDLE:
                 if (status == 404)
                         FAIL(j, AGENTD_ERROR_BUNDLE_NOT_FOUND,
-                             "Bundle image '%s' is not in Docker: build it with agentixctl build (or docker load it)",
-                             s->config->bundle);
+                             "Bundle image '%s' is not in %s: build it with agentixctl build (or load it)",
+                             s->bundle, service);
                 if (status != 200)
                         FAIL_DOCKER(j, "looking up the bundle image", status, body, error);
                 if (!bundle_looks_right(body))
                         FAIL(j, AGENTD_ERROR_BUNDLE_NOT_FOUND,
                              "Image '%s' is not an agentix bundle: it declares no VOLUME /nix (make bundles with "
-                             "agentixctl build)", s->config->bundle);
+                             "agentixctl build)", s->bundle);
                 j->bundle_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
                 if (!j->bundle_id || !strneq(j->bundle_id, "sha256:", 7) || strlen(j->bundle_id) < 7 + 12)
-                        FAIL(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Docker gave no id for '%s'", s->config->bundle);
+                        FAIL(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "%s gave no id for '%s'", service, s->bundle);
                 if (asprintf(&j->carrier, "agentix-carrier-%.12s", j->bundle_id + 7) < 0) {
                         j->carrier = NULL;
                         FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
@@ -383,7 +398,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         case STEP_INSPECT_IMAGE:
                 if (status == 404)
                         FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND,
-                             "Task image '%s' is not in Docker: pull, build or import it first", s->config->image);
+                             "Task image '%s' is not in %s: pull, build or import it first", s->image, service);
                 if (status != 200)
                         FAIL_DOCKER(j, "looking up the task image", status, body, error);
                 j->step = STEP_INSPECT_CARRIER;
@@ -401,15 +416,13 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 break;
         case STEP_CREATE:
                 if (status == 404)
-                        FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND, "Docker has no image '%s'%s%s: %s", s->config->image,
-                             s->config->platform ? " for " : "", s->config->platform ?: "",
+                        FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND, "%s has no image '%s'%s%s: %s", service, s->image,
+                             s->platform ? " for " : "", s->platform ?: "",
                              docker_error_message(status, body, error, buf, sizeof(buf)));
                 if (status != 201)
                         FAIL_DOCKER(j, "creating the sandbox's container", status, body, error);
-                free(s->container_id);
-                s->container_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
-                free(s->bundle_id);
-                s->bundle_id = strdup(j->bundle_id);
+                free(j->container_id);
+                j->container_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
                 j->step = STEP_START;
                 break;
         case STEP_START:
@@ -429,7 +442,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
 }
 
 static void step(CreateJob *j) {
-        Sandbox *s = j->sandbox;
+        const AgentdSandboxSpec *s = j->spec;
         _cleanup_free_ char *q = NULL, *e = NULL;
         char path[512];
         json_t *body = NULL;
@@ -438,7 +451,7 @@ static void step(CreateJob *j) {
         switch (j->step) {
         case STEP_INSPECT_BUNDLE:
         case STEP_INSPECT_IMAGE:
-                e = docker_escape(j->step == STEP_INSPECT_BUNDLE ? s->config->bundle : s->config->image);
+                e = docker_escape(j->step == STEP_INSPECT_BUNDLE ? s->bundle : s->image);
                 if (!e) {
                         job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
                         return;
@@ -458,8 +471,8 @@ static void step(CreateJob *j) {
                 r = body ? send_step(j, "POST", path, body) : -ENOMEM;
                 break;
         case STEP_CREATE:
-                if (s->config->platform) {
-                        q = docker_escape(s->config->platform);
+                if (s->platform) {
+                        q = docker_escape(s->platform);
                         if (!q) {
                                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
                                 return;
@@ -484,19 +497,19 @@ static void step(CreateJob *j) {
         }
         json_decref(body);
         if (r < 0)
-                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot send a request to Docker: %s", strerror(-r));
+                job_fail(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot send a request to %s: %s", j->backend->service,
+                         strerror(-r));
 }
 
-int docker_backend_create(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata) {
-        CreateJob *j;
+int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
+                          CreateJob **ret_job) {
+        CreateJob *j = calloc(1, sizeof(*j));
 
-        if (!streq(s->config->backend, "docker"))
-                return -EOPNOTSUPP;
-        j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (CreateJob) { .backend = b, .sandbox = s, .done = done, .userdata = userdata, .step = STEP_INSPECT_BUNDLE };
-        s->create_job = j;
+        *j = (CreateJob) { .backend = b, .spec = spec, .made = made, .userdata = userdata, .step = STEP_INSPECT_BUNDLE };
+        /* The caller holds the job before its first step can finish it. */
+        *ret_job = j;
         step(j);
         return 0;
 }
@@ -505,20 +518,24 @@ int docker_backend_create(DockerBackend *b, Sandbox *s, sandbox_done_t done, voi
 
 static void on_remove(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         RemoveJob *rj = userdata;
-        Sandbox *s = rj->sandbox;
-        sandbox_done_t done = rj->done;
+        agentd_removed_t removed = rj->removed;
         void *ud = rj->userdata;
         char buf[128];
 
         free(rj);
-        if (status == 204 || status == 404) {
-                done(s, NULL, NULL, ud);
+        if (!removed) {
+                if (status != 204 && status != 404)
+                        log_warning("Cannot remove a container (%s).", docker_error_message(status, body, error, buf,
+                                                                                           sizeof(buf)));
                 return;
         }
-        done(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, docker_error_message(status, body, error, buf, sizeof(buf)), ud);
+        if (status == 204 || status == 404)
+                removed(ud, NULL, NULL);
+        else
+                removed(ud, AGENTD_ERROR_BACKEND_UNAVAILABLE, docker_error_message(status, body, error, buf, sizeof(buf)));
 }
 
-int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, void *userdata) {
+int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_removed_t removed, void *userdata) {
         RemoveJob *rj = malloc(sizeof(*rj));
         DockerRequest *req;
         char path[128];
@@ -526,8 +543,8 @@ int docker_backend_remove(DockerBackend *b, Sandbox *s, sandbox_done_t done, voi
 
         if (!rj)
                 return -ENOMEM;
-        *rj = (RemoveJob) { .sandbox = s, .done = done, .userdata = userdata };
-        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", s->id);
+        *rj = (RemoveJob) { .removed = removed, .userdata = userdata };
+        snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", sandbox_id);
         r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, &req);
         if (r < 0)
                 free(rj);
@@ -542,4 +559,22 @@ char *docker_escape(const char *s) {
         copy = e ? strdup(e) : NULL;
         curl_free(e);
         return copy;
+}
+
+int docker_backend_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
+        const char *v = getenv(AGENTD_BACKEND_TIMEOUT_ENV);
+        char *end;
+        double d;
+
+        if (!v)
+                return 0;
+        d = strtod(v, &end);
+        if (end == v || *end || !(d >= 0.1 && d <= 3600)) {
+                if (asprintf(ret_error, "%s=%s is not a number of seconds from 0.1 to 3600", AGENTD_BACKEND_TIMEOUT_ENV,
+                             v) < 0)
+                        *ret_error = NULL;
+                return -EINVAL;
+        }
+        *ret_usec = (uint64_t) (d * 1e6);
+        return 0;
 }

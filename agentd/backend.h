@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The backends agentd loaded: NAME.so from the backend directory, its AgentdBackendOps, and
+ * the state its constructor made, or why loading it failed (the Backends property). */
+
+#include <stddef.h>
+
+#include "agentix/agentd-backend.h"
+
+typedef struct Backend {
+        char *name;
+        char *path;
+        void *dl;
+        const AgentdBackendOps *ops;
+        AgentdBackend *state;    /* NULL: it failed, see error */
+        char *error;
+        void *owner;             /* the Manager, for the backend's callbacks */
+} Backend;
+
+/* Load each of names from dir; one that fails is kept with its error (never fatal here). */
+int backends_load(char *const *names, const char *dir, Backend ***ret, size_t *ret_n);
+void backends_free(Backend **l, size_t n);
+/* The backend called name, loaded or not; NULL if not asked for. */
+Backend *backends_find(Backend **l, size_t n, const char *name);

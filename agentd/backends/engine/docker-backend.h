@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Sandboxes as containers through the Docker Engine API, which dockerd serves and Podman's
+ * `podman system service` serves too: the docker and podman backends (docker-plugin.c,
+ * podman-plugin.c) are this code with their own socket and settings.
+ *
+ * One carrier per bundle image (created, never started: its /nix volume is what task
+ * containers take with VolumesFrom), and one task container per sandbox, named agentix-<id>,
+ * with agentix-server from the bundle as its entrypoint, port 8000 published on 127.0.0.1
+ * only, labels, and cpu/memory/pids limits. A create is ready when the runtime answers
+ * /health; any failure on the way removes what it made. */
+
+#include <systemd/sd-event.h>
+
+#include "agentix/agentd-backend.h"
+#include "curl-event.h"
+#include "docker-client.h"
+
+typedef struct AgentdBackend DockerBackend;
+typedef struct AgentdJob CreateJob;
+
+/* service: what messages call it ("Docker", "Podman"); socket: its API's unix socket. */
+int docker_backend_new(sd_event *event, const char *service, const char *socket, DockerBackend **ret);
+DockerBackend *docker_backend_free(DockerBackend *b);
+/* Extra HostConfig for every task container (Podman: Ulimits), taken. */
+void docker_backend_set_host_config(DockerBackend *b, json_t *extra);
+
+/* The AgentdBackendOps calls (agentix/agentd-backend.h). */
+int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
+                          CreateJob **ret_job);
+void docker_backend_cancel(CreateJob *j);
+int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_removed_t removed, void *userdata);
+int docker_backend_adopt(DockerBackend *b, agentd_found_t found, void (*done)(void *userdata), void *userdata);
+int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userdata);
+void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
+                                   void *userdata);
+
+/* Requests that take longer than this fail (default 30 s). */
+void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
+
+/* The timeout from $AGENTD_BACKEND_TIMEOUT (seconds), if set. -EINVAL (and *ret_error) if bad. */
+int docker_backend_timeout_from_env(uint64_t *ret_usec, char **ret_error);
+
+/* A string escaped for a URL's query or path (malloc'ed). */
+char *docker_escape(const char *s);
+
+/* The backend's state, shared by its files: docker-backend.c (sandboxes), docker-events.c (the
+ * event stream), docker-carriers.c (old carriers), docker-adopt.c (finding them again). */
+struct AgentdBackend {
+        sd_event *event;
+        char *service;
+        DockerClient *docker;
+        CurlEvent *probes;
+        json_t *host_config;      /* merged into every task container's HostConfig */
+        /* the event stream */
+        agentd_event_t on_event;
+        void *event_userdata;
+        DockerRequest *events;
+        sd_event_source *events_retry;
+        long long events_since;   /* unix time of the last event seen */
+};

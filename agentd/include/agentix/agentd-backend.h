@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* agentd backends: where sandboxes run.
+ *
+ * A backend is a shared object NAME.so in agentd's backend directory ([Backends] Directory= in
+ * agentd.conf(5)), loaded when [Backends] Load= names it. It exports one symbol,
+ * `agentd_backend`, an AgentdBackendOps with abi == AGENTD_BACKEND_ABI. Build one with
+ * `pkg-config --cflags agentd-backend` and install it to `pkg-config --variable=backenddir
+ * agentd-backend`; see agentd-backend(3).
+ *
+ * Every call happens on agentd's one thread, from its sd-event loop, which is that thread's
+ * sd_event_default(): a backend adds its sources (sockets, timers) there and never blocks.
+ * Callbacks may run before the call that started them returns. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AGENTD_BACKEND_ABI 1
+
+/* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
+#define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
+#define AGENTD_ERROR_NO_SUCH_SANDBOX AGENTD_ERROR_PREFIX "NoSuchSandbox"
+#define AGENTD_ERROR_INVALID_CONFIG AGENTD_ERROR_PREFIX "InvalidConfig"
+#define AGENTD_ERROR_IMAGE_NOT_FOUND AGENTD_ERROR_PREFIX "ImageNotFound"
+#define AGENTD_ERROR_BUNDLE_NOT_FOUND AGENTD_ERROR_PREFIX "BundleNotFound"
+#define AGENTD_ERROR_BACKEND_UNAVAILABLE AGENTD_ERROR_PREFIX "BackendUnavailable"
+#define AGENTD_ERROR_START_FAILED AGENTD_ERROR_PREFIX "StartFailed"
+#define AGENTD_ERROR_TOO_MANY_SANDBOXES AGENTD_ERROR_PREFIX "TooManySandboxes"
+#define AGENTD_ERROR_NOT_OWNER AGENTD_ERROR_PREFIX "NotOwner"
+
+/* The environment variable agentd sets to [Backends] Timeout= (seconds, fractions allowed):
+ * how long a backend waits for its service before it fails a request. */
+#define AGENTD_BACKEND_TIMEOUT_ENV "AGENTD_BACKEND_TIMEOUT"
+
+/* A sandbox to make, as agentd checked it. A backend records what it needs to give it back
+ * from adopt() after agentd restarts (Docker: container labels). */
+typedef struct AgentdSandboxSpec {
+        const char *id;                 /* 16 hex digits, a letter first: unique on the host */
+        const char *token;              /* the runtime's AGENTIX_TOKEN */
+        uid_t owner;
+        uint64_t created_at;            /* unix time, seconds */
+        uint64_t expires_at;
+        const char *image;              /* the task image */
+        const char *bundle;             /* the bundle image (agentixctl build) */
+        const char *platform;           /* os/arch, or NULL */
+        const char *network;            /* or NULL: the backend's default */
+        const char *workdir;            /* or NULL */
+        const char *const *env;         /* KEY=VALUE, NULL-terminated, or NULL */
+        const char *const *labels;      /* key=value, the caller's own, or NULL */
+        double cpus;                    /* never unlimited */
+        uint64_t memory;                /* bytes */
+        uint64_t pids;
+} AgentdSandboxSpec;
+
+/* Where a made (or found) sandbox's runtime is. */
+typedef struct AgentdSandboxPlace {
+        const char *runtime_url;        /* http://HOST:PORT of agentix-server */
+        const char *container_id;       /* the backend's id for it (the ContainerId property), or NULL */
+        const char *bundle_id;          /* the bundle image's id, what prune() is asked about, or NULL */
+} AgentdSandboxPlace;
+
+typedef enum AgentdFoundState {
+        AGENTD_FOUND_RUNNING,
+        AGENTD_FOUND_EXITED,
+        AGENTD_FOUND_HALF_MADE,         /* never started, or missing what a sandbox needs: agentd removes it */
+} AgentdFoundState;
+
+typedef struct AgentdBackend AgentdBackend; /* the backend's own state */
+typedef struct AgentdJob AgentdJob;         /* a create in progress */
+
+/* error_name NULL: done; else an AGENTD_ERROR_* and a message a person can act on. */
+typedef void (*agentd_made_t)(void *userdata, const AgentdSandboxPlace *place, const char *error_name,
+                              const char *message);
+typedef void (*agentd_removed_t)(void *userdata, const char *error_name, const char *message);
+/* spec->token, ->owner, ->created_at and ->expires_at must be set; NULL strings are "". */
+typedef void (*agentd_found_t)(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
+                               AgentdFoundState state);
+/* action: "start", "die", "oom" or "destroy" (gone outside agentd). */
+typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const char *action);
+
+typedef struct AgentdBackendOps {
+        unsigned abi;                   /* AGENTD_BACKEND_ABI */
+        const char *name;               /* as in Load= and the `backend` config key */
+
+        /* No arguments: a backend reads its settings from the environment (as the CLI of its
+         * service would). A missing or bad setting fails here, before anything is made: return
+         * a negative errno and set *ret_error (malloc'ed) to a message naming the variable. */
+        int (*new)(AgentdBackend **ret, char **ret_error);
+        void (*free)(AgentdBackend *b);
+
+        /* Make the sandbox and wait until its runtime answers GET /health; then made() with its
+         * place. On failure, remove what was made, then made() with the error. spec and its
+         * strings stay valid until made() or cancel(). */
+        int (*create)(AgentdBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
+                      AgentdJob **ret_job);
+        /* Stop a create: made() is never called; what it made is left for remove(). */
+        void (*cancel)(AgentdJob *job);
+        /* Remove the sandbox with this id and everything it holds; removed() (may be NULL) once it is
+         * gone. Removing what is not there is success. */
+        int (*remove)(AgentdBackend *b, const char *sandbox_id, agentd_removed_t removed, void *userdata);
+
+        /* Optional (NULL: nothing to do). */
+        /* At start: found() for each sandbox an earlier agentd made here, then done(). */
+        int (*adopt)(AgentdBackend *b, agentd_found_t found, void (*done)(void *userdata), void *userdata);
+        /* Report changes made outside agentd until free(), across restarts of the service. */
+        int (*watch)(AgentdBackend *b, agentd_event_t on_event, void *userdata);
+        /* A sandbox went: drop shared things (bundle carriers) no longer wanted and not in_use(). */
+        void (*prune)(AgentdBackend *b, bool (*in_use)(const char *bundle_id, void *userdata), void *userdata);
+} AgentdBackendOps;
+
+#define AGENTD_BACKEND_SYMBOL "agentd_backend"
+#define AGENTD_BACKEND_DEFINE(...) \
+        __attribute__((visibility("default"))) const AgentdBackendOps agentd_backend = { __VA_ARGS__ }
