@@ -121,15 +121,17 @@ static int load_config(AgentdConfig **ret) {
         return 0;
 }
 
-static bool any_backend_loaded(Manager *m) {
-        for (size_t i = 0; i < m->n_backends; i++)
-                if (m->backends[i]->state)
+static bool any_backend_loaded(Backend **l, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (l[i]->state)
                         return true;
         return false;
 }
 
 int main(int argc, char *argv[]) {
         AgentdConfig *config = NULL;
+        Backend **backends = NULL;
+        size_t n_backends = 0;
         sd_event *event = NULL;
         sd_bus *bus = NULL;
         Manager *m = NULL;
@@ -163,20 +165,27 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
 
+        /* The backends take this loop as sd_event_default(). Loaded before the bus: with none,
+         * there is nothing to offer on it. */
+        r = backends_load(config->backends, getenv("AGENTD_BACKEND_DIR") ?: config->backend_dir, &backends,
+                          &n_backends);
+        if (r < 0)
+                goto finish;
+        if (!any_backend_loaded(backends, n_backends)) {
+                log_error("No backend could be loaded (see above): agentd has nowhere to run sandboxes.");
+                r = -ENOENT;
+                goto finish;
+        }
+
         r = arg_user ? sd_bus_open_user(&bus) : sd_bus_open_system(&bus);
         if (r < 0) {
                 log_error_errno(r, "Failed to connect to the %s bus: %m", arg_user ? "session" : "system");
                 goto finish;
         }
-        /* The backends take the loop as sd_event_default(): it is this one. */
-        r = manager_new(event, bus, TAKE_PTR(config), &m);
+        r = manager_new(event, bus, TAKE_PTR(config), TAKE_PTR(backends), n_backends, &m);
+        n_backends = 0;
         if (r < 0)
                 goto finish;
-        if (!any_backend_loaded(m)) {
-                log_error("No backend could be loaded (see above): agentd has nowhere to run sandboxes.");
-                r = -ENOENT;
-                goto finish;
-        }
         r = manager_dbus_register(m);
         if (r < 0)
                 goto finish;
@@ -199,6 +208,7 @@ finish:
         if (m)
                 lifecycle_stop(m);
         manager_free(m);
+        backends_free(backends, n_backends);
         agentd_config_free(config);
         if (bus)
                 sd_bus_flush_close_unref(bus);

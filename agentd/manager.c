@@ -3,16 +3,20 @@
 #include "macro.h"
 #include "manager.h"
 
-int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Manager **ret) {
-        const char *dir = getenv("AGENTD_BACKEND_DIR") ?: config->backend_dir;
+int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Backend **backends, size_t n_backends,
+                Manager **ret) {
         Manager *m = calloc(1, sizeof(*m));
-        int r;
 
         if (!m) {
                 agentd_config_free(config);
+                backends_free(backends, n_backends);
                 return -ENOMEM;
         }
         m->config = config;
+        m->backends = backends;
+        m->n_backends = n_backends;
+        for (size_t i = 0; i < n_backends; i++)
+                backends[i]->owner = m;
         m->event = sd_event_ref(event);
         m->bus = sd_bus_ref(bus);
         m->sandboxes = strmap_new();
@@ -20,13 +24,7 @@ int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Manager **re
                 manager_free(m);
                 return -ENOMEM;
         }
-        r = backends_load(config->backends, dir, &m->backends, &m->n_backends);
-        if (r < 0) {
-                manager_free(m);
-                return r;
-        }
-        for (size_t i = 0; i < m->n_backends; i++)
-                m->backends[i]->owner = m;
+
         *ret = m;
         return 0;
 }

@@ -25,8 +25,9 @@ typedef struct Manager {
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 
-/* Takes config; loads its backends. */
-int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Manager **ret);
+/* Takes config and the backends. */
+int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Backend **backends, size_t n_backends,
+                Manager **ret);
 /* Frees the records (the containers stay: agentd's state is rebuilt from their labels), then
  * the backends. */
 Manager *manager_free(Manager *m);

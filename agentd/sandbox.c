@@ -123,6 +123,13 @@ int sandbox_set_place(Sandbox *s, const AgentdSandboxPlace *place) {
         if (set_copy(&s->runtime_url, place->runtime_url) < 0 || set_copy(&s->container_id, place->container_id) < 0 ||
             set_copy(&s->bundle_id, place->bundle_id) < 0)
                 return -ENOMEM;
+        if (place->token) {
+                if (s->token)
+                        explicit_bzero(s->token, strlen(s->token));
+                if (set_copy(&s->token, place->token) < 0)
+                        return -ENOMEM;
+                s->spec.token = s->token;
+        }
         return 0;
 }
 

@@ -24,39 +24,9 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bundle"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-AGENTD = os.environ["AGENTD"]
-AGENTIXCTL = os.environ["AGENTIXCTL"]
-EXAMPLE = os.environ["EXAMPLE_DIR"]
-BUSYBOX = "agentix-test/busybox:1"
-NAME, MANAGER_PATH = "org.agentix.Agentd1", "/org/agentix/Agentd1"
-MANAGER, SANDBOX = "org.agentix.Agentd1.Manager", "org.agentix.Agentd1.Sandbox"
-WORK = tempfile.mkdtemp(prefix="agentix-agentd-test-")
-
-
-def docker(*args, check=True):
-    r = subprocess.run(["docker", *args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)}: {r.stderr.strip()}")
-    return r
-
-
-def managed_containers():
-    return set(docker("ps", "-a", "--filter", "label=org.agentix.sandbox", "--format", "{{.Names}}").stdout.split())
-
-
-def start_dbus_daemon(directory):
-    """dbus-daemon with Debian's system policy and the project's policy file, its socket in
-    directory. Returns (process, address)."""
-    sock, conf = os.path.join(directory, "bus"), os.path.join(directory, "bus.conf")
-    with open(os.environ["BUS_CONF_IN"]) as f:
-        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
-    with open(conf, "w") as f:
-        f.write(text)
-    proc = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
-    wait_until(lambda: os.path.exists(sock), 10, what="dbus-daemon's socket")
-    return proc, f"unix:path={sock}"
+from agentd_env import (AGENTD, AGENTIXCTL, BUSYBOX, MANAGER, MANAGER_PATH, NAME, SANDBOX,  # noqa: E402
+                        WORK, bundle, busctl_as, carriers, docker, ensure_users, error_name, managed_containers, remove_users,
+                        start_dbus_daemon)
 
 
 class Bus:
@@ -105,32 +75,10 @@ def bus():
     return BUS
 
 
-def bundle():
-    """The example bundle, built once (agentixctl build is the user's way to make one)."""
-    if not hasattr(bundle, "ref"):
-        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), EXAMPLE],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        b = json.loads(r.stdout)
-        bundle.ref = f"{b['name']}:{b['version']}"
-        r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "busybox"],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-    return bundle.ref
-
-
 def create(**config):
     base = {"image": BUSYBOX, "bundle": bundle()}
     base.update(config)
     return bus().manager().CreateSandbox(dbus.Dictionary(base, signature="sv"), timeout=120)
-
-
-def error_name(fn):
-    try:
-        fn()
-    except dbus.DBusException as e:
-        return e.get_dbus_name(), e.get_dbus_message()
-    raise AssertionError("the call did not fail")
 
 
 def properties(path):
@@ -373,10 +321,6 @@ def expired_sandboxes_are_deleted():
     bus().manager().DeleteSandbox(longer, timeout=60)
 
 
-def carriers():
-    return set(docker("ps", "-a", "--filter", "label=org.agentix.carrier", "--format", "{{.Names}}").stdout.split())
-
-
 @test
 def a_rebuilt_bundle_gets_a_new_carrier_and_the_old_one_goes():
     project = os.path.join(WORK, "gc-bundle")
@@ -436,23 +380,13 @@ def private_bus(name, env_extra=None, agentd_args=()):
 @test
 def users_see_and_reach_only_their_own_sandboxes():
     """Real users made here: two in the group agentix, one outside it."""
-    users = {"alice": "agx-alice", "bob": "agx-bob", "carol": "agx-carol"}
-    subprocess.run(["groupadd", "-f", "agentix"], check=True)
-    for who, name in users.items():
-        if subprocess.run(["id", name], capture_output=True).returncode != 0:
-            subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], check=True)
-        if who != "carol":
-            subprocess.run(["usermod", "-a", "-G", "agentix", name], check=True)
-    uid = {who: int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout) for who, name in
-           users.items()}
+    uid = ensure_users()
     bundle()  # built as root
     env, conn, stop = private_bus("users")  # the bus reads the group when it starts: after it exists
     made = []
     try:
         def as_user(who, *args):
-            return subprocess.run(["runuser", "-u", users[who], "--", "env",
-                                   f"DBUS_SYSTEM_BUS_ADDRESS={env['DBUS_SYSTEM_BUS_ADDRESS']}", "busctl", "--system",
-                                   "--json=short", "--timeout=120", *args], capture_output=True, text=True)
+            return busctl_as(who, env["DBUS_SYSTEM_BUS_ADDRESS"], *args)
 
         def call(who, method, *args):
             return as_user(who, "call", NAME, MANAGER_PATH, MANAGER, method, *args)
@@ -496,8 +430,7 @@ def users_see_and_reach_only_their_own_sandboxes():
             except dbus.DBusException:
                 pass
         stop()
-        for name in users.values():
-            subprocess.run(["userdel", name], capture_output=True)
+        remove_users()
 
 
 @test

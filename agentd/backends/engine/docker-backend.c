@@ -20,6 +20,7 @@ typedef enum CreateStep {
         STEP_INSPECT_IMAGE,
         STEP_INSPECT_CARRIER,
         STEP_CREATE_CARRIER,
+        STEP_START_CARRIER,
         STEP_CREATE,
         STEP_START,
         STEP_INSPECT,
@@ -406,12 +407,23 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         case STEP_INSPECT_CARRIER:
                 if (status != 200 && status != 404)
                         FAIL_DOCKER(j, "looking up the bundle's carrier", status, body, error);
-                j->step = status == 200 ? STEP_CREATE : STEP_CREATE_CARRIER;
+                if (status == 404)
+                        j->step = STEP_CREATE_CARRIER;
+                else if (j->backend->start_carriers &&
+                         streq(json_string_value(json_object_get(json_object_get(body, "State"), "Status")) ?: "", "created"))
+                        j->step = STEP_START_CARRIER; /* made by a create still on its way, or that failed */
+                else
+                        j->step = STEP_CREATE;
                 break;
         case STEP_CREATE_CARRIER:
                 /* 409: another create made it meanwhile. */
                 if (status != 201 && status != 409)
                         FAIL_DOCKER(j, "creating the bundle's carrier", status, body, error);
+                j->step = j->backend->start_carriers ? STEP_START_CARRIER : STEP_CREATE;
+                break;
+        case STEP_START_CARRIER:
+                if (status != 204 && status != 304)
+                        FAIL_DOCKER(j, "starting the bundle's carrier", status, body, error);
                 j->step = STEP_CREATE;
                 break;
         case STEP_CREATE:
@@ -465,9 +477,12 @@ static void step(CreateJob *j) {
                 break;
         case STEP_CREATE_CARRIER:
                 snprintf(path, sizeof(path), "/containers/create?name=%s", j->carrier);
-                body = json_pack("{s:s, s:[s], s:b, s:{s:s, s:s}}", "Image", j->bundle_id, "Entrypoint", SERVER_PATH,
-                                 "NetworkDisabled", 1, "Labels", "org.agentix.managed", "1", "org.agentix.carrier",
+                /* Started, if ever, only to fill its volume: it prints its version and exits. */
+                body = json_pack("{s:s, s:[s], s:[s], s:b, s:{s:s, s:s}}", "Image", j->bundle_id, "Entrypoint",
+                                 SERVER_PATH, "Cmd", "--version", "NetworkDisabled", 1, "Labels", "org.agentix.managed", "1", "org.agentix.carrier",
                                  j->bundle_id);
+                if (body && j->backend->host_config)
+                        json_object_set_new(body, "HostConfig", json_deep_copy(j->backend->host_config));
                 r = body ? send_step(j, "POST", path, body) : -ENOMEM;
                 break;
         case STEP_CREATE:
@@ -483,6 +498,10 @@ static void step(CreateJob *j) {
                 body = task_container_json(j);
                 j->container_made = true; /* from here on, a failure removes agentix-<id> */
                 r = body ? send_step(j, "POST", path, body) : -ENOMEM;
+                break;
+        case STEP_START_CARRIER:
+                snprintf(path, sizeof(path), "/containers/%s/start", j->carrier);
+                r = send_step(j, "POST", path, NULL);
                 break;
         case STEP_START:
                 snprintf(path, sizeof(path), "/containers/agentix-%s/start", s->id);

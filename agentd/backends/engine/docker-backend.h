@@ -53,6 +53,9 @@ struct AgentdBackend {
         DockerClient *docker;
         CurlEvent *probes;
         json_t *host_config;      /* merged into every task container's HostConfig */
+        /* Podman fills a volume from its image when a container first starts, not at create:
+         * start each carrier once (it prints its version and exits). */
+        bool start_carriers;
         /* the event stream */
         agentd_event_t on_event;
         void *event_userdata;

@@ -195,7 +195,7 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         if (status == 200 && v) {
                 free(d->version);
                 d->version = strdup(v);
-                log_info("Docker at %s speaks API %s.", d->socket, v);
+                log_info("The Engine API at %s speaks version %s.", d->socket, v);
         } else
                 log_warning("Docker at %s did not answer GET /version (%s).", d->socket,
                             error ?: json_string_value(json_object_get(body, "message")) ?: "no version");

@@ -22,6 +22,8 @@ static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
 
         if (t > b->events_since)
                 b->events_since = t;
+        if (action && streq(action, "remove"))
+                action = "destroy"; /* Podman's word for it */
         if (id && action)
                 b->on_event(b->event_userdata, id, action);
 }

@@ -91,6 +91,7 @@ static int podman_new(AgentdBackend **ret, char **ret_error) {
                 return -ENOMEM;
         }
         docker_backend_set_host_config(*ret, ulimits);
+        (*ret)->start_carriers = true;
         log_debug("podman backend: Podman at %s.", socket);
         return 0;
 }

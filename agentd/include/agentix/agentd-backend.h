@@ -59,6 +59,8 @@ typedef struct AgentdSandboxPlace {
         const char *runtime_url;        /* http://HOST:PORT of agentix-server */
         const char *container_id;       /* the backend's id for it (the ContainerId property), or NULL */
         const char *bundle_id;          /* the bundle image's id, what prune() is asked about, or NULL */
+        const char *token;              /* the runtime's own token when it was not started with
+                                         * spec->token (a runtime the backend did not start), or NULL */
 } AgentdSandboxPlace;
 
 typedef enum AgentdFoundState {
@@ -92,7 +94,8 @@ typedef struct AgentdBackendOps {
 
         /* Make the sandbox and wait until its runtime answers GET /health; then made() with its
          * place. On failure, remove what was made, then made() with the error. spec and its
-         * strings stay valid until made() or cancel(). */
+         * strings stay valid until made() or cancel(). Set *ret_job before made() can run (it
+         * may run before create() returns); return an error only if made() will not run. */
         int (*create)(AgentdBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
                       AgentdJob **ret_job);
         /* Stop a create: made() is never called; what it made is left for remove(). */

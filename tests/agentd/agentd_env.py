@@ -1,0 +1,174 @@
+# SPDX-License-Identifier: MIT
+"""What the agentd tests share: a private system bus (dbus-daemon with Debian's policy and the
+project's policy file) with an agentd on it, the example bundle built once, and docker.
+
+Needs: AGENTD, AGENTD_BACKEND_DIR, AGENTIXCTL, AGENTIX_RUNTIME_DIR, AGENTIX_INCLUDE_DIR,
+EXAMPLE_DIR, POLICY, BUS_CONF_IN, and a running dockerd."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import wait_until  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+AGENTD = os.environ["AGENTD"]
+AGENTIXCTL = os.environ["AGENTIXCTL"]
+EXAMPLE = os.environ["EXAMPLE_DIR"]
+BUSYBOX = "agentix-test/busybox:1"
+NAME, MANAGER_PATH = "org.agentix.Agentd1", "/org/agentix/Agentd1"
+MANAGER, SANDBOX = "org.agentix.Agentd1.Manager", "org.agentix.Agentd1.Sandbox"
+WORK = tempfile.mkdtemp(prefix="agentix-agentd-test-")
+
+
+def docker(*args, check=True, timeout=120):
+    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def managed_containers():
+    return set(docker("ps", "-a", "--filter", "label=org.agentix.sandbox", "--format", "{{.Names}}").stdout.split())
+
+
+def carriers():
+    return set(docker("ps", "-a", "--filter", "label=org.agentix.carrier", "--format", "{{.Names}}").stdout.split())
+
+
+def start_dbus_daemon(directory):
+    """dbus-daemon with Debian's system policy and the project's policy file, its socket in
+    directory. Returns (process, address)."""
+    sock, conf = os.path.join(directory, "bus"), os.path.join(directory, "bus.conf")
+    with open(os.environ["BUS_CONF_IN"]) as f:
+        text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
+    with open(conf, "w") as f:
+        f.write(text)
+    proc = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
+    wait_until(lambda: os.path.exists(sock), 10, what="dbus-daemon's socket")
+    return proc, f"unix:path={sock}"
+
+
+def bundle():
+    """The example bundle, built once (agentixctl build is the user's way to make one), and the
+    busybox task image."""
+    if not hasattr(bundle, "ref"):
+        import json
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), EXAMPLE],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        b = json.loads(r.stdout)
+        bundle.ref = f"{b['name']}:{b['version']}"
+        r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "busybox"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    return bundle.ref
+
+
+def error_name(fn):
+    try:
+        fn()
+    except dbus.DBusException as e:
+        return e.get_dbus_name(), e.get_dbus_message()
+    raise AssertionError("the call did not fail")
+
+
+class Agentd:
+    """agentd on a bus of its own, with its own agentd.conf (config: the file's text) and
+    environment, in a directory every user can reach."""
+
+    def __init__(self, name, config="", env_extra=None, args=(), wait=True):
+        self.dir = tempfile.mkdtemp(prefix=f"agentix-{name}-", dir=WORK)
+        os.chmod(WORK, 0o755)
+        os.chmod(self.dir, 0o755)
+        self.config = os.path.join(self.dir, "agentd.conf")
+        with open(self.config, "w") as f:
+            f.write(config)
+        self.dbus_daemon, self.address = start_dbus_daemon(self.dir)
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address, **(env_extra or {}))
+        self.args = [AGENTD, f"--config={self.config}", *args]
+        self.log_path = os.path.join(self.dir, "agentd.log")
+        self.log = open(self.log_path, "ab")
+        self.agentd = None
+        self.start(wait)
+
+    def start(self, wait=True):
+        self.agentd = subprocess.Popen(self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.conn = dbus.bus.BusConnection(self.address)
+        if wait:
+            wait_until(lambda: self.conn.name_has_owner(NAME) or self.agentd.poll() is not None, 10,
+                       what="agentd on the bus")
+            assert self.agentd.poll() is None, self.log_text()
+
+    def kill_and_restart(self):
+        """SIGKILL agentd (no chance to clean up), then start a new one."""
+        self.agentd.kill()
+        self.agentd.wait(10)
+        self.start()
+
+    def log_text(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def manager(self):
+        return dbus.Interface(self.conn.get_object(NAME, MANAGER_PATH), MANAGER)
+
+    def manager_property(self, name):
+        return dbus.Interface(self.conn.get_object(NAME, MANAGER_PATH),
+                              "org.freedesktop.DBus.Properties").Get(MANAGER, name)
+
+    def create(self, **config):
+        base = {"image": BUSYBOX, "bundle": bundle()}
+        base.update(config)
+        return self.manager().CreateSandbox(dbus.Dictionary(base, signature="sv"), timeout=120)
+
+    def ids(self):
+        return {str(s[0]) for s in self.manager().ListSandboxes(timeout=30)}
+
+    def stop(self):
+        rc = None
+        if self.agentd and self.agentd.poll() is None:
+            self.agentd.terminate()
+            rc = self.agentd.wait(20)
+        elif self.agentd:
+            rc = self.agentd.returncode
+        self.dbus_daemon.terminate()
+        self.dbus_daemon.wait(10)
+        self.log.close()
+        return rc
+
+
+USERS = {"alice": "agx-alice", "bob": "agx-bob", "carol": "agx-carol"}
+
+
+def ensure_users():
+    """Real users: alice and bob in the group agentix, carol outside it. Returns their uids.
+    (A bus reads the groups when it starts: start it after this.)"""
+    subprocess.run(["groupadd", "-f", "agentix"], check=True)
+    for who, name in USERS.items():
+        if subprocess.run(["id", name], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name], check=True)
+        if who != "carol":
+            subprocess.run(["usermod", "-a", "-G", "agentix", name], check=True)
+    return {who: int(subprocess.run(["id", "-u", name], capture_output=True, text=True).stdout) for who, name in
+            USERS.items()}
+
+
+def remove_users():
+    for name in USERS.values():
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def busctl_as(who, address, *args):
+    """busctl on the bus at address as one of USERS."""
+    return subprocess.run(["runuser", "-u", USERS[who], "--", "env", f"DBUS_SYSTEM_BUS_ADDRESS={address}", "busctl",
+                           "--system", "--json=short", "--timeout=120", *args], capture_output=True, text=True)
+
+
+def cleanup():
+    shutil.rmtree(WORK, ignore_errors=True)
