@@ -16,6 +16,8 @@ typedef struct Backend {
         AgentdBackend *state;    /* NULL: it failed, see error */
         char *error;
         void *owner;             /* the Manager, for the backend's callbacks */
+        bool adopting;           /* an adopt() is on its way */
+        bool adopt_again;        /* and another was asked for meanwhile */
 } Backend;
 
 /* Load each of names from dir; one that fails is kept with its error (never fatal here). */

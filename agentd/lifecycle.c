@@ -263,6 +263,8 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                 r = sd_bus_track_new(m->bus, &s->track, on_caller_gone, m);
                 if (r >= 0)
                         r = sd_bus_track_add_sender(s->track, call);
+                if (r >= 0 && !(s->bound_to = strdup(sd_bus_message_get_sender(call))))
+                        r = -ENOMEM;
                 if (r < 0) {
                         manager_remove_sandbox(m, s);
                         sandbox_free(s);
@@ -355,11 +357,20 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
 
 /* ---- the backends' events ---------------------------------------------------------------- */
 
+static void reconcile(Backend *b);
+
 /* A sandbox's container changed outside agentd's own calls. */
 static void on_backend_event(void *userdata, const char *id, const char *action) {
         Backend *b = userdata;
         Manager *m = b->owner;
-        Sandbox *s = manager_get_sandbox(m, id);
+        Sandbox *s;
+
+        if (!id) {
+                if (streq(action, "resync"))
+                        reconcile(b);
+                return;
+        }
+        s = manager_get_sandbox(m, id);
 
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
@@ -392,7 +403,51 @@ static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char
         return c;
 }
 
-/* A sandbox an earlier agentd made in this backend. */
+/* Adopted with bind_to_caller: delete it if its creator left the bus while agentd was away. */
+static int on_name_has_owner(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        Sandbox *s = userdata;
+        int has = 1;
+
+        s->owner_check = sd_bus_slot_unref(s->owner_check);
+        if (!sd_bus_message_is_method_error(reply, NULL))
+                (void) sd_bus_message_read(reply, "b", &has);
+        if (!has && s->state != SANDBOX_REMOVING) {
+                log_info("Sandbox %s: its creator %s left the bus while agentd was away (bind_to_caller): deleting it.",
+                         s->id, s->bound_to);
+                s->track = sd_bus_track_unref(s->track);
+                (void) lifecycle_delete(s->manager, s, NULL);
+        }
+        return 0;
+}
+
+static void bind_again(Manager *m, Sandbox *s) {
+        int r;
+
+        r = sd_bus_track_new(m->bus, &s->track, on_caller_gone, m);
+        if (r >= 0)
+                r = sd_bus_track_add_name(s->track, s->bound_to);
+        /* Asked after the track watches the name: a creator leaving in between is seen too. */
+        if (r >= 0)
+                r = sd_bus_call_method_async(m->bus, &s->owner_check, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                             "org.freedesktop.DBus", "NameHasOwner", on_name_has_owner, s, "s",
+                                             s->bound_to);
+        if (r < 0)
+                log_warning("Sandbox %s: cannot watch its creator %s on the bus: it stays until it expires.", s->id,
+                            s->bound_to);
+}
+
+/* The backend has a sandbox agentd knows: it is still there; is its state what agentd thinks? */
+static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
+        s->unconfirmed = false;
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_EXITED && s->state != SANDBOX_FAILED)
+                return; /* agentd's own doing in progress */
+        if (state == AGENTD_FOUND_RUNNING)
+                set_state(m, s, SANDBOX_RUNNING);
+        else if (state == AGENTD_FOUND_EXITED)
+                set_state(m, s, SANDBOX_EXITED);
+}
+
+/* A sandbox agentd made in this backend: its own, or an earlier agentd's. */
 static void on_found(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
                      AgentdFoundState state) {
         Backend *b = userdata;
@@ -400,8 +455,14 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         SandboxConfig *c;
         Sandbox *s;
 
-        if (!spec->id || manager_get_sandbox(m, spec->id))
+        if (!spec->id)
                 return;
+        s = manager_get_sandbox(m, spec->id);
+        if (s) {
+                if (s->backend == b)
+                        confirm(m, s, state);
+                return;
+        }
         /* Half-made (a create that never started it), expired, or without what a sandbox needs. */
         if (state == AGENTD_FOUND_HALF_MADE || spec->expires_at * 1000000ULL <= now_realtime_usec()) {
                 log_info("Removing %s's container of sandbox %s: %s.", b->name, spec->id,
@@ -418,21 +479,74 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         s->manager = m;
         s->backend = b;
         s->state = state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING : SANDBOX_EXITED;
-        if (sandbox_set_place(s, place) < 0 || manager_add_sandbox(m, s) < 0) {
+        if (sandbox_set_place(s, place) < 0 || (spec->bound_to && !(s->bound_to = strdup(spec->bound_to))) ||
+            manager_add_sandbox(m, s) < 0) {
                 sandbox_free(s);
                 return;
         }
         log_info("Sandbox %s of uid %u adopted from %s (%s).", s->id, (unsigned) s->owner, b->name,
                  sandbox_state_to_string(s->state));
         emit_new(m, s);
+        if (s->bound_to)
+                bind_again(m, s);
 }
 
-static void on_adopted(void *userdata) {
+static void on_adopted(void *userdata, int error) {
         Backend *b = userdata;
         Manager *m = b->owner;
+        bool again = true;
 
+        /* What agentd had and the backend no longer has went outside agentd (while the service
+         * was down, say). Not when the backend could not say what it has. */
+        while (again) {
+                size_t state = 0;
+                Sandbox *s;
+
+                again = false;
+                while ((s = strmap_iterate(m->sandboxes, &state)))
+                        if (s->backend == b && s->unconfirmed) {
+                                s->unconfirmed = false;
+                                if (error < 0 || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_EXITED &&
+                                                  s->state != SANDBOX_FAILED))
+                                        continue;
+                                log_info("Sandbox %s: its container is gone from %s.", s->id, b->name);
+                                drop(m, s);
+                                again = true; /* the map changed */
+                                break;
+                        }
+        }
+        b->adopting = false;
+        if (b->adopt_again) {
+                b->adopt_again = false;
+                reconcile(b);
+                return;
+        }
         schedule_reaper(m);
         prune(m, b);
+}
+
+/* Look at everything the backend holds: adopt, confirm, remove (one walk at a time). */
+static void reconcile(Backend *b) {
+        Manager *m = b->owner;
+        size_t state = 0;
+        Sandbox *s;
+        int r;
+
+        if (!b->state || !b->ops->adopt)
+                return;
+        if (b->adopting) {
+                b->adopt_again = true;
+                return;
+        }
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                s->unconfirmed = s->backend == b &&
+                                 (s->state == SANDBOX_RUNNING || s->state == SANDBOX_EXITED || s->state == SANDBOX_FAILED);
+        b->adopting = true;
+        r = b->ops->adopt(b->state, on_found, on_adopted, b);
+        if (r < 0) {
+                b->adopting = false;
+                log_warning("Backend %s: cannot look at its sandboxes: %s", b->name, strerror(-r));
+        }
 }
 
 int lifecycle_start(Manager *m) {
@@ -442,12 +556,7 @@ int lifecycle_start(Manager *m) {
 
                 if (!b->state)
                         continue;
-                if (b->ops->adopt) {
-                        r = b->ops->adopt(b->state, on_found, on_adopted, b);
-                        if (r < 0)
-                                log_warning("Backend %s: cannot look for the sandboxes of an earlier agentd: %s", b->name,
-                                            strerror(-r));
-                }
+                reconcile(b);
                 if (b->ops->watch) {
                         r = b->ops->watch(b->state, on_backend_event, b);
                         if (r < 0)

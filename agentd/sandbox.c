@@ -101,6 +101,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .platform = c->platform,
                 .network = c->network,
                 .workdir = c->workdir,
+                .bound_to = s->bound_to,
                 .env = (const char *const *) c->env,
                 .labels = (const char *const *) c->labels,
                 .cpus = c->limits.cpus,
@@ -147,6 +148,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         }
         free(s->delete_calls);
         sd_bus_track_unref(s->track);
+        sd_bus_slot_unref(s->owner_check);
+        free(s->bound_to);
         sandbox_config_free(s->config);
         free(s->id);
         free(s->path);

@@ -49,6 +49,9 @@ typedef struct Sandbox {
         size_t n_delete_calls;
         char *failure_name, *failure_message; /* a create that failed after the container started */
         sd_bus_track *track;      /* bind_to_caller: the creator on the bus */
+        char *bound_to;           /* its unique name, kept by the backend for a restarted agentd */
+        sd_bus_slot *owner_check; /* adopted: is that creator still on the bus? */
+        bool unconfirmed;         /* a resync has not seen it in the backend yet */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);

@@ -7,15 +7,16 @@
 typedef struct Adopt {
         DockerBackend *backend;
         agentd_found_t found;
-        void (*done)(void *userdata);
+        void (*done)(void *userdata, int error);
         void *userdata;
         unsigned pending;        /* inspects not answered yet */
+        int error;               /* what was not seen: the list or an inspect failed */
 } Adopt;
 
 static void adopt_unref(Adopt *a) {
         if (--a->pending > 0)
                 return;
-        a->done(a->userdata);
+        a->done(a->userdata, a->error);
         free(a);
 }
 
@@ -64,6 +65,7 @@ static void found(Adopt *a, json_t *inspect) {
                 .expires_at = label_u64(labels, "org.agentix.expires", &ok),
                 .image = label(labels, "org.agentix.image"),
                 .bundle = label(labels, "org.agentix.bundle"),
+                .bound_to = json_string_value(json_object_get(labels, "org.agentix.bound-to")),
                 .cpus = json_integer_value(json_object_get(host, "NanoCpus")) / 1e9,
                 .memory = json_integer_value(json_object_get(host, "Memory")),
                 .pids = json_integer_value(json_object_get(host, "PidsLimit")),
@@ -95,6 +97,8 @@ static void on_inspect(DockerClient *d, int status, json_t *body, const char *er
 
         if (status == 200)
                 found(a, body);
+        else if (status != 404) /* 404: removed meanwhile */
+                a->error = status < 0 ? status : -EIO;
         adopt_unref(a);
 }
 
@@ -103,6 +107,8 @@ static void on_list(DockerClient *d, int status, json_t *body, const char *error
         size_t i;
         json_t *c;
 
+        if (status != 200)
+                a->error = status < 0 ? status : -EIO;
         if (status != 200)
                 log_warning("Cannot list agentd's containers in %s (%s): sandboxes of an earlier agentd are not "
                             "adopted.", a->backend->service, error ?: "refused");
@@ -123,7 +129,8 @@ static void on_list(DockerClient *d, int status, json_t *body, const char *error
         adopt_unref(a); /* the list's own reference */
 }
 
-int docker_backend_adopt(DockerBackend *b, agentd_found_t found_cb, void (*done)(void *userdata), void *userdata) {
+int docker_backend_adopt(DockerBackend *b, agentd_found_t found_cb, void (*done)(void *userdata, int error),
+                         void *userdata) {
         _cleanup_free_ char *filters = docker_escape("{\"label\":[\"org.agentix.sandbox\"]}");
         Adopt *a = calloc(1, sizeof(*a));
         char path[512];

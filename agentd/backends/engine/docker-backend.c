@@ -78,6 +78,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         if (!b)
                 return NULL;
         docker_request_cancel(b->events);
+        docker_request_cancel(b->events_probe);
         sd_event_source_disable_unref(b->events_retry);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
@@ -200,6 +201,8 @@ static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.bundle", json_string(s->bundle));
         json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_id));
         json_object_set_new(l, "org.agentix.image", json_string(s->image));
+        if (s->bound_to)
+                json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to));
         return l;
 }
 

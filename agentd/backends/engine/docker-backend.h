@@ -31,7 +31,8 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
                           CreateJob **ret_job);
 void docker_backend_cancel(CreateJob *j);
 int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_removed_t removed, void *userdata);
-int docker_backend_adopt(DockerBackend *b, agentd_found_t found, void (*done)(void *userdata), void *userdata);
+int docker_backend_adopt(DockerBackend *b, agentd_found_t found, void (*done)(void *userdata, int error),
+                         void *userdata);
 int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userdata);
 void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
                                    void *userdata);
@@ -60,6 +61,8 @@ struct AgentdBackend {
         agentd_event_t on_event;
         void *event_userdata;
         DockerRequest *events;
+        DockerRequest *events_probe;  /* GET /version: does it answer again? */
         sd_event_source *events_retry;
+        bool events_lost;
         long long events_since;   /* unix time of the last event seen */
 };

@@ -11,6 +11,7 @@ void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
 }
 
 static int events_connect(DockerBackend *b);
+static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata);
 
 static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
         DockerBackend *b = userdata;
@@ -28,12 +29,32 @@ static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
                 b->on_event(b->event_userdata, id, action);
 }
 
+static void events_retry_later(DockerBackend *b) {
+        if (sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
+                                       on_events_retry, b) < 0)
+                log_warning("Cannot follow %s's events any more: out of memory.", b->service);
+}
+
+/* The service answers again: follow its events, and have agentd look at what it missed. */
+static void on_version(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->events_probe = NULL;
+        if (status != 200 || events_connect(b) < 0) {
+                events_retry_later(b);
+                return;
+        }
+        log_info("%s answers again: following its events, and looking at its containers.", b->service);
+        b->events_lost = false;
+        b->on_event(b->event_userdata, NULL, "resync");
+}
+
 static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         DockerBackend *b = userdata;
 
         b->events_retry = sd_event_source_disable_unref(b->events_retry);
-        if (events_connect(b) < 0)
-                log_warning("Cannot follow %s's events; trying again.", b->service);
+        if (docker_request(b->docker, "GET", "/version", NULL, 0, on_version, b, &b->events_probe) < 0)
+                events_retry_later(b);
         return 0;
 }
 
@@ -41,10 +62,11 @@ static void on_events_end(DockerClient *d, int status, json_t *body, const char 
         DockerBackend *b = userdata;
 
         b->events = NULL;
-        log_warning("%s's event stream ended (%s); following it again in 1 s.", b->service,
-                    error ?: (status == 200 ? "closed" : "refused"));
-        (void) sd_event_add_time_relative(b->event, &b->events_retry, CLOCK_MONOTONIC, EVENTS_RETRY_USEC, 0,
-                                          on_events_retry, b);
+        if (!b->events_lost)
+                log_warning("%s's event stream ended (%s); following it again once %s answers.", b->service,
+                            error ?: (status == 200 ? "closed" : "refused"), b->service);
+        b->events_lost = true;
+        events_retry_later(b);
 }
 
 static int events_connect(DockerBackend *b) {

@@ -49,6 +49,7 @@ typedef struct AgentdSandboxSpec {
         const char *workdir;            /* or NULL */
         const char *const *env;         /* KEY=VALUE, NULL-terminated, or NULL */
         const char *const *labels;      /* key=value, the caller's own, or NULL */
+        const char *bound_to;           /* bind_to_caller: the creator's unique bus name, or NULL */
         double cpus;                    /* never unlimited */
         uint64_t memory;                /* bytes */
         uint64_t pids;
@@ -79,7 +80,9 @@ typedef void (*agentd_removed_t)(void *userdata, const char *error_name, const c
 /* spec->token, ->owner, ->created_at and ->expires_at must be set; NULL strings are "". */
 typedef void (*agentd_found_t)(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
                                AgentdFoundState state);
-/* action: "start", "die", "oom" or "destroy" (gone outside agentd). */
+/* action: "start", "die", "oom" or "destroy" (gone outside agentd) for that sandbox; or, with
+ * sandbox_id NULL, "resync": events may have been missed (the service restarted), and agentd
+ * calls adopt() again to bring its state in line. */
 typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const char *action);
 
 typedef struct AgentdBackendOps {
@@ -105,8 +108,11 @@ typedef struct AgentdBackendOps {
         int (*remove)(AgentdBackend *b, const char *sandbox_id, agentd_removed_t removed, void *userdata);
 
         /* Optional (NULL: nothing to do). */
-        /* At start: found() for each sandbox an earlier agentd made here, then done(). */
-        int (*adopt)(AgentdBackend *b, agentd_found_t found, void (*done)(void *userdata), void *userdata);
+        /* found() for each sandbox agentd made here (at start: an earlier agentd's too; after a
+         * "resync": all of them), then done() with 0, or a negative errno when the service could
+         * not say what it holds (found() may then have missed some: agentd drops none). */
+        int (*adopt)(AgentdBackend *b, agentd_found_t found, void (*done)(void *userdata, int error),
+                     void *userdata);
         /* Report changes made outside agentd until free(), across restarts of the service. */
         int (*watch)(AgentdBackend *b, agentd_event_t on_event, void *userdata);
         /* A sandbox went: drop shared things (bundle carriers) no longer wanted and not in_use(). */
