@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <malloc.h>
 #include <time.h>
 
 #include "agentd-errors.h"
@@ -28,6 +29,20 @@ static void stop_making(Sandbox *s) {
                 s->backend->ops->cancel(s->create_job);
         s->create_job = NULL;
         s->setup = sandbox_setup_free(s->setup);
+}
+
+/* A burst of creates leaves the heap as large as its peak (each Docker request and /health
+ * probe holds curl's buffers while in flight), and glibc keeps what it cannot return from the
+ * top. Once nothing is in flight, give the free pages back, as sd_event_trim_memory() does in
+ * newer systemd. */
+static void trim_when_idle(Manager *m) {
+        size_t state = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                if (s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
+                        return;
+        (void) malloc_trim(0);
 }
 
 /* The sandbox is gone: unregister it, say so, free it. */
@@ -185,6 +200,7 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
         if (call)
                 (void) sd_bus_reply_method_return(call, "os", s->path, s->id);
         sd_bus_message_unref(call);
+        trim_when_idle(m);
 }
 
 /* The backend made it (its runtime answers /health), or failed and removed what it made. */
@@ -326,6 +342,7 @@ static void on_removed(void *userdata, const char *error_name, const char *messa
         /* A carrier whose bundle was rebuilt (its image has no tag left) and that no sandbox
          * uses any more goes too. */
         prune(m, b);
+        trim_when_idle(m);
 }
 
 int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # bench/agentd/run.sh [RUNS] — agentd's create, delete and `agentixctl run -- true` against
-# bare Docker (the CLI and the Engine API) on the same image and bundle. See README.md.
+# bare Docker (the CLI and the Engine API) on the same image and bundle.
+# bench/agentd/run.sh load [--burst N] [--live M] [--churn K] [--parallel P] — agentd under load
+# (load.py) against the docker CLI in a loop. See README.md.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -31,12 +33,18 @@ AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/incl
         "$BUILD/client/agentixctl/agentixctl" build -q --cache-dir "$work/cache" "$ROOT/examples/bundle-example" >/dev/null
 DBUS_SYSTEM_BUS_ADDRESS=$("$ROOT/scripts/system-bus.sh" start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
-AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
+# As units/agentd.service runs it.
+GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break
         sleep 0.05
 done
 
+if [ "${1:-}" = load ]; then
+        shift
+        /usr/bin/python3 "$HERE/load.py" agentix-test/busybox:1 example-bundle:0.1.0 "$agentd_pid" "$@"
+        exit
+fi
 LD_LIBRARY_PATH=$BUILD/client/lib /usr/bin/python3 "$HERE/bench.py" "$BUILD/client/agentixctl/agentixctl" \
         agentix-test/busybox:1 example-bundle:0.1.0 "${1:-20}"

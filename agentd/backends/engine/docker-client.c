@@ -224,6 +224,9 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
                 docker_client_free(d);
                 return r;
         }
+        /* Idle connections kept for reuse: a few, however many requests a burst had in flight
+         * (curl's default keeps four per request, each an open fd). */
+        (void) curl_multi_setopt(curl_event_multi(d->curl), CURLMOPT_MAXCONNECTS, (long) DOCKER_IDLE_CONNECTIONS);
         *ret = d;
         return 0;
 }

@@ -9,6 +9,9 @@
 #include <jansson.h>
 #include <systemd/sd-event.h>
 
+/* Idle connections to the daemon kept open for the next requests. */
+#define DOCKER_IDLE_CONNECTIONS 4
+
 typedef struct DockerClient DockerClient;
 typedef struct DockerRequest DockerRequest;
 
