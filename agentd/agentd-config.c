@@ -114,21 +114,35 @@ int parse_timespan_sec(const char *s, uint64_t *ret) {
         return 0;
 }
 
-int parse_size(const char *s, uint64_t *ret) {
+/* "infinity" (1, *ret AGENTD_UNLIMITED), or the decimal number s starts with (0, *end after it). */
+static int parse_leading_number(const char *s, uint64_t *ret, char **end) {
         unsigned long long n;
-        unsigned shift = 0;
-        char *end;
 
         if (streq(s, "infinity")) {
                 *ret = AGENTD_UNLIMITED;
-                return 0;
+                return 1;
         }
         if (!isdigit((unsigned char) *s))
                 return -EINVAL;
         errno = 0;
-        n = strtoull(s, &end, 10);
+        n = strtoull(s, end, 10);
         if (errno)
                 return -ERANGE;
+        *ret = n;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        unsigned shift = 0;
+        uint64_t n;
+        char *end;
+        int r;
+
+        r = parse_leading_number(s, &n, &end);
+        if (r != 0) {
+                *ret = n;
+                return r < 0 ? r : 0;
+        }
         if (*end) {
                 const char *p = strchr("KMGT", *end);
                 if (!p || !(end[1] == 0 || (end[1] == 'i' && end[2] == 'B' && !end[3]) || (end[1] == 'B' && !end[2])))
@@ -137,23 +151,19 @@ int parse_size(const char *s, uint64_t *ret) {
         }
         if (n > (UINT64_MAX - 1) >> shift)
                 return -ERANGE;
-        *ret = (uint64_t) n << shift;
+        *ret = n << shift;
         return 0;
 }
 
 static int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
-        unsigned long long n;
+        uint64_t n;
         char *end;
+        int r;
 
-        if (streq(s, "infinity")) {
-                *ret = AGENTD_UNLIMITED;
-                return 0;
-        }
-        if (!isdigit((unsigned char) *s))
-                return -EINVAL;
-        errno = 0;
-        n = strtoull(s, &end, 10);
-        if (errno || *end || n < min || n > max)
+        r = parse_leading_number(s, &n, &end);
+        if (r < 0)
+                return r;
+        if (r == 0 && (*end || n < min || n > max))
                 return -ERANGE;
         *ret = n;
         return 0;

@@ -64,31 +64,25 @@ static uint64_t now_realtime_usec(void) {
 
 static void schedule_reaper(Manager *m);
 
+static bool is_expired(Sandbox *s, void *userdata) {
+        return s->expires_at <= *(uint64_t *) userdata && s->state != SANDBOX_REMOVING;
+}
+
 static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         uint64_t now = now_realtime_usec();
-        bool again = true;
+        Sandbox *s;
 
-        /* Deleting may change the map: start over after each one. */
-        while (again) {
-                size_t state = 0;
-                Sandbox *s;
+        while ((s = manager_find_sandbox(m, is_expired, &now))) {
+                char id[32];
 
-                again = false;
-                while ((s = strmap_iterate(m->sandboxes, &state)))
-                        if (s->expires_at <= now && s->state != SANDBOX_REMOVING) {
-                                char id[32];
-
-                                log_info("Sandbox %s expired: deleting it.", s->id);
-                                snprintf(id, sizeof(id), "%s", s->id);
-                                (void) lifecycle_delete(m, s, NULL);
-                                s = manager_get_sandbox(m, id);
-                                if (s && s->state != SANDBOX_REMOVING)
-                                        /* Docker would not remove it now: try again in a minute. */
-                                        s->expires_at = now + 60 * 1000000ULL;
-                                again = true;
-                                break;
-                        }
+                log_info("Sandbox %s expired: deleting it.", s->id);
+                snprintf(id, sizeof(id), "%s", s->id);
+                (void) lifecycle_delete(m, s, NULL);
+                s = manager_get_sandbox(m, id);
+                if (s && s->state != SANDBOX_REMOVING)
+                        /* The backend would not remove it now: try again in a minute. */
+                        s->expires_at = now + 60 * 1000000ULL;
         }
         schedule_reaper(m);
         return 0;
@@ -456,7 +450,7 @@ static void bind_again(Manager *m, Sandbox *s) {
 /* The backend has a sandbox agentd knows: it is still there; is its state what agentd thinks? */
 static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
         s->unconfirmed = false;
-        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_EXITED && s->state != SANDBOX_FAILED)
+        if (!sandbox_state_is_settled(s->state))
                 return; /* agentd's own doing in progress */
         if (state == AGENTD_FOUND_RUNNING)
                 set_state(m, s, SANDBOX_RUNNING);
@@ -508,29 +502,23 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
                 bind_again(m, s);
 }
 
+static bool is_unconfirmed(Sandbox *s, void *userdata) {
+        return s->backend == userdata && s->unconfirmed;
+}
+
 static void on_adopted(void *userdata, int error) {
         Backend *b = userdata;
         Manager *m = b->owner;
-        bool again = true;
+        Sandbox *s;
 
         /* What agentd had and the backend no longer has went outside agentd (while the service
          * was down, say). Not when the backend could not say what it has. */
-        while (again) {
-                size_t state = 0;
-                Sandbox *s;
-
-                again = false;
-                while ((s = strmap_iterate(m->sandboxes, &state)))
-                        if (s->backend == b && s->unconfirmed) {
-                                s->unconfirmed = false;
-                                if (error < 0 || (s->state != SANDBOX_RUNNING && s->state != SANDBOX_EXITED &&
-                                                  s->state != SANDBOX_FAILED))
-                                        continue;
-                                log_info("Sandbox %s: its container is gone from %s.", s->id, b->name);
-                                drop(m, s);
-                                again = true; /* the map changed */
-                                break;
-                        }
+        while ((s = manager_find_sandbox(m, is_unconfirmed, b))) {
+                s->unconfirmed = false;
+                if (error < 0 || !sandbox_state_is_settled(s->state))
+                        continue;
+                log_info("Sandbox %s: its container is gone from %s.", s->id, b->name);
+                drop(m, s);
         }
         b->adopting = false;
         if (b->adopt_again) {
@@ -556,8 +544,7 @@ static void reconcile(Backend *b) {
                 return;
         }
         while ((s = strmap_iterate(m->sandboxes, &state)))
-                s->unconfirmed = s->backend == b &&
-                                 (s->state == SANDBOX_RUNNING || s->state == SANDBOX_EXITED || s->state == SANDBOX_FAILED);
+                s->unconfirmed = s->backend == b && sandbox_state_is_settled(s->state);
         b->adopting = true;
         r = b->ops->adopt(b->state, on_found, on_adopted, b);
         if (r < 0) {

@@ -63,6 +63,16 @@ void manager_remove_sandbox(Manager *m, Sandbox *s) {
                 (void) strmap_remove(m->sandboxes, s->id, strlen(s->id));
 }
 
+Sandbox *manager_find_sandbox(Manager *m, bool (*match)(Sandbox *s, void *userdata), void *userdata) {
+        size_t state = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                if (match(s, userdata))
+                        return s;
+        return NULL;
+}
+
 uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid) {
         size_t state = 0;
         uint64_t n = 0;

@@ -36,6 +36,8 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id);
 /* -EEXIST when the id is taken. */
 int manager_add_sandbox(Manager *m, Sandbox *s);
 void manager_remove_sandbox(Manager *m, Sandbox *s);
+/* The first sandbox match() accepts: for loops that change the registry as they go. */
+Sandbox *manager_find_sandbox(Manager *m, bool (*match)(Sandbox *s, void *userdata), void *userdata);
 /* How many sandboxes uid has (in any state). */
 uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid);
 /* The loaded backend called name, or NULL with an InvalidConfig/BackendUnavailable error. */

@@ -56,6 +56,11 @@ typedef struct Sandbox {
 
 const char *sandbox_state_to_string(SandboxState s);
 
+/* Not in the middle of agentd's own doing (a create or a delete). */
+static inline bool sandbox_state_is_settled(SandboxState s) {
+        return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED;
+}
+
 /* A new record in state creating, taking config; id and token are fresh and random. */
 int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sandbox **ret);
 /* A record for a sandbox found in Docker (agentd restarted): its id, token and times as they

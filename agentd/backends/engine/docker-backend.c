@@ -583,7 +583,7 @@ char *docker_escape(const char *s) {
         return copy;
 }
 
-int docker_backend_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
+static int timeout_from_env(uint64_t *ret_usec, char **ret_error) {
         const char *v = getenv(AGENTD_BACKEND_TIMEOUT_ENV);
         char *end;
         double d;
@@ -599,4 +599,31 @@ int docker_backend_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
         }
         *ret_usec = (uint64_t) (d * 1e6);
         return 0;
+}
+
+int docker_backend_new_from_env(const char *service, const char *socket, DockerBackend **ret, char **ret_error) {
+        uint64_t timeout = 0;
+        sd_event *event = NULL;
+        int r;
+
+        log_parse_env();
+        log_set_prefix("agentd");
+        r = timeout_from_env(&timeout, ret_error);
+        if (r < 0)
+                return r;
+        r = sd_event_default(&event);
+        if (r < 0)
+                return r;
+        r = docker_backend_new(event, service, socket, ret);
+        sd_event_unref(event);
+        if (r < 0)
+                return r;
+        if (timeout > 0)
+                docker_backend_set_timeout(*ret, timeout);
+        log_debug("%s at %s.", service, socket);
+        return 0;
+}
+
+void docker_backend_release(DockerBackend *b) {
+        docker_backend_free(b);
 }

@@ -40,8 +40,23 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
 /* Requests that take longer than this fail (default 30 s). */
 void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
 
-/* The timeout from $AGENTD_BACKEND_TIMEOUT (seconds), if set. -EINVAL (and *ret_error) if bad. */
-int docker_backend_timeout_from_env(uint64_t *ret_usec, char **ret_error);
+/* A backend on agentd's loop (sd_event_default()) with the request timeout of
+ * $AGENTD_BACKEND_TIMEOUT: the common part of the plugins' constructors. */
+int docker_backend_new_from_env(const char *service, const char *socket, DockerBackend **ret, char **ret_error);
+void docker_backend_release(DockerBackend *b);
+
+/* The AgentdBackendOps of a plugin named backend_name whose constructor is new_fn. */
+#define ENGINE_BACKEND_DEFINE(backend_name, new_fn)                                  \
+        AGENTD_BACKEND_DEFINE(.abi = AGENTD_BACKEND_ABI,                             \
+                              .name = (backend_name),                                \
+                              .new = (new_fn),                                       \
+                              .free = docker_backend_release,                        \
+                              .create = docker_backend_create,                       \
+                              .cancel = docker_backend_cancel,                       \
+                              .remove = docker_backend_remove,                       \
+                              .adopt = docker_backend_adopt,                         \
+                              .watch = docker_backend_watch,                         \
+                              .prune = docker_backend_prune_carriers)
 
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);

@@ -2,12 +2,13 @@
 /* The podman backend: sandboxes as Podman containers, over the Docker-compatible API that
  * `podman system service` serves on $CONTAINER_HOST (Podman's own variable), so that hosts
  * without dockerd, and users without root, can run sandboxes. */
+#include <errno.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "docker-backend.h"
-#include "log.h"
+#include "macro.h"
 
 #define CONTAINER_HOST_ENV "CONTAINER_HOST"
 
@@ -60,28 +61,15 @@ static int podman_socket(char **ret, char **ret_error) {
 
 static int podman_new(AgentdBackend **ret, char **ret_error) {
         _cleanup_free_ char *socket = NULL;
-        uint64_t timeout = 0;
-        sd_event *event = NULL;
         json_t *ulimits;
         int r;
 
-        log_parse_env();
-        log_set_prefix("agentd");
         r = podman_socket(&socket, ret_error);
         if (r < 0)
                 return r;
-        r = docker_backend_timeout_from_env(&timeout, ret_error);
+        r = docker_backend_new_from_env("Podman", socket, ret, ret_error);
         if (r < 0)
                 return r;
-        r = sd_event_default(&event);
-        if (r < 0)
-                return r;
-        r = docker_backend_new(event, "Podman", socket, ret);
-        sd_event_unref(event);
-        if (r < 0)
-                return r;
-        if (timeout > 0)
-                docker_backend_set_timeout(*ret, timeout);
         /* Podman asks for more open files and processes than a host's hard limit may allow
          * (it then fails every start): ask for what any host grants. */
         ulimits = json_pack("{s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}]}", "Ulimits", "Name", "nofile", "Soft", 1024, "Hard",
@@ -92,23 +80,7 @@ static int podman_new(AgentdBackend **ret, char **ret_error) {
         }
         docker_backend_set_host_config(*ret, ulimits);
         (*ret)->start_carriers = true;
-        log_debug("podman backend: Podman at %s.", socket);
         return 0;
 }
 
-static void podman_free(AgentdBackend *b) {
-        docker_backend_free(b);
-}
-
-AGENTD_BACKEND_DEFINE(
-        .abi = AGENTD_BACKEND_ABI,
-        .name = "podman",
-        .new = podman_new,
-        .free = podman_free,
-        .create = docker_backend_create,
-        .cancel = docker_backend_cancel,
-        .remove = docker_backend_remove,
-        .adopt = docker_backend_adopt,
-        .watch = docker_backend_watch,
-        .prune = docker_backend_prune_carriers,
-);
+ENGINE_BACKEND_DEFINE("podman", podman_new);
