@@ -339,6 +339,43 @@ static void on_removed(void *userdata, const char *error_name, const char *messa
         trim_when_idle(m);
 }
 
+/* A create stopped in the middle may have a request the backend's service still carries out
+ * after the remove (Docker finishes a container create whose client went away): remove once
+ * more, a little later. */
+#define LATE_REMOVE_USEC (5ULL * 1000 * 1000)
+
+typedef struct LateRemove {
+        Backend *backend;
+        char id[32];
+} LateRemove;
+
+static int on_late_remove(sd_event_source *es, uint64_t usec, void *userdata) {
+        LateRemove *l = userdata;
+
+        (void) l->backend->ops->remove(l->backend->state, l->id, NULL, NULL);
+        /* No longer floating, the source has no reference left: it and l go after this call. */
+        (void) sd_event_source_set_floating(es, false);
+        return 0;
+}
+
+static void remove_again_later(Manager *m, Sandbox *s) {
+        sd_event_source *es = NULL;
+        LateRemove *l = calloc(1, sizeof(*l));
+
+        if (!l)
+                return;
+        l->backend = s->backend;
+        snprintf(l->id, sizeof(l->id), "%s", s->id);
+        if (sd_event_add_time_relative(m->event, &es, CLOCK_MONOTONIC, LATE_REMOVE_USEC, 0, on_late_remove, l) < 0) {
+                free(l);
+                return;
+        }
+        /* Floating: freed after it fired, or with the loop when agentd stops first. */
+        (void) sd_event_source_set_destroy_callback(es, free);
+        (void) sd_event_source_set_floating(es, true);
+        sd_event_source_unref(es);
+}
+
 int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
         bool first = s->state != SANDBOX_REMOVING;
 
@@ -353,6 +390,8 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
                 return 0; /* already on its way: answered with the others */
         if (s->create_job || s->setup) {
                 /* Still being made: stop that, and remove whatever it made. */
+                if (s->create_job)
+                        remove_again_later(m, s);
                 stop_making(s);
                 if (s->create_call) {
                         (void) sd_bus_reply_method_errorf(s->create_call, AGENTD_ERROR_START_FAILED,

@@ -122,6 +122,36 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
             assert a.stop() == 0, a.log_text()[-3000:]
 
 
+@test
+def a_delete_during_its_create_leaves_no_container():
+    """The delete may come at any step of the create, even while Docker is still making the
+    container agentd will no longer wait for."""
+    bundle()
+    before = managed_containers()
+    a = Agentd("delete-early")
+    ids = []
+    try:
+        for delay in (0, 0.01, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3):
+            known = a.ids()
+            p = busctl_create(a)
+            wait_until(lambda: a.ids() - known, 10, what="the new sandbox in the list")
+            (sid,) = a.ids() - known
+            ids.append(sid)
+            time.sleep(delay)
+            a.manager().DeleteSandbox(sid, timeout=60)
+            out, err = p.communicate(timeout=60)
+            assert p.returncode != 0 and "deleted while it was being created" in err or p.returncode == 0, err
+        # agentd removes once more a little later, for a container Docker finished making after
+        # the delete.
+        time.sleep(6)
+        left = {c for c in managed_containers() - before if c.removeprefix("agentix-") in ids}
+        assert not left, left
+        assert a.agentd.poll() is None, a.log_text()[-3000:]
+        assert not a.ids() & set(ids)
+    finally:
+        assert a.stop() == 0, a.log_text()[-3000:]
+
+
 class PrivateDockerd:
     """A dockerd of the test's own: its data, socket and a bridge the test made."""
 

@@ -13,6 +13,8 @@
 #define HEALTH_INTERVAL_USEC (20ULL * 1000)
 #define HEALTH_TIMEOUT_USEC (60ULL * 1000 * 1000)
 #define HEALTH_CHECK_EVERY 25 /* probes between looks at whether the container still runs */
+#define CARRIER_WAIT_USEC (25ULL * 1000)
+#define CARRIER_WAITS_MAX 400 /* 10 s */
 
 
 typedef enum CreateStep {
@@ -45,6 +47,7 @@ struct AgentdJob {
         sd_event_source *timer;
         uint64_t deadline;
         unsigned probes;
+        unsigned carrier_waits;   /* looks at a carrier that another create is making */
         /* the failure being reported once the cleanup is done */
         const char *error_name;
         char *error_message;
@@ -327,6 +330,28 @@ static bool bundle_looks_right(json_t *image) {
         return json_object_get(json_object_get(config, "Volumes"), "/nix") != NULL;
 }
 
+static int on_carrier_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        CreateJob *j = userdata;
+
+        j->timer = sd_event_source_disable_unref(j->timer);
+        step(j);
+        return 0;
+}
+
+/* Another create is making the carrier (its name is taken, but Docker has no container by that
+ * name until the create is done): look again shortly. */
+static void wait_for_carrier(CreateJob *j) {
+        if (++j->carrier_waits > CARRIER_WAITS_MAX) {
+                job_fail(j, AGENTD_ERROR_START_FAILED, "The bundle's carrier %s did not appear in %s within 10 s",
+                         j->carrier, j->backend->service);
+                return;
+        }
+        j->step = STEP_INSPECT_CARRIER;
+        if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, CARRIER_WAIT_USEC, 1000,
+                                       on_carrier_timer, j) < 0)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+}
+
 /* Fail and leave on_reply(). */
 #define FAIL(...)                               \
         do {                                    \
@@ -410,6 +435,12 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         case STEP_INSPECT_CARRIER:
                 if (status != 200 && status != 404)
                         FAIL_DOCKER(j, "looking up the bundle's carrier", status, body, error);
+                /* Still being made by the other create; every second, try to make it ourselves
+                 * (in case that create failed). */
+                if (status == 404 && j->carrier_waits % 40 != 0) {
+                        wait_for_carrier(j);
+                        return;
+                }
                 if (status == 404)
                         j->step = STEP_CREATE_CARRIER;
                 else if (j->backend->start_carriers &&
@@ -419,8 +450,11 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                         j->step = STEP_CREATE;
                 break;
         case STEP_CREATE_CARRIER:
-                /* 409: another create made it meanwhile. */
-                if (status != 201 && status != 409)
+                if (status == 409) { /* another create is making it */
+                        wait_for_carrier(j);
+                        return;
+                }
+                if (status != 201)
                         FAIL_DOCKER(j, "creating the bundle's carrier", status, body, error);
                 j->step = j->backend->start_carriers ? STEP_START_CARRIER : STEP_CREATE;
                 break;
@@ -430,6 +464,14 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 j->step = STEP_CREATE;
                 break;
         case STEP_CREATE:
+                if (status == 404 && strstr(docker_error_message(status, body, error, buf, sizeof(buf)), j->carrier)) {
+                        /* The carrier went (pruned) between the look and the create: make it again. */
+                        j->container_made = false;
+                        if (++j->carrier_waits > CARRIER_WAITS_MAX)
+                                FAIL(j, AGENTD_ERROR_START_FAILED, "The bundle's carrier %s keeps disappearing", j->carrier);
+                        j->step = STEP_CREATE_CARRIER;
+                        break;
+                }
                 if (status == 404)
                         FAIL(j, AGENTD_ERROR_IMAGE_NOT_FOUND, "%s has no image '%s'%s%s: %s", service, s->image,
                              s->platform ? " for " : "", s->platform ?: "",
