@@ -104,7 +104,8 @@ static int parse_timespan_usec(const char *s, uint64_t *ret) {
         return 0;
 }
 
-int parse_timespan_sec(const char *s, uint64_t *ret) {
+/* "2h", "90s", "1d 12h", "infinity" → seconds. */
+static int parse_timespan_sec(const char *s, uint64_t *ret) {
         uint64_t usec;
         int r = parse_timespan_usec(s, &usec);
 
@@ -132,7 +133,8 @@ static int parse_leading_number(const char *s, uint64_t *ret, char **end) {
         return 0;
 }
 
-int parse_size(const char *s, uint64_t *ret) {
+/* "512M", "2G", "1073741824", "infinity" → bytes (K, M, G, T: powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret) {
         unsigned shift = 0;
         uint64_t n;
         char *end;

@@ -45,8 +45,3 @@ int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **
 
 /* The configuration as agentd.conf text, every key with its value (agentd --show-config). */
 int agentd_config_format(const AgentdConfig *c, FILE *out);
-
-/* "2h", "90s", "1d 12h", "infinity" → seconds. */
-int parse_timespan_sec(const char *s, uint64_t *ret);
-/* "512M", "2G", "1073741824", "infinity" → bytes (K, M, G, T: powers of 1024). */
-int parse_size(const char *s, uint64_t *ret);

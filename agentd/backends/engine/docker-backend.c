@@ -92,6 +92,10 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         return NULL;
 }
 
+void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
+        docker_client_set_timeout(b->docker, usec);
+}
+
 void docker_backend_set_host_config(DockerBackend *b, json_t *extra) {
         json_decref(b->host_config);
         b->host_config = extra;

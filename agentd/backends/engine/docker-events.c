@@ -6,10 +6,6 @@
 
 #define EVENTS_RETRY_USEC (1000ULL * 1000)
 
-void docker_backend_set_timeout(DockerBackend *b, uint64_t usec) {
-        docker_client_set_timeout(b->docker, usec);
-}
-
 static int events_connect(DockerBackend *b);
 static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata);
 
