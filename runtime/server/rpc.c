@@ -421,7 +421,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
 
         call_cancel_in_worker(c, "deadline");
         call_finish_error(c, &(RpcError) { .type = RPC_ERR_DEADLINE,
-                                           .message = "the call's deadline passed before it finished",
+                                           .message = RPC_DEADLINE_MESSAGE,
                                            .cancelled = true });
         return 0;
 }

@@ -18,6 +18,8 @@
 #define RPC_ERR_ARGUMENT "ArgumentError"
 #define RPC_ERR_CANCELLED "Cancelled"
 #define RPC_ERR_DEADLINE "DeadlineExceeded"
+/* One wording, whether the server or the worker saw the deadline pass first. */
+#define RPC_DEADLINE_MESSAGE "the call's deadline passed before it finished"
 #define RPC_ERR_WORKER_DIED "WorkerDied"
 #define RPC_ERR_RESULT_UNAVAILABLE "ResultUnavailable"
 #define RPC_ERR_TOO_LARGE "MessageTooLarge"

@@ -416,7 +416,7 @@ int call_build_error(agentix_call *c, const char *type, const char *message, boo
 static int build_stop_error(agentix_call *c, CallStop stop) {
         switch (stop) {
         case CALL_STOP_DEADLINE:
-                return call_build_error(c, RPC_ERR_DEADLINE, "the call's deadline passed", true);
+                return call_build_error(c, RPC_ERR_DEADLINE, RPC_DEADLINE_MESSAGE, true);
         case CALL_STOP_SHUTDOWN:
                 return call_build_error(c, RPC_ERR_CANCELLED, "the worker is shutting down", true);
         case CALL_STOP_OVERFLOW: {

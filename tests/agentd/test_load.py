@@ -3,7 +3,8 @@
 """agentd under load, the figures of bench/agentd/load.py at a size the test run affords: 50
 creates at once with no failure and nothing left behind, 100 live sandboxes (agentd's RSS
 within 12 MiB when it is not built with sanitizers, and listed), and a create/delete churn
-after which agentd's RSS, fds, Docker's containers and carriers are where they were.
+after which agentd's RSS (or, built with sanitizers, LeakSanitizer at its exit), fds, Docker's
+containers and carriers are where they were.
 
 Needs what agentd_env.py needs; LOAD_CHURN sets the churn's size (default 200)."""
 
@@ -51,8 +52,11 @@ def fifty_creates_at_once_a_hundred_live_and_a_churn_leave_agentd_as_it_was():
         assert after["carriers"] == before["carriers"]
         # Flat: at most the idle connections to Docker kept for reuse (4, DOCKER_IDLE_CONNECTIONS).
         assert after["fds"] <= before["fds"] + 4, (before, after)
-        # Flat: what the heap keeps after the first cycles, not growth with each one.
-        assert after["rss_kib"] - before["rss_kib"] <= (2048 if SANITIZED else 512), (before, after)
+        # Flat: what the heap keeps after the first cycles, not growth with each one. Under
+        # AddressSanitizer RSS says nothing (freed memory waits in its quarantine, up to 256 MiB):
+        # there LeakSanitizer checks instead, when agentd exits below.
+        if not SANITIZED:
+            assert after["rss_kib"] - before["rss_kib"] <= 512, (before, after)
     finally:
         assert a.stop() == 0, a.log_text()[-3000:]
 

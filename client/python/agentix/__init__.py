@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: MIT
+"""agentix for Python: drive agentix sandboxes from asyncio.
+
+- RuntimeClient: remote calls into a sandbox's runtime (unary, stream, bidi; cancel, deadlines,
+  resume after a reconnect).
+- AgentdDeployment, SandboxConfig, session(): create, get and delete sandboxes through agentd
+  on D-Bus.
+- AgentixSandbox: a sandbox with the deepagents backend methods (execute, upload_files,
+  download_files, read, write, edit, ls_info, grep_raw, glob_info), a deepagents BaseSandbox
+  when deepagents is importable.
+"""
+
+from .errors import (AgentdError, AgentixError, ArgumentError, Cancelled, ConnectionLost, DeadlineExceeded,
+                     NoSuchCallable, RemoteError, ResultUnavailable, SandboxGone, ServerUnreachable, Unauthorized,
+                     WorkerDied)
+from .deployment import AgentdDeployment, SandboxConfig, SandboxInfo, session
+from .runtime import Channel, RuntimeClient, Stream
+from .sandbox import AgentixSandbox
+
+__version__ = "0.1.0"
+
+__all__ = ["RuntimeClient", "Stream", "Channel", "AgentdDeployment", "SandboxConfig", "SandboxInfo", "session",
+           "AgentixSandbox", "AgentixError", "RemoteError", "ArgumentError", "Cancelled",
+           "ConnectionLost", "DeadlineExceeded", "NoSuchCallable", "ResultUnavailable", "SandboxGone",
+           "ServerUnreachable", "Unauthorized", "WorkerDied", "AgentdError"]

@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+"""One WebSocket as an asyncio Protocol, with the framing, masking and handshake of
+python3-websockets' Sans-I/O connection (websockets.client.ClientConnection): frames reach the
+client as they are parsed, in the event loop's own callback, and sends are plain writes. No
+task, queue or future per frame: that is most of what a round trip costs in Python."""
+
+import asyncio
+import ssl as ssl_module
+
+from websockets.client import ClientConnection
+from websockets.frames import OP_BINARY, OP_CLOSE, OP_CONT, OP_TEXT
+from websockets.http11 import Response
+from websockets.uri import parse_uri
+
+
+class WebSocketProtocol(asyncio.Protocol):
+    """on_message(protocol, str | bytes) for each whole message (from the first, which may come
+    with the handshake's answer); on_lost(exc) once, when the connection is gone (closed by
+    either side or broken)."""
+
+    def __init__(self, url, on_message, on_lost):
+        self.conn = ClientConnection(parse_uri(url), max_size=None)
+        self.on_message, self.on_lost = on_message, on_lost
+        self.transport = None
+        self.opened = asyncio.get_running_loop().create_future()
+        self._parts, self._opcode = [], None
+        self._writable = None  # a future while the socket's buffer is full
+        self._lost = False
+
+    # ---- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.conn.send_request(self.conn.connect())
+        self._flush()
+
+    def data_received(self, data):
+        self.conn.receive_data(data)
+        for event in self.conn.events_received():
+            if isinstance(event, Response):
+                if not self.opened.done():
+                    if self.conn.handshake_exc is not None:
+                        self.opened.set_exception(self.conn.handshake_exc)
+                    else:
+                        self.opened.set_result(None)
+                continue
+            self._frame(event)
+        self._flush()  # pongs, close replies
+
+    def eof_received(self):
+        self.conn.receive_eof()
+        return False
+
+    def connection_lost(self, exc):
+        if not self.opened.done():
+            self.opened.set_exception(exc or ConnectionResetError("the server closed the connection"))
+        if self._writable and not self._writable.done():
+            self._writable.set_result(None)
+        if not self._lost:
+            self._lost = True
+            self.on_lost(exc)
+
+    def pause_writing(self):
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self):
+        if self._writable and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # ---- frames ----------------------------------------------------------------------------
+
+    def _frame(self, frame):
+        opcode = frame.opcode
+        if opcode == OP_CLOSE:
+            return
+        if opcode in (OP_TEXT, OP_BINARY):
+            if frame.fin:
+                self.on_message(self, frame.data.decode() if opcode == OP_TEXT else frame.data)
+                return
+            self._opcode, self._parts = opcode, [frame.data]
+            return
+        if opcode == OP_CONT and self._opcode is not None:
+            self._parts.append(frame.data)
+            if frame.fin:
+                data, opcode = b"".join(self._parts), self._opcode
+                self._parts, self._opcode = [], None
+                self.on_message(self, data.decode() if opcode == OP_TEXT else data)
+
+    def _flush(self):
+        data = self.conn.data_to_send()
+        if data and self.transport and not self.transport.is_closing():
+            self.transport.writelines(data)
+
+    def send(self, *messages):
+        """Send str (text) and bytes (binary) messages; False if the connection is gone."""
+        if self._lost or self.transport is None or self.transport.is_closing():
+            return False
+        for m in messages:
+            if isinstance(m, str):
+                self.conn.send_text(m.encode())
+            else:
+                self.conn.send_binary(m)
+        self._flush()
+        return True
+
+    async def drain(self):
+        """Wait while the socket's buffer is full (backpressure for large sends)."""
+        if self._writable is not None:
+            await self._writable
+
+    def close(self):
+        if self.transport and not self.transport.is_closing():
+            try:
+                self.conn.send_close()
+                self._flush()
+            except Exception:
+                pass
+            self.transport.close()
+
+    def abort(self):
+        if self.transport:
+            self.transport.abort()
+
+
+async def open_websocket(url, on_message, on_lost, timeout):
+    """Connect and finish the WebSocket handshake; returns the protocol."""
+    loop = asyncio.get_running_loop()
+    uri = parse_uri(url)
+    proto = WebSocketProtocol(url, on_message, on_lost)
+    ssl = ssl_module.create_default_context() if uri.secure else None
+    transport, _ = await asyncio.wait_for(
+        loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl), timeout)
+    try:
+        await asyncio.wait_for(asyncio.shield(proto.opened), timeout)
+    except BaseException:
+        transport.abort()
+        raise
+    return proto

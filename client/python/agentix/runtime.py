@@ -1,0 +1,353 @@
+# SPDX-License-Identifier: MIT
+"""RuntimeClient: remote calls into one agentix runtime (agentix-server), on asyncio.
+
+It speaks Socket.IO over a single WebSocket (the framing of python3-websockets' Sans-I/O
+connection on an asyncio Protocol) with msgpack envelopes, and nothing else: no polling
+transport, no threads, no task or queue per message. A unary call is one write of two frames
+and a callback that resolves its future, where python-socketio's client hands each message
+through several layers and tasks (bench/python has the figures).
+
+    async with RuntimeClient(url, token) as rt:
+        print(await rt.call("fs::ls", "/"))
+        async for chunk in rt.stream("sandbox::exec", "make", max_output=1 << 20):
+            ...
+        ch = await rt.bidi("sandbox::exec", "cat", interactive=True)
+
+Calls of every shape (unary, stream, bidi), cancel, deadlines, resume after a reconnect (calls
+outlive a dropped connection; their results are replayed), and errors as exceptions
+(agentix.errors)."""
+
+import asyncio
+import itertools
+import os
+import time
+import urllib.parse
+
+import websockets.exceptions
+
+from . import _transport, _wire
+from .errors import (AgentixError, Cancelled, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized,
+                     remote_error)
+
+_TERMINAL = ("call:result", "call:end", "call:error")
+_DEADLINE_GRACE = 2.0  # the server enforces deadlines; this much later the client stops waiting too
+_ACK_BATCH = 64        # results acknowledged at once …
+_ACK_DELAY = 0.05      # … or this long after the first of them
+
+
+class _Call:
+    __slots__ = ("call_id", "message", "shape", "items", "done", "deadline", "sent")
+
+    def __init__(self, call_id, message, shape, deadline):
+        self.call_id, self.message, self.shape, self.deadline = call_id, message, shape, deadline
+        self.sent = False
+        self.items = asyncio.Queue() if shape != "unary" else None
+        self.done = asyncio.get_running_loop().create_future()
+
+
+class Stream:
+    """The items of a stream call, as an async iterator; `cancel()` stops the call."""
+
+    def __init__(self, client, call):
+        self._client, self._call = client, call
+
+    @property
+    def call_id(self):
+        return self._call.call_id
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        call = self._call
+        while True:
+            if not call.items.empty():
+                return call.items.get_nowait()
+            if call.done.done():
+                call.done.result()  # raises the call's error
+                raise StopAsyncIteration
+            getter = asyncio.ensure_future(call.items.get())
+            try:
+                await asyncio.wait({getter, call.done}, timeout=self._client._left(call),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                return getter.result()
+            if not call.done.done() and self._client._left(call) == 0:
+                await self._client.cancel(call.call_id)
+                raise DeadlineExceeded({"type": "DeadlineExceeded", "message": "no answer before the deadline"})
+
+    async def cancel(self):
+        await self._client.cancel(self._call.call_id)
+
+    async def aclose(self):
+        if not self._call.done.done():
+            await self.cancel()
+
+
+class Channel(Stream):
+    """A bidi call: `send(item)` to its inbox, `end()` to close the inbox, iterate its items."""
+
+    async def send(self, item):
+        await self._client._emit("call:in", {"call_id": self.call_id, "item": item})
+
+    async def end(self):
+        await self._client._emit("call:end_in", {"call_id": self.call_id})
+
+
+class RuntimeClient:
+    """One connection to one runtime. url: http(s)://HOST:PORT of agentix-server (as agentd's
+    GetRuntimeAccess gives it); token: its AGENTIX_TOKEN."""
+
+    def __init__(self, url, token, *, reconnect=True, reconnect_for=30.0, connect_timeout=10.0):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
+            raise ValueError(f"not a runtime URL (http://HOST:PORT): {url!r}")
+        scheme = "wss" if parts.scheme in ("https", "wss") else "ws"
+        self.url = url
+        self._ws_url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}/socket.io/?EIO=4&transport=websocket"
+        self._token = token
+        self._reconnect, self._reconnect_for, self._connect_timeout = reconnect, reconnect_for, connect_timeout
+        self._ws = None
+        self._joined = None
+        self._pending_event = None
+        self._recovery = None
+        self._calls = {}
+        self._connected = None
+        self._closed = False
+        self._failure = None
+        self._ids = itertools.count()
+        self._prefix = os.urandom(6).hex()
+        self._acks = []
+        self._ack_timer = None
+
+    # ---- connection ------------------------------------------------------------------------
+
+    async def __aenter__(self):
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def connect(self):
+        self._connected = asyncio.Event()
+        await self._open()
+
+    async def _open(self):
+        """Connect, then Engine.IO's open packet, then CONNECT to /rpc with the token."""
+        loop = asyncio.get_running_loop()
+        self._joined = loop.create_future()
+        self._pending_event = None
+        try:
+            ws = await _transport.open_websocket(self._ws_url, self._on_message, self._on_lost, self._connect_timeout)
+        except (OSError, asyncio.TimeoutError, websockets.exceptions.InvalidHandshake,
+                websockets.exceptions.InvalidURI) as e:
+            raise ServerUnreachable(f"No agentix runtime answers at {self.url} ({e or type(e).__name__}): is the "
+                                    f"sandbox running, and is this its RuntimeUrl?") from None
+        self._ws = ws
+        try:
+            await asyncio.wait_for(asyncio.shield(self._joined), self._connect_timeout)
+        except asyncio.TimeoutError:
+            ws.abort()
+            raise ServerUnreachable(f"{self.url} does not answer as an agentix runtime (no Socket.IO CONNECT "
+                                    f"within {self._connect_timeout} s)") from None
+        except BaseException:
+            ws.abort()
+            raise
+        self._connected.set()
+
+    def _on_message(self, ws, m):
+        """Every message the runtime sends, as it is parsed (the event loop's callback)."""
+        if not isinstance(m, str):  # binary: the attachment of the event announced just before
+            event, self._pending_event = self._pending_event, None
+            if event is not None:
+                self._dispatch(event, _wire.unpack(m))
+            return
+        kind, value = _wire.parse_text(m)
+        if kind == "binary_event":
+            self._pending_event = value
+        elif kind == "ping":
+            ws.send("3")
+        elif kind == "open":
+            ws.send(_wire.connect_packet(self._token))
+        elif kind == "connected":
+            if not self._joined.done():
+                self._joined.set_result(None)
+        elif kind == "connect_error":
+            if not self._joined.done():
+                self._joined.set_exception(Unauthorized(
+                    f"The runtime at {self.url} refused the token ({value.get('message', 'unauthorized')}): take "
+                    f"the token from GetRuntimeAccess (or AGENTIX_TOKEN of the server)."))
+        elif kind in ("close", "disconnect"):
+            ws.close()
+
+    def _on_lost(self, exc):
+        if self._joined is not None and not self._joined.done():
+            self._joined.set_exception(ServerUnreachable(f"{self.url} closed the connection while it was made"))
+            self._joined.exception()
+        if self._closed or not self._connected.is_set():
+            return
+        self._connected.clear()
+        self._recovery = asyncio.ensure_future(self._recover())
+
+    async def _recover(self):
+        if not self._reconnect or not await self._reconnect_and_resume():
+            self._failure = ConnectionLost(f"The connection to {self.url} dropped and could not be made again: "
+                                           f"is the sandbox still running?")
+            self._connected.set()  # wake senders: they see the failure
+            self._fail_all(self._failure)
+
+    async def close(self):
+        """Close the connection; calls still running fail with ConnectionLost."""
+        self._closed = True
+        if self._recovery:
+            self._recovery.cancel()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+        if self._ws:
+            self._ws.close()
+        self._fail_all(ConnectionLost("the client was closed"))
+
+    def _fail_all(self, error):
+        for call in list(self._calls.values()):
+            if not call.done.done():
+                call.done.set_exception(error)
+                call.done.exception()  # retrieved: no "never retrieved" warning for abandoned calls
+        self._calls.clear()
+
+    async def _reconnect_and_resume(self):
+        end = time.monotonic() + self._reconnect_for
+        delay = 0.05
+        while time.monotonic() < end and not self._closed:
+            try:
+                await self._open()
+            except Unauthorized:
+                return False
+            except AgentixError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            # Calls the server has: their results (or the rest of their items) come again.
+            # Calls whose message never left: sent now.
+            sent = [c.call_id for c in self._calls.values() if c.sent]
+            if sent:
+                await self._emit("resume", {"call_ids": sent})
+            for c in [c for c in self._calls.values() if not c.sent]:
+                c.sent = await self._emit("call", c.message)
+            return True
+        return False
+
+    def _dispatch(self, event, m):
+        call = self._calls.get(m.get("call_id"))
+        if call is None:
+            return
+        if event == "call:item":
+            call.items.put_nowait(m.get("value"))
+            return
+        if event not in _TERMINAL:
+            return
+        del self._calls[call.call_id]
+        if event == "call:error":
+            call.done.set_exception(remote_error(m.get("error") or {}))
+        else:
+            call.done.set_result(m.get("value"))
+        # The result is here: the server may forget it. Acks go in batches, off the call's path.
+        self._acks.append(call.call_id)
+        if len(self._acks) >= _ACK_BATCH:
+            self._flush_acks()
+        elif self._ack_timer is None:
+            self._ack_timer = asyncio.get_running_loop().call_later(_ACK_DELAY, self._flush_acks)
+
+    def _flush_acks(self):
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        ids, self._acks = self._acks, []
+        if self._connected.is_set() and self._failure is None:
+            for call_id in ids:
+                if not self._ws.send(*_wire.event_frames("ack", {"call_id": call_id})):
+                    return
+
+    async def _emit(self, event, payload):
+        """Send an event; False when the connection dropped meanwhile (it is made again)."""
+        if not self._connected.is_set():
+            await self._connected.wait()
+        if self._failure:
+            raise self._failure
+        ws = self._ws
+        if not ws.send(*_wire.event_frames(event, payload)):
+            if not self._reconnect:
+                raise ConnectionLost(f"The connection to {self.url} dropped")
+            return False
+        await ws.drain()
+        return True
+
+    # ---- calls -----------------------------------------------------------------------------
+
+    def _left(self, call):
+        if call.deadline is None:
+            return None
+        return max(0.0, call.deadline + _DEADLINE_GRACE - time.monotonic())
+
+    async def _start(self, callable, shape, args, kwargs, deadline):
+        if self._failure:
+            raise self._failure
+        if self._ws is None:
+            raise AgentixError("connect() first (or use `async with RuntimeClient(...)`)")
+        call_id = f"{self._prefix}-{next(self._ids)}"
+        message = {"call_id": call_id, "callable": callable, "shape": shape, "args": list(args), "kwargs": kwargs}
+        if deadline is not None:
+            message["deadline_ms"] = max(1, int(deadline * 1000))
+        call = _Call(call_id, message, shape, None if deadline is None else time.monotonic() + deadline)
+        self._calls[call_id] = call
+        call.sent = await self._emit("call", message)
+        return call
+
+    async def call(self, callable, *args, deadline=None, **kwargs):
+        """A unary call: its value, or its error raised. deadline: seconds."""
+        call = await self._start(callable, "unary", args, kwargs, deadline)
+        if deadline is None:
+            return await call.done
+        try:
+            return await asyncio.wait_for(asyncio.shield(call.done), self._left(call))
+        except asyncio.TimeoutError:
+            await self.cancel(call.call_id)
+            raise DeadlineExceeded({"type": "DeadlineExceeded", "message": "no answer before the deadline"}) from None
+
+    async def stream(self, callable, *args, deadline=None, **kwargs):
+        """A stream call: an async iterator of its items (Stream)."""
+        return Stream(self, await self._start(callable, "stream", args, kwargs, deadline))
+
+    async def bidi(self, callable, *args, deadline=None, **kwargs):
+        """A bidi call: a Channel to send to and iterate."""
+        return Channel(self, await self._start(callable, "bidi", args, kwargs, deadline))
+
+    async def cancel(self, call_id):
+        """Ask the server to cancel the call; it then ends with Cancelled."""
+        if call_id in self._calls:
+            await self._emit("cancel", {"call_id": call_id})
+
+    # ---- the built-in modules --------------------------------------------------------------
+
+    async def exec(self, command, *, timeout=None, cwd=None, env=None, stdin=None, max_output=None):
+        """sandbox::exec: {exit_code, output, truncated, timed_out}."""
+        kwargs = _given(timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output)
+        return await self.call("sandbox::exec", command, **kwargs)
+
+    async def exec_stream(self, command, **kwargs):
+        """sandbox::exec as a stream: {stream, data} chunks, then {exit_code}."""
+        return await self.stream("sandbox::exec", command, **_given(**kwargs))
+
+    async def fs(self, function, *args, **kwargs):
+        """fs::FUNCTION (read, write, edit, ls, grep, glob, upload, download, …)."""
+        return await self.call(f"fs::{function}", *args, **_given(**kwargs))
+
+
+def _given(**kwargs):
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+__all__ = ["RuntimeClient", "Stream", "Channel", "Cancelled"]

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""AgentdDeployment and session() against a real agentd (on a private bus with the project's
+policy) and a real dockerd: a sandbox for a block, deleted after it, also when it raises."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tests", "agentd"))
+from agentd_env import BUSYBOX, Agentd, bundle, managed_containers  # noqa: E402
+
+from agentix import AgentdDeployment, AgentdError, SandboxConfig, SandboxGone, session  # noqa: E402
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(scope="module")
+def agentd():
+    bundle()
+    a = Agentd("python")
+    old = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
+    os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = a.address
+    yield a
+    if old is None:
+        del os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
+    else:
+        os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = old
+    assert a.stop() == 0, a.log_text()[-2000:]
+
+
+async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
+    deployment = AgentdDeployment()
+    config = SandboxConfig(image=BUSYBOX, bundle=bundle(), memory=256 << 20, env={"GREETING": "hello"})
+    async with session(deployment, config, initial_files=[("/work/input.txt", b"42\n")]) as sandbox:
+        info = await deployment.get(sandbox.id)
+        assert info.state == "running" and info.image == BUSYBOX and info.token
+        r = await sandbox.aexecute("echo $GREETING; python3 -c 'print(int(open(\"/work/input.txt\").read()) + 1)'")
+        assert (r.output, r.exit_code) == ("hello\n43\n", 0)
+        (down,) = await sandbox.adownload_files(["/work/input.txt"])
+        assert down.content == b"42\n"
+        assert sandbox.id in [s.id for s in await deployment.list()]
+        sid = sandbox.id
+    with pytest.raises(SandboxGone):
+        await deployment.get(sid)
+    assert f"agentix-{sid}" not in managed_containers()
+    deployment.close()
+
+
+async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
+    deployment = AgentdDeployment()
+    sid = None
+    with pytest.raises(RuntimeError, match="the agent failed"):
+        async with session(deployment, SandboxConfig(image=BUSYBOX, bundle=bundle())) as sandbox:
+            sid = sandbox.id
+            raise RuntimeError("the agent failed")
+    assert sid and f"agentix-{sid}" not in managed_containers()
+    deployment.close()
+
+
+async def test_agentd_errors_name_what_to_fix(agentd):
+    deployment = AgentdDeployment()
+    with pytest.raises(AgentdError) as e:
+        await deployment.create(SandboxConfig(image="agentix-test/no-such-image:1", bundle=bundle()))
+    assert e.value.name == "ImageNotFound" and "no-such-image" in e.value.message
+    with pytest.raises(SandboxGone):
+        await deployment.get("a000000000000000")
+    await deployment.delete("a000000000000000")  # already gone: no error
+    deployment.close()

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""RuntimeClient against a real agentix-server: every call shape, errors, cancel, deadlines,
+and a call that outlives a dropped connection."""
+
+import asyncio
+import time
+
+import pytest
+
+from agentix import (ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable,
+                     Unauthorized)
+from conftest import TOKEN
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_unary_calls_return_values_and_raise_typed_errors(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        r = await rt.exec("echo out; echo err >&2; exit 3")
+        assert r == {"exit_code": 3, "output": "out\nerr\n", "truncated": False, "timed_out": False}
+        assert (await rt.fs("write", "/tmp/agentix-py-rt.txt", "a\nb\n", overwrite=True))["error"] is None
+        assert (await rt.fs("read", "/tmp/agentix-py-rt.txt"))["content"] == "     1\ta\n     2\tb"
+        with pytest.raises(NoSuchCallable) as e:
+            await rt.call("nosuch::thing")
+        assert e.value.type == "NoSuchCallable" and "nosuch" in e.value.message
+        with pytest.raises(ArgumentError):
+            await rt.call("fs::read", 42)
+        # Many at once, all answered, each with its own result.
+        results = await asyncio.gather(*(rt.exec(f"echo {i}") for i in range(50)))
+        assert [r["output"] for r in results] == [f"{i}\n" for i in range(50)]
+
+
+async def test_stream_items_arrive_in_order_then_the_end(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        items = [x async for x in await rt.exec_stream("for i in 1 2 3; do echo $i; sleep 0.05; done")]
+        out = b"".join(x["data"] for x in items if "data" in x)
+        assert out == b"1\n2\n3\n" and items[-1]["exit_code"] == 0
+
+
+async def test_bidi_sends_to_the_inbox_and_reads_the_items(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        ch = await rt.bidi("sandbox::exec", "tr a-z A-Z")
+        await ch.send({"stdin": b"hello "})
+        await ch.send({"stdin": "world\n"})
+        await ch.end()
+        items = [x async for x in ch]
+        assert b"".join(x["data"] for x in items if "data" in x) == b"HELLO WORLD\n"
+        assert items[-1]["exit_code"] == 0
+
+
+async def test_cancel_ends_the_call_with_cancelled(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        s = await rt.exec_stream("echo started; sleep 30")
+        first = await s.__anext__()
+        assert first["data"] == b"started\n"
+        t0 = time.monotonic()
+        await s.cancel()
+        with pytest.raises(Cancelled) as e:
+            async for _ in s:
+                pass
+        assert e.value.cancelled and time.monotonic() - t0 < 5
+
+
+async def test_a_deadline_ends_a_call_that_runs_too_long(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        t0 = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            await rt.call("sandbox::exec", "sleep 20", deadline=0.3)
+        assert time.monotonic() - t0 < 3
+        assert (await rt.exec("echo after"))["output"] == "after\n"  # the connection is fine
+
+
+async def test_a_call_outlives_a_dropped_connection(server):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        task = asyncio.ensure_future(rt.exec("sleep 0.5; echo finished"))
+        await asyncio.sleep(0.2)
+        rt._ws.abort()  # the network drops; the client reconnects and resumes
+        r = await asyncio.wait_for(task, 10)
+        assert r["output"] == "finished\n"
+        # And a call made while it reconnects goes out once it is back.
+        rt._ws.abort()
+        assert (await asyncio.wait_for(rt.exec("echo again"), 10))["output"] == "again\n"
+
+
+async def test_errors_a_person_can_act_on(server, unused_url):
+    with pytest.raises(Unauthorized, match="refused the token"):
+        async with RuntimeClient(server.url, "wrong"):
+            pass
+    with pytest.raises(ServerUnreachable, match="No agentix runtime answers"):
+        async with RuntimeClient(unused_url, TOKEN, connect_timeout=2):
+            pass
+    with pytest.raises(ValueError):
+        RuntimeClient("127.0.0.1:8000", TOKEN)
