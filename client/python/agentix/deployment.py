@@ -134,7 +134,7 @@ class AgentdDeployment:
                                      "org.freedesktop.DBus.Properties").GetAll(SANDBOX, timeout=30)
         token = None
         if with_token and props["State"] == "running":
-            _, token = manager.GetRuntimeAccess(props["Id"], timeout=30)
+            _, token = manager.GetRuntimeAccess(str(props["Id"]), timeout=30)
         return SandboxInfo(id=str(props["Id"]), path=str(path), state=str(props["State"]),
                            runtime_url=str(props["RuntimeUrl"]), token=None if token is None else str(token),
                            image=str(props["Image"]), bundle=str(props["Bundle"]), backend=str(props["Backend"]),
@@ -145,14 +145,22 @@ class AgentdDeployment:
         """Make a sandbox; returns once its runtime answers (SandboxInfo, with its token)."""
         def create():
             _, manager = self._manager()
-            path, _ = manager.CreateSandbox(config.to_dbus(), timeout=600)
-            return self._info(path)
+            path, sandbox_id = manager.CreateSandbox(config.to_dbus(), timeout=600)
+            try:
+                return self._info(path)
+            except BaseException:
+                # Made but not handed out: it must not outlive this call.
+                try:
+                    manager.DeleteSandbox(str(sandbox_id), timeout=120)
+                except self._dbus.DBusException:
+                    pass
+                raise
         return await self._run(create)
 
     async def get(self, sandbox_id):
         def get():
             _, manager = self._manager()
-            return self._info(manager.GetSandbox(sandbox_id, timeout=30))
+            return self._info(manager.GetSandbox(str(sandbox_id), timeout=30))
         return await self._run(get)
 
     async def list(self):
@@ -166,7 +174,7 @@ class AgentdDeployment:
         def delete():
             _, manager = self._manager()
             try:
-                manager.DeleteSandbox(sandbox_id, timeout=120)
+                manager.DeleteSandbox(str(sandbox_id), timeout=120)
             except self._dbus.DBusException as e:
                 if not (e.get_dbus_name() or "").endswith(".NoSuchSandbox"):
                     raise
@@ -175,7 +183,7 @@ class AgentdDeployment:
     async def extend(self, sandbox_id, seconds):
         def extend():
             conn, manager = self._manager()
-            path = manager.GetSandbox(sandbox_id, timeout=30)
+            path = manager.GetSandbox(str(sandbox_id), timeout=30)
             self._dbus.Interface(conn.get_object(NAME, path, introspect=False), SANDBOX).Extend(
                 self._dbus.UInt64(seconds), timeout=30)
         await self._run(extend)

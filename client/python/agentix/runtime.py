@@ -266,10 +266,9 @@ class RuntimeClient:
             self._ack_timer.cancel()
             self._ack_timer = None
         ids, self._acks = self._acks, []
-        if self._connected.is_set() and self._failure is None:
-            for call_id in ids:
-                if not self._ws.send(*_wire.event_frames("ack", {"call_id": call_id})):
-                    return
+        if ids and self._connected.is_set() and self._failure is None:
+            # All of them in one write.
+            self._ws.send(*(f for call_id in ids for f in _wire.event_frames("ack", {"call_id": call_id})))
 
     async def _emit(self, event, payload):
         """Send an event; False when the connection dropped meanwhile (it is made again)."""

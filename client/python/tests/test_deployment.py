@@ -18,6 +18,7 @@ pytestmark = pytest.mark.asyncio
 @pytest.fixture(scope="module")
 def agentd():
     bundle()
+    before = managed_containers()
     a = Agentd("python")
     old = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS")
     os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = a.address
@@ -27,6 +28,7 @@ def agentd():
     else:
         os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = old
     assert a.stop() == 0, a.log_text()[-2000:]
+    assert managed_containers() <= before, "the tests left sandboxes behind"
 
 
 async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
