@@ -12,7 +12,6 @@ from agentd_env import BUSYBOX, Agentd, bundle, managed_containers  # noqa: E402
 
 from agentix import AgentdDeployment, AgentdError, SandboxConfig, SandboxGone, session  # noqa: E402
 
-pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +30,7 @@ def agentd():
     assert managed_containers() <= before, "the tests left sandboxes behind"
 
 
+@pytest.mark.asyncio
 async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
     deployment = AgentdDeployment()
     config = SandboxConfig(image=BUSYBOX, bundle=bundle(), memory=256 << 20, env={"GREETING": "hello"})
@@ -49,6 +49,7 @@ async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
     deployment.close()
 
 
+@pytest.mark.asyncio
 async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
     deployment = AgentdDeployment()
     sid = None
@@ -60,6 +61,7 @@ async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
     deployment.close()
 
 
+@pytest.mark.asyncio
 async def test_agentd_errors_name_what_to_fix(agentd):
     deployment = AgentdDeployment()
     with pytest.raises(AgentdError) as e:
@@ -69,3 +71,13 @@ async def test_agentd_errors_name_what_to_fix(agentd):
         await deployment.get("a000000000000000")
     await deployment.delete("a000000000000000")  # already gone: no error
     deployment.close()
+
+
+def test_the_example_runs(agentd):
+    import subprocess
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+    r = subprocess.run(["/usr/bin/python3", os.path.join(root, "examples", "python-example", "example.py"), BUSYBOX,
+                        bundle()], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(root, "client", "python")))
+    assert r.returncode == 0, r.stderr
+    assert "hello agentix\nsum 12\n" in r.stdout and "2\tDONE: check" in r.stdout, r.stdout
