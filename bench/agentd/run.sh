@@ -9,13 +9,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${BUILD:-$ROOT/build-bench}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-
-"$ROOT/scripts/deps.sh"
-[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release >/dev/null
-ninja -C "$BUILD" >/dev/null
+# shellcheck source=../release-build.sh
+. "$HERE/../release-build.sh"
 
 work=$(mktemp -d /tmp/agentix-bench-agentd.XXXXXX)
 agentd_pid=

@@ -9,15 +9,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${BUILD:-$ROOT/build-bench}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-
-"$ROOT/scripts/deps.sh"
-if [ ! -f "$BUILD/build.ninja" ]; then
-        meson setup "$BUILD" "$ROOT" -Dbuildtype=release >/dev/null
-fi
-ninja -C "$BUILD" client/agentixctl/agentixctl runtime/server/agentix-server runtime/server/agentix-worker >/dev/null
+BUILD_TARGETS="client/agentixctl/agentixctl runtime/server/agentix-server runtime/server/agentix-worker"
+# shellcheck source=../release-build.sh
+. "$HERE/../release-build.sh"
 
 pidfile=$(mktemp /tmp/agentix-bench-dockerd.XXXXXX.pid)
 "$ROOT/scripts/dockerd.sh" start "$pidfile"

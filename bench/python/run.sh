@@ -5,13 +5,8 @@
 # build-bench). See bench.py.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${BUILD:-$ROOT/build-bench}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-
-"$ROOT/scripts/deps.sh"
-[ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" "$ROOT" -Dbuildtype=release >/dev/null
-ninja -C "$BUILD" >/dev/null
+# shellcheck source=../release-build.sh
+. "$HERE/../release-build.sh"
 
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
