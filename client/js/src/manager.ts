@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+// SandboxManager: sandboxes from agentd (org.agentix.Agentd1) over D-Bus with dbus-next, and
+// session(): a sandbox for the length of a callback, deleted after it, also when it throws.
+
+import dbus from "dbus-next";
+
+import { AgentdError, SandboxGone, ServerUnreachable } from "./errors.js";
+import { RuntimeClient, type ConnectOptions } from "./runtime.js";
+
+const NAME = "org.agentix.Agentd1";
+const PATH = "/org/agentix/Agentd1";
+const MANAGER = "org.agentix.Agentd1.Manager";
+const SANDBOX = "org.agentix.Agentd1.Sandbox";
+
+/** CreateSandbox's config (org.agentix.Agentd1(5)); omitted keys take agentd's defaults. */
+export interface SandboxConfig {
+  image: string;
+  bundle: string;
+  platform?: string;
+  backend?: string;
+  env?: Record<string, string>;
+  labels?: Record<string, string>;
+  ttl?: number;
+  cpus?: number;
+  memory?: number;
+  pids?: number;
+  network?: string;
+  workdir?: string;
+  bindToCaller?: boolean;
+  setup?: string;
+}
+
+export interface SandboxInfo {
+  id: string;
+  path: string;
+  state: string;
+  runtimeUrl: string;
+  image: string;
+  bundle: string;
+  backend: string;
+  owner: number;
+  createdAt: bigint; // µs since the epoch
+  expiresAt: bigint;
+}
+
+const Variant = dbus.Variant;
+
+function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Variant>> {
+  const d: Record<string, InstanceType<typeof Variant>> = {
+    image: new Variant("s", config.image),
+    bundle: new Variant("s", config.bundle),
+  };
+  for (const key of ["platform", "backend", "network", "workdir", "setup"] as const) {
+    if (config[key] !== undefined) d[key] = new Variant("s", config[key]);
+  }
+  if (config.env) d.env = new Variant("a{ss}", config.env);
+  if (config.labels) d.labels = new Variant("a{ss}", config.labels);
+  for (const key of ["ttl", "memory", "pids"] as const) {
+    if (config[key] !== undefined) d[key] = new Variant("t", BigInt(config[key] as number));
+  }
+  if (config.cpus !== undefined) d.cpus = new Variant("d", config.cpus);
+  if (config.bindToCaller) d.bind_to_caller = new Variant("b", true);
+  return d;
+}
+
+function agentdError(e: unknown): Error {
+  const err = e as { type?: string; text?: string; message?: string };
+  const name = err.type ?? "";
+  const text = err.text ?? err.message ?? String(e);
+  if (name.endsWith(".NoSuchSandbox")) return new SandboxGone(text);
+  if (name === "org.freedesktop.DBus.Error.ServiceUnknown" || name === "org.freedesktop.DBus.Error.NameHasNoOwner") {
+    return new ServerUnreachable("agentd is not on the bus (is agentd.service running, and may you call it? root and the group agentix may)");
+  }
+  if (name === "org.freedesktop.DBus.Error.AccessDenied") {
+    return new AgentdError(name, `${text} (only root and members of the group agentix may call agentd)`);
+  }
+  return name ? new AgentdError(name, text) : (e as Error);
+}
+
+/** agentd on the system bus (DBUS_SYSTEM_BUS_ADDRESS honoured), or the session bus. */
+export class SandboxManager {
+  private readonly bus: dbus.MessageBus;
+  private manager?: dbus.ClientInterface;
+
+  constructor(options: { bus?: "system" | "session" } = {}) {
+    this.bus = options.bus === "session" ? dbus.sessionBus() : dbus.systemBus();
+  }
+
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw agentdError(e);
+    }
+  }
+
+  private async iface(): Promise<dbus.ClientInterface> {
+    if (!this.manager) {
+      const obj = await this.call(() => this.bus.getProxyObject(NAME, PATH));
+      this.manager = obj.getInterface(MANAGER);
+    }
+    return this.manager;
+  }
+
+  private async info(path: string): Promise<SandboxInfo> {
+    const obj = await this.bus.getProxyObject(NAME, path);
+    const props = obj.getInterface("org.freedesktop.DBus.Properties");
+    const all = (await props.GetAll(SANDBOX)) as Record<string, InstanceType<typeof Variant>>;
+    const s = (k: string) => String(all[k].value);
+    return {
+      id: s("Id"), path, state: s("State"), runtimeUrl: s("RuntimeUrl"), image: s("Image"), bundle: s("Bundle"),
+      backend: s("Backend"), owner: Number(all.Owner.value), createdAt: BigInt(all.CreatedAt.value as bigint),
+      expiresAt: BigInt(all.ExpiresAt.value as bigint),
+    };
+  }
+
+  /** Make a sandbox; resolves once its runtime answers. */
+  async create(config: SandboxConfig): Promise<SandboxInfo> {
+    const m = await this.iface();
+    const [path, id] = (await this.call(() => m.CreateSandbox(toDbus(config)))) as [string, string];
+    try {
+      return await this.call(() => this.info(path));
+    } catch (e) {
+      await this.delete(id).catch(() => undefined); // made but not handed out: it must not stay
+      throw e;
+    }
+  }
+
+  async get(id: string): Promise<SandboxInfo> {
+    const m = await this.iface();
+    const path = (await this.call(() => m.GetSandbox(id))) as string;
+    return this.call(() => this.info(path));
+  }
+
+  async list(): Promise<SandboxInfo[]> {
+    const m = await this.iface();
+    const rows = (await this.call(() => m.ListSandboxes())) as [string, string, string, string][];
+    return Promise.all(rows.map(([, , , path]) => this.call(() => this.info(path))));
+  }
+
+  /** The runtime's URL and token (the owner's and root's only). */
+  async access(id: string): Promise<{ url: string; token: string }> {
+    const m = await this.iface();
+    const [url, token] = (await this.call(() => m.GetRuntimeAccess(id))) as [string, string];
+    return { url, token };
+  }
+
+  /** Delete it; a sandbox already gone is no error. */
+  async delete(id: string): Promise<void> {
+    const m = await this.iface();
+    try {
+      await this.call(() => m.DeleteSandbox(id));
+    } catch (e) {
+      if (!(e instanceof SandboxGone)) throw e;
+    }
+  }
+
+  /** Connect to a sandbox's runtime. */
+  async connect(id: string, options?: ConnectOptions): Promise<RuntimeClient> {
+    const { url, token } = await this.access(id);
+    return RuntimeClient.connect(url, token, options);
+  }
+
+  close(): void {
+    this.bus.disconnect();
+  }
+}
+
+/** A sandbox for the length of fn: created, connected, handed to fn, then deleted — also when
+ * fn throws (the error is rethrown). */
+export async function session<T>(manager: SandboxManager, config: SandboxConfig,
+                                 fn: (runtime: RuntimeClient, sandbox: SandboxInfo) => Promise<T>): Promise<T> {
+  const sandbox = await manager.create(config);
+  let runtime: RuntimeClient | undefined;
+  try {
+    runtime = await manager.connect(sandbox.id);
+    return await fn(runtime, sandbox);
+  } finally {
+    runtime?.close();
+    await manager.delete(sandbox.id);
+  }
+}

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: MIT
+// RuntimeClient: remote calls into one agentix runtime (agentix-server) with the stock
+// socket.io-client, each event one msgpack attachment (@msgpack/msgpack), as ARCHITECTURE.md's
+// wire protocol says. Calls of every shape (unary, stream as an async iterator, bidi with a
+// channel), cancel, deadlines, resume after a reconnect, typed errors.
+
+import { decode, encode } from "@msgpack/msgpack";
+import { io, type Socket } from "socket.io-client";
+
+import { ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized, remoteError, type RemoteErrorInfo } from "./errors.js";
+
+const DEADLINE_GRACE_MS = 2000; // the server enforces deadlines; the client gives up this much later
+const ACK_BATCH = 64;
+const ACK_DELAY_MS = 50;
+
+export interface ConnectOptions {
+  /** "websocket" (default) and/or "polling". */
+  transports?: ("websocket" | "polling")[];
+  /** Reconnect and resume calls after a dropped connection (default true). */
+  reconnect?: boolean;
+  /** How long to wait for the first connection (default 10 s). */
+  timeoutMs?: number;
+}
+
+export interface CallOptions {
+  /** The call fails with DeadlineExceeded after this long. */
+  deadlineMs?: number;
+  /** Aborting it cancels the call. */
+  signal?: AbortSignal;
+}
+
+type Shape = "unary" | "stream" | "bidi";
+
+interface PendingCall {
+  id: string;
+  shape: Shape;
+  sent: boolean;
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+  items: unknown[];
+  wake?: () => void;
+  done: boolean;
+  error?: Error;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+/** The items of a stream (or bidi) call, as an async iterator. */
+export class CallStream<T = unknown> implements AsyncIterable<T> {
+  constructor(protected readonly client: RuntimeClient, protected readonly call: PendingCall,
+              readonly result: Promise<unknown>) {
+    result.catch(() => undefined); // surfaced by the iterator
+  }
+
+  get callId(): string {
+    return this.call.id;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    const call = this.call;
+    for (;;) {
+      if (call.items.length > 0) {
+        yield call.items.shift() as T;
+        continue;
+      }
+      if (call.done) {
+        if (call.error) throw call.error;
+        return;
+      }
+      await new Promise<void>((wake) => (call.wake = wake));
+    }
+  }
+
+  /** Ask the server to stop the call; it then ends with Cancelled. */
+  cancel(): void {
+    this.client.cancel(this.call.id);
+  }
+}
+
+/** A bidi call: send items to its inbox, end the inbox, iterate what it yields. */
+export class Channel<T = unknown> extends CallStream<T> {
+  send(item: unknown): void {
+    this.client.emit("call:in", { call_id: this.callId, item });
+  }
+
+  end(): void {
+    this.client.emit("call:end_in", { call_id: this.callId });
+  }
+}
+
+export interface ExecResult {
+  exit_code: number | null;
+  output: string;
+  truncated: boolean;
+  timed_out: boolean;
+}
+
+export interface ExecOptions extends CallOptions {
+  timeout?: number;
+  cwd?: string;
+  env?: Record<string, string>;
+  stdin?: string | Uint8Array;
+  max_output?: number;
+}
+
+export interface FileResult {
+  path: string | null;
+  content?: Uint8Array | null;
+  mode?: number | null;
+  error: string | null;
+  message: string | null;
+}
+
+let prefixCounter = 0;
+
+export class RuntimeClient {
+  private readonly calls = new Map<string, PendingCall>();
+  private acks: string[] = [];
+  private ackTimer?: ReturnType<typeof setTimeout>;
+  private nextId = 0;
+  private readonly prefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-${(prefixCounter++).toString(36)}`;
+  private closed = false;
+  private failure?: Error;
+
+  private constructor(readonly url: string, private readonly socket: Socket, private readonly reconnect: boolean) {
+    for (const event of ["call:result", "call:item", "call:end", "call:error"]) {
+      socket.on(event, (data: Uint8Array | ArrayBuffer) => this.dispatch(event, data));
+    }
+    socket.on("connect", () => this.resume());
+    socket.on("disconnect", (reason) => {
+      if (!this.reconnect && !this.closed) this.failAll(new ConnectionLost(`The connection to ${url} dropped (${reason})`));
+    });
+    socket.io.on("reconnect_failed", () => {
+      this.failAll(new ConnectionLost(`The connection to ${url} dropped and could not be made again: is the sandbox still running?`));
+    });
+  }
+
+  /** Connect to the runtime at url (http://HOST:PORT, as agentd's GetRuntimeAccess gives it). */
+  static connect(url: string, token: string, options: ConnectOptions = {}): Promise<RuntimeClient> {
+    const reconnect = options.reconnect ?? true;
+    const socket = io(new URL("/rpc", url).toString(), {
+      path: "/socket.io/",
+      transports: options.transports ?? ["websocket"],
+      auth: { token },
+      reconnection: reconnect,
+      reconnectionAttempts: 30,
+      reconnectionDelayMax: 1000,
+      timeout: options.timeoutMs ?? 10000,
+      autoConnect: false,
+    });
+    const client = new RuntimeClient(url, socket, reconnect);
+    return new Promise((resolve, reject) => {
+      const fail = (err: Error & { data?: unknown }) => {
+        socket.off("connect", ok);
+        socket.close();
+        if (err.message === "unauthorized") {
+          reject(new Unauthorized(`The runtime at ${url} refused the token: take the token from GetRuntimeAccess (or AGENTIX_TOKEN of the server).`));
+        } else {
+          reject(new ServerUnreachable(`No agentix runtime answers at ${url} (${err.message}): is the sandbox running, and is this its RuntimeUrl?`));
+        }
+      };
+      const ok = () => {
+        socket.off("connect_error", fail);
+        resolve(client);
+      };
+      socket.once("connect_error", fail);
+      socket.once("connect", ok);
+      socket.connect();
+    });
+  }
+
+  /** Close the connection; calls still running fail with ConnectionLost. */
+  close(): void {
+    this.closed = true;
+    if (this.ackTimer) clearTimeout(this.ackTimer);
+    this.flushAcks();
+    this.socket.close();
+    this.failAll(new ConnectionLost("the client was closed"));
+  }
+
+  get connected(): boolean {
+    return this.socket.connected;
+  }
+
+  /** @internal */
+  emit(event: string, payload: unknown): boolean {
+    const connected = this.socket.connected;
+    this.socket.emit(event, encode(payload)); // buffered by socket.io-client while disconnected
+    return connected;
+  }
+
+  private resume(): void {
+    const sent = [...this.calls.values()].filter((c) => c.sent).map((c) => c.id);
+    if (sent.length > 0) this.emit("resume", { call_ids: sent });
+    for (const c of this.calls.values()) c.sent = true; // the buffered ones went out on connect
+  }
+
+  private failAll(error: Error): void {
+    this.failure = error;
+    for (const call of this.calls.values()) this.finish(call, undefined, error);
+    this.calls.clear();
+  }
+
+  private finish(call: PendingCall, value: unknown, error?: Error): void {
+    if (call.done) return;
+    call.done = true;
+    call.error = error;
+    if (call.timer) clearTimeout(call.timer);
+    if (error) call.reject(error);
+    else call.resolve(value);
+    call.wake?.();
+  }
+
+  private dispatch(event: string, data: Uint8Array | ArrayBuffer): void {
+    const m = decode(data instanceof ArrayBuffer ? new Uint8Array(data) : data) as Record<string, unknown>;
+    const call = this.calls.get(m.call_id as string);
+    if (!call) return;
+    if (event === "call:item") {
+      call.items.push(m.value);
+      call.wake?.();
+      return;
+    }
+    this.calls.delete(call.id);
+    if (event === "call:error") this.finish(call, undefined, remoteError(m.error as RemoteErrorInfo));
+    else this.finish(call, m.value);
+    // The result is here: the server may forget it. Acks go in batches, off the call's path.
+    this.acks.push(call.id);
+    if (this.acks.length >= ACK_BATCH) this.flushAcks();
+    else if (!this.ackTimer) this.ackTimer = setTimeout(() => this.flushAcks(), ACK_DELAY_MS);
+  }
+
+  private flushAcks(): void {
+    this.ackTimer = undefined;
+    const ids = this.acks;
+    this.acks = [];
+    if (!this.socket.connected) return;
+    for (const id of ids) this.socket.emit("ack", encode({ call_id: id }));
+  }
+
+  private start(callable: string, shape: Shape, args: unknown[], kwargs: Record<string, unknown>,
+                options: CallOptions): { call: PendingCall; result: Promise<unknown> } {
+    if (this.failure) throw this.failure;
+    const id = `${this.prefix}-${(this.nextId++).toString(36)}`;
+    let call!: PendingCall;
+    const result = new Promise<unknown>((resolve, reject) => {
+      call = { id, shape, sent: false, resolve, reject, items: [], done: false };
+    });
+    this.calls.set(id, call);
+    const message: Record<string, unknown> = { call_id: id, callable, shape, args, kwargs };
+    if (options.deadlineMs !== undefined) {
+      message.deadline_ms = Math.max(1, Math.floor(options.deadlineMs));
+      call.timer = setTimeout(() => {
+        this.cancel(id);
+        this.calls.delete(id);
+        this.finish(call, undefined, new DeadlineExceeded({ type: "DeadlineExceeded", message: "no answer before the deadline", cancelled: true }));
+      }, options.deadlineMs + DEADLINE_GRACE_MS);
+    }
+    if (options.signal) {
+      if (options.signal.aborted) this.cancel(id);
+      options.signal.addEventListener("abort", () => this.cancel(id), { once: true });
+    }
+    call.sent = this.emit("call", message);
+    return { call, result };
+  }
+
+  /** A unary call: its value, or its error thrown. */
+  call<T = unknown>(callable: string, args: unknown[] = [], kwargs: Record<string, unknown> = {},
+                    options: CallOptions = {}): Promise<T> {
+    try {
+      return this.start(callable, "unary", args, kwargs, options).result as Promise<T>;
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** A stream call: iterate its items. */
+  stream<T = unknown>(callable: string, args: unknown[] = [], kwargs: Record<string, unknown> = {},
+                      options: CallOptions = {}): CallStream<T> {
+    const { call, result } = this.start(callable, "stream", args, kwargs, options);
+    return new CallStream<T>(this, call, result);
+  }
+
+  /** A bidi call: a channel to send to and iterate. */
+  bidi<T = unknown>(callable: string, args: unknown[] = [], kwargs: Record<string, unknown> = {},
+                    options: CallOptions = {}): Channel<T> {
+    const { call, result } = this.start(callable, "bidi", args, kwargs, options);
+    return new Channel<T>(this, call, result);
+  }
+
+  /** Ask the server to cancel a call; it then ends with Cancelled. */
+  cancel(callId: string): void {
+    if (this.calls.has(callId)) this.emit("cancel", { call_id: callId });
+  }
+
+  // ---- the built-in modules -------------------------------------------------------------
+
+  /** sandbox::exec: stdout and stderr combined. */
+  exec(command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    const { deadlineMs, signal, ...kwargs } = options;
+    return this.call<ExecResult>("sandbox::exec", [command], given(kwargs), { deadlineMs, signal });
+  }
+
+  /** sandbox::exec as a stream: {stream, data} chunks, then {exit_code}. */
+  execStream(command: string, options: ExecOptions = {}): CallStream<Record<string, unknown>> {
+    const { deadlineMs, signal, ...kwargs } = options;
+    return this.stream("sandbox::exec", [command], given(kwargs), { deadlineMs, signal });
+  }
+
+  /** Write many files at once (parents made, each atomically): one result per file, in order,
+   * with its error code (invalid_path, permission_denied, …) instead of a throw. */
+  async uploadFiles(files: [string, string | Uint8Array][], options: CallOptions = {}): Promise<FileResult[]> {
+    return this.call<FileResult[]>("fs::upload", [files], {}, options);
+  }
+
+  /** Read many files at once: one result per path, in order, content or error code
+   * (file_not_found, is_directory, permission_denied, invalid_path, too_large, …). */
+  async downloadFiles(paths: string[], options: CallOptions = {}): Promise<FileResult[]> {
+    return this.call<FileResult[]>("fs::download", [paths], {}, options);
+  }
+
+  /** fs::FUNCTION (read, write, edit, ls, grep, glob, upload, download, mkdir). */
+  fs<T = Record<string, unknown>>(fn: string, args: unknown[], kwargs: Record<string, unknown> = {},
+                                  options: CallOptions = {}): Promise<T> {
+    return this.call<T>(`fs::${fn}`, args, given(kwargs), options);
+  }
+}
+
+function given(kwargs: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(kwargs).filter(([, v]) => v !== undefined));
+}

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+// SandboxManager and session() against a real agentd on a private bus (tests/agentd/with_agentd.py
+// starts it and sets DBUS_SYSTEM_BUS_ADDRESS, AGENTIX_TEST_IMAGE and AGENTIX_TEST_BUNDLE).
+import { afterAll, expect, it } from "vitest";
+
+import { AgentdError, SandboxGone, SandboxManager, session } from "../src/index.js";
+
+const image = process.env.AGENTIX_TEST_IMAGE!;
+const bundle = process.env.AGENTIX_TEST_BUNDLE!;
+const manager = new SandboxManager();
+afterAll(() => manager.close());
+
+it("runs code in a sandbox for the length of a callback, then deletes it", async () => {
+  let id = "";
+  const out = await session(manager, { image, bundle, memory: 256 << 20, env: { GREETING: "hello" } }, async (rt, sandbox) => {
+    id = sandbox.id;
+    expect(sandbox.state).toBe("running");
+    expect((await manager.list()).map((s) => s.id)).toContain(id);
+    const r = await rt.exec("echo $GREETING; python3 -c 'print(6 * 7)'");
+    return r.output;
+  });
+  expect(out).toBe("hello\n42\n");
+  await expect(manager.get(id)).rejects.toBeInstanceOf(SandboxGone);
+});
+
+it("deletes the sandbox when the callback throws", async () => {
+  let id = "";
+  await expect(session(manager, { image, bundle }, async (_rt, sandbox) => {
+    id = sandbox.id;
+    throw new Error("the agent failed");
+  })).rejects.toThrow("the agent failed");
+  await expect(manager.get(id)).rejects.toBeInstanceOf(SandboxGone);
+});
+
+it("names agentd's errors", async () => {
+  const err = await manager.create({ image: "agentix-test/no-such-image:1", bundle }).catch((e) => e);
+  expect(err).toBeInstanceOf(AgentdError);
+  expect(err.dbusName).toBe("org.agentix.Agentd1.ImageNotFound");
+  await expect(manager.get("a000000000000000")).rejects.toBeInstanceOf(SandboxGone);
+  await manager.delete("a000000000000000"); // already gone: no error
+});

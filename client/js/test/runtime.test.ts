@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// RuntimeClient against a real agentix-server: every call shape, errors, cancel, deadlines,
+// and calls that outlive a dropped connection.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+import { ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable, Unauthorized } from "../src/index.js";
+import { TOKEN, freePort, startServer, type Server } from "./server.js";
+
+let server: Server;
+beforeAll(async () => {
+  server = await startServer();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+describe.each([["websocket"], ["polling"]] as const)("over %s", (transport) => {
+  it("answers unary calls and throws typed errors", async () => {
+    const rt = await RuntimeClient.connect(server.url, TOKEN, { transports: [transport] });
+    try {
+      expect(await rt.exec("echo out; echo err >&2; exit 3")).toEqual({ exit_code: 3, output: "out\nerr\n", truncated: false, timed_out: false });
+      const written = await rt.fs("write", ["/tmp/agentix-js-rt.txt", "a\nb\n"], { overwrite: true });
+      expect(written.error).toBeNull();
+      expect((await rt.fs("read", ["/tmp/agentix-js-rt.txt"])).content).toBe("     1\ta\n     2\tb");
+      await expect(rt.call("nosuch::thing")).rejects.toBeInstanceOf(NoSuchCallable);
+      await expect(rt.call("fs::read", [42])).rejects.toBeInstanceOf(ArgumentError);
+      const many = await Promise.all(Array.from({ length: 50 }, (_, i) => rt.exec(`echo ${i}`)));
+      expect(many.map((r) => r.output)).toEqual(Array.from({ length: 50 }, (_, i) => `${i}\n`));
+    } finally {
+      rt.close();
+    }
+  });
+});
+
+it("moves many files at once, with an error per file", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const dir = `/tmp/agentix-js-files-${process.pid}`;
+    const up = await rt.uploadFiles([[`${dir}/a.txt`, "alpha"], ["relative.txt", "x"], [`${dir}/b/c.bin`, new Uint8Array([0, 1])]]);
+    expect(up.map((r) => [r.path, r.error])).toEqual([[`${dir}/a.txt`, null], ["relative.txt", "invalid_path"], [`${dir}/b/c.bin`, null]]);
+    const down = await rt.downloadFiles([`${dir}/b/c.bin`, `${dir}/missing`, `${dir}/b`, `${dir}/a.txt`]);
+    expect(down.map((r) => r.error)).toEqual([null, "file_not_found", "is_directory", null]);
+    expect(Array.from(down[0].content!)).toEqual([0, 1]);
+    expect(new TextDecoder().decode(down[3].content!)).toBe("alpha");
+  } finally {
+    rt.close();
+  }
+});
+
+it("streams items in order, then ends", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const items: Record<string, unknown>[] = [];
+    for await (const item of rt.execStream("for i in 1 2 3; do echo $i; sleep 0.05; done")) items.push(item);
+    const out = Buffer.concat(items.filter((x) => x.data).map((x) => Buffer.from(x.data as Uint8Array))).toString();
+    expect(out).toBe("1\n2\n3\n");
+    expect(items.at(-1)?.exit_code).toBe(0);
+  } finally {
+    rt.close();
+  }
+});
+
+it("sends to a bidi call's inbox and reads its items", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const ch = rt.bidi<Record<string, unknown>>("sandbox::exec", ["tr a-z A-Z"]);
+    ch.send({ stdin: new TextEncoder().encode("hello ") });
+    ch.send({ stdin: "world\n" });
+    ch.end();
+    const items = [];
+    for await (const item of ch) items.push(item);
+    const out = Buffer.concat(items.filter((x) => x.data).map((x) => Buffer.from(x.data as Uint8Array))).toString();
+    expect(out).toBe("HELLO WORLD\n");
+  } finally {
+    rt.close();
+  }
+});
+
+it("cancels a call, by cancel() and by an AbortSignal", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const s = rt.execStream("echo started; sleep 30");
+    const it = s[Symbol.asyncIterator]();
+    expect(Buffer.from((await it.next()).value.data as Uint8Array).toString()).toBe("started\n");
+    s.cancel();
+    await expect(it.next()).rejects.toBeInstanceOf(Cancelled);
+    const abort = new AbortController();
+    const p = rt.exec("sleep 30", { signal: abort.signal });
+    setTimeout(() => abort.abort(), 100);
+    await expect(p).rejects.toBeInstanceOf(Cancelled);
+  } finally {
+    rt.close();
+  }
+});
+
+it("ends a call at its deadline", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const t0 = Date.now();
+    await expect(rt.exec("sleep 20", { deadlineMs: 300 })).rejects.toBeInstanceOf(DeadlineExceeded);
+    expect(Date.now() - t0).toBeLessThan(3000);
+    expect((await rt.exec("echo after")).output).toBe("after\n");
+  } finally {
+    rt.close();
+  }
+});
+
+it("keeps a call going over a dropped connection", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const p = rt.exec("sleep 0.5; echo finished");
+    await new Promise((r) => setTimeout(r, 200));
+    // The network drops: the engine closes its transport; socket.io-client reconnects, the client resumes.
+    (rt as unknown as { socket: { io: { engine: { close(): void } } } }).socket.io.engine.close();
+    expect((await p).output).toBe("finished\n");
+  } finally {
+    rt.close();
+  }
+});
+
+it("says what is wrong when it cannot connect", async () => {
+  await expect(RuntimeClient.connect(server.url, "wrong")).rejects.toBeInstanceOf(Unauthorized);
+  const url = `http://127.0.0.1:${await freePort()}`;
+  await expect(RuntimeClient.connect(url, TOKEN, { timeoutMs: 2000 })).rejects.toBeInstanceOf(ServerUnreachable);
+});
