@@ -39,3 +39,14 @@ it("names agentd's errors", async () => {
   await expect(manager.get("a000000000000000")).rejects.toBeInstanceOf(SandboxGone);
   await manager.delete("a000000000000000"); // already gone: no error
 });
+
+it("runs the example", async () => {
+  const { execFile } = await import("node:child_process");
+  const { fileURLToPath } = await import("node:url");
+  const example = fileURLToPath(new URL("../../../examples/js-example/example.mjs", import.meta.url));
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, [example, image, bundle], { timeout: 120000 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)));
+  expect(out).toContain("hello agentix\nsum 12\n");
+  expect(out).toContain("tick 3\n");
+});
