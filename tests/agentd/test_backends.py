@@ -212,9 +212,9 @@ def an_out_of_tree_backend_builds_against_the_installed_header_and_serves_sandbo
         _, again = a.create(backend="pool")  # back in the pool
         a.manager().DeleteSandbox(again, timeout=60)
     finally:
-        assert a.stop() == 0, a.log_text()
         server.terminate()
         server.wait(10)
+        assert a.stop() == 0, a.log_text()
 
 
 # ---- podman ------------------------------------------------------------------------------------
@@ -297,9 +297,11 @@ def the_podman_backend_runs_sandboxes_through_podmans_own_service():
         a.manager().DeleteSandbox(sid, timeout=60)
         assert not pm.sandboxes()
     finally:
-        if a:
-            assert a.stop() == 0, a.log_text()
-        pm.stop()
+        try:
+            if a:
+                assert a.stop() == 0, a.log_text()
+        finally:
+            pm.stop()
 
 
 if __name__ == "__main__":

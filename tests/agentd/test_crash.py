@@ -240,9 +240,11 @@ def a_dockerd_restart_under_agentd_is_followed():
         assert not names, names
         assert "Docker's event stream ended" in a.log_text()
     finally:
-        if a:
-            assert a.stop() == 0, a.log_text()[-3000:]
-        d.destroy()
+        try:
+            if a:
+                assert a.stop() == 0, a.log_text()[-3000:]
+        finally:
+            d.destroy()
 
 
 if __name__ == "__main__":
