@@ -80,6 +80,31 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
+/* unix://PATH into var, unless the environment already names one. */
+static int export_socket(const char *var, const char *path) {
+        _cleanup_free_ char *host = NULL;
+
+        if (!path)
+                return 0;
+        if (asprintf(&host, "unix://%s", path) < 0)
+                return -ENOMEM;
+        return setenv(var, host, 0) < 0 ? -errno : 0;
+}
+
+/* What the backends read from the environment, from agentd.conf. */
+static int export_backend_settings(const AgentdConfig *c) {
+        char timeout[32];
+        int r;
+
+        snprintf(timeout, sizeof(timeout), "%.3f", c->backend_timeout_usec / 1e6);
+        if (setenv(AGENTD_BACKEND_TIMEOUT_ENV, timeout, 1) < 0)
+                return -errno;
+        r = export_socket("DOCKER_HOST", c->docker_socket);
+        if (r < 0)
+                return r;
+        return export_socket("CONTAINER_HOST", c->podman_socket);
+}
+
 /* Read agentd.conf; what the backends read from the environment is set there unless the
  * environment already says (an explicit DOCKER_HOST wins, as with the docker CLI). */
 static int load_config(AgentdConfig **ret) {
@@ -101,21 +126,10 @@ static int load_config(AgentdConfig **ret) {
         }
         if (arg_docker_timeout_usec > 0)
                 c->backend_timeout_usec = arg_docker_timeout_usec;
-        {
-                char timeout[32];
-                snprintf(timeout, sizeof(timeout), "%.3f", c->backend_timeout_usec / 1e6);
-                if (setenv(AGENTD_BACKEND_TIMEOUT_ENV, timeout, 1) < 0)
-                        return log_error_errno(ENOMEM, "Out of memory.");
-        }
-        if (c->docker_socket) {
-                _cleanup_free_ char *host = NULL;
-                if (asprintf(&host, "unix://%s", c->docker_socket) < 0 || setenv("DOCKER_HOST", host, 0) < 0)
-                        return log_error_errno(ENOMEM, "Out of memory.");
-        }
-        if (c->podman_socket) {
-                _cleanup_free_ char *host = NULL;
-                if (asprintf(&host, "unix://%s", c->podman_socket) < 0 || setenv("CONTAINER_HOST", host, 0) < 0)
-                        return log_error_errno(ENOMEM, "Out of memory.");
+        r = export_backend_settings(c);
+        if (r < 0) {
+                agentd_config_free(c);
+                return log_error_errno(r, "Cannot set the backends' environment: %m");
         }
         *ret = c;
         return 0;

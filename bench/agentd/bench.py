@@ -21,9 +21,11 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "interop"))
+from harness import wait_healthy  # noqa: E402
 
 AGENTIXCTL, IMAGE, BUNDLE = sys.argv[1:4]
 RUNS = int(sys.argv[4]) if len(sys.argv) > 4 else 20
@@ -53,13 +55,8 @@ def api(method, path, body=None):
 
 
 def wait_health(url):
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.002)
+    if not wait_healthy(url, 60, interval=0.002):
+        sys.exit(f"{url} did not answer /health")
 
 
 def stats(times):

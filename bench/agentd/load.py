@@ -24,9 +24,11 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "interop"))
+from harness import wait_healthy  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 NAME, PATH, MANAGER = "org.agentix.Agentd1", "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager"
@@ -48,18 +50,6 @@ def docker_names(label):
     r = subprocess.run([DOCKER, "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"],
                        capture_output=True, text=True, check=True)
     return set(r.stdout.split())
-
-
-def wait_health(url, deadline=60):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            time.sleep(0.005)
-    return False
 
 
 class Load:
@@ -114,7 +104,7 @@ class Load:
         if r.returncode != 0:
             return None, r.stderr.strip()
         port = subprocess.run([DOCKER, "port", name, "8000"], capture_output=True, text=True).stdout.split(":")[-1]
-        if not wait_health(f"http://127.0.0.1:{port.strip()}"):
+        if not wait_healthy(f"http://127.0.0.1:{port.strip()}", 60):
             return None, "no /health"
         return name, None
 

@@ -25,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "interop"))
+from harness import wait_healthy  # noqa: E402
 
 AGENTIXCTL, RUNTIME_DIR, INCLUDE_DIR, EXAMPLE = sys.argv[1:5]
 RUNS = int(sys.argv[5]) if len(sys.argv) > 5 else 5
@@ -75,15 +77,8 @@ def handwritten_image():
 
 
 def wait_health(url, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.005)
-    sys.exit("agentix-server did not answer /health")
+    if not wait_healthy(url, timeout):
+        sys.exit("agentix-server did not answer /health")
 
 
 def sandbox_round_trip(bundle, image):

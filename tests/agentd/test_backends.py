@@ -18,7 +18,7 @@ import time
 import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
-from harness import free_port, main, test, wait_until  # noqa: E402
+from harness import free_port, main, test, wait_healthy, wait_until  # noqa: E402
 from agentd_env import (AGENTD, AGENTIXCTL, BUSYBOX, MANAGER, MANAGER_PATH, NAME, SANDBOX, WORK, Agentd,  # noqa: E402
                         bundle, busctl_as, cleanup, docker, ensure_users, error_name, managed_containers,
                         remove_users)
@@ -160,14 +160,7 @@ def start_runtime(token):
     server = subprocess.Popen([os.path.join(os.environ["AGENTIX_RUNTIME_DIR"], "agentix-server"),
                                "--host=127.0.0.1", f"--port={port}"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    import urllib.request
-
-    def healthy():
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200
-        except OSError:
-            return False
-    wait_until(healthy, 10, what="agentix-server")
+    assert wait_healthy(f"http://127.0.0.1:{port}", 10), "agentix-server did not answer /health"
     return server, f"http://127.0.0.1:{port}"
 
 

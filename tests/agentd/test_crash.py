@@ -13,21 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
-from harness import main, test, wait_until  # noqa: E402
+from harness import health_ok, main, test, wait_until  # noqa: E402
 from agentd_env import (BUSYBOX, MANAGER, MANAGER_PATH, NAME, SANDBOX, WORK, Agentd, bundle, carriers,  # noqa: E402
                         cleanup, docker, error_name, managed_containers)
-
-
-def healthy(url):
-    try:
-        return urllib.request.urlopen(f"{url}/health", timeout=2).status == 200
-    except OSError:
-        return False
 
 
 def container_states(names, host=None):
@@ -107,7 +99,7 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
                    what="the sandbox bound to a creator that left to go")
         for sid in a.ids():
             url, _ = a.manager().GetRuntimeAccess(sid)
-            assert healthy(str(url)), sid
+            assert health_ok(str(url)), sid
             props = dbus.Interface(a.conn.get_object(NAME, a.manager().GetSandbox(sid)),
                                    "org.freedesktop.DBus.Properties").GetAll(SANDBOX)
             assert props["State"] == "running", (sid, props["State"])
@@ -233,7 +225,7 @@ def a_dockerd_restart_under_agentd_is_followed():
         d.docker("rm", "-f", f"agentix-{two}")
         wait_until(lambda: two not in a.ids(), 20, what="agentd to see the container removed")
         _, three = a.create()
-        assert healthy(str(a.manager().GetRuntimeAccess(three)[0]))
+        assert health_ok(str(a.manager().GetRuntimeAccess(three)[0]))
         for sid in (one, three):
             a.manager().DeleteSandbox(sid, timeout=60)
         names = d.docker("ps", "-a", "--filter", "label=org.agentix.sandbox", "--format", "{{.Names}}").stdout.split()

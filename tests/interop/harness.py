@@ -50,6 +50,16 @@ def health_ok(url):
         return False
 
 
+def wait_healthy(url, timeout, interval=0.005):
+    """Poll GET /health until it answers 200 (True), or give up after timeout seconds (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if health_ok(url):
+            return True
+        time.sleep(interval)
+    return False
+
+
 class Server:
     """An agentix-server process on a free port, stopped (and checked) at exit."""
 

@@ -26,7 +26,7 @@ import urllib.parse
 import websockets.exceptions
 
 from . import _transport, _wire
-from .errors import (AgentixError, Cancelled, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized,
+from .errors import (AgentixError, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized,
                      remote_error)
 
 _TERMINAL = ("call:result", "call:end", "call:error")
@@ -349,4 +349,4 @@ def _given(**kwargs):
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-__all__ = ["RuntimeClient", "Stream", "Channel", "Cancelled"]
+__all__ = ["RuntimeClient", "Stream", "Channel"]
