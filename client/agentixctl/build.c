@@ -170,9 +170,11 @@ int verb_build(int argc, char *argv[]) {
                 if (asprintf(&id, "sha256:%s", res.id) < 0 || asprintf(&t1, "%s:%s", res.name, res.version) < 0 ||
                     asprintf(&t2, "%s:latest", res.name) < 0)
                         return fail(EXIT_SOFTWARE, "build: out of memory");
-                j = json_pack("{s:s, s:s, s:s, s:[s,s], s:I, s:I, s:I, s:I, s:b, s:I, s:s?}", "id", id, "name", res.name,
+                j = json_pack("{s:s, s:s, s:s, s:[s,s], s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:s?}", "id", id, "name", res.name,
                               "version", res.version, "tags", t1, t2, "store_paths", (json_int_t) res.n_store_paths,
                               "layers", (json_int_t) res.n_layers, "store_paths_made", (json_int_t) res.n_made,
+                              "store_paths_hashed", (json_int_t) res.n_hashed, "layers_written",
+                              (json_int_t) res.n_layers_written,
                               "size", (json_int_t) res.size, "loaded", res.loaded, "warnings",
                               (json_int_t) res.n_warnings, "output", o.output);
                 text = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -33,10 +33,12 @@ typedef struct Build {
         DpkgDb *db;
         Closure *c;
         char *os, *arch, *variant;
-        char *cache_store, *cache_layers, *cache_tmp;
+        char *cache_store, *cache_layers, *cache_hashes, *cache_tmp;
         char *tmp;                 /* this build's scratch directory */
         ImageLayer *layers;
         size_t n_layers;
+        size_t n_hashed;           /* store paths whose files were read to hash them */
+        size_t n_layers_written;   /* layers not found in the cache */
         char **env;
         char *error;
 } Build;
@@ -225,7 +227,7 @@ static int collect(Build *b) {
         r = relocate_lws_plugins(b);
         if (r < 0)
                 return r;
-        r = store_paths_name(b->c->paths, b->c->n_paths);
+        r = store_paths_name(b->c->paths, b->c->n_paths, b->cache_hashes, &b->n_hashed);
         if (r < 0)
                 return build_fail(b, r, "cannot hash the store paths: %s", strerror(-r));
         progress(b, BUILD_STEP_RESOLVE, 1, 1, NULL);
@@ -288,6 +290,7 @@ static int cached_layer(Build *b, const char *key, StorePath **paths, size_t n, 
         }
         for (size_t i = 0; i < n; i++)
                 trees[i] = (LayerTree) { .dir = dirs[i], .name = names[i] };
+        b->n_layers_written++;
         r = layer_write(tar, trees, n, ret->diff_id, NULL);
         if (r < 0)
                 return build_fail(b, r, "cannot write the layer %s: %s", tar, strerror(-r));
@@ -498,10 +501,11 @@ static int cache_dirs(Build *b) {
 
         if (asprintf(&b->cache_store, "%s/store", b->o->cache_dir) < 0 ||
             asprintf(&b->cache_layers, "%s/layers", b->o->cache_dir) < 0 ||
+            asprintf(&b->cache_hashes, "%s/hashes", b->o->cache_dir) < 0 ||
             asprintf(&b->cache_tmp, "%s/tmp", b->o->cache_dir) < 0 ||
             asprintf(&b->tmp, "%s/tmp/build-%d", b->o->cache_dir, (int) getpid()) < 0)
                 return -ENOMEM;
-        for (char *const *d = (char *const[]) { b->cache_store, b->cache_layers, b->tmp, NULL }; *d; d++) {
+        for (char *const *d = (char *const[]) { b->cache_store, b->cache_layers, b->cache_hashes, b->tmp, NULL }; *d; d++) {
                 r = mkdir_parents(*d);
                 if (r < 0)
                         return build_fail(b, r, "cannot create the cache directory %s: %s", *d, strerror(-r));
@@ -509,6 +513,7 @@ static int cache_dirs(Build *b) {
         remove_stale(b->cache_store, ".tmp-");
         remove_stale(b->cache_tmp, "build-");
         remove_stale(b->cache_layers, ".tmp-");
+        remove_stale(b->cache_hashes, ".tmp-");
         return 0;
 }
 
@@ -529,6 +534,7 @@ static void build_done(Build *b) {
         free(b->variant);
         free(b->cache_store);
         free(b->cache_layers);
+        free(b->cache_hashes);
         free(b->cache_tmp);
         free(b->tmp);
 }
@@ -586,6 +592,8 @@ int bundle_build(const BundleBuildOptions *o, BundleBuildResult *res, char **ret
         res->n_store_paths = b.c->n_paths;
         res->n_layers = b.n_layers;
         res->n_made = made;
+        res->n_hashed = b.n_hashed;
+        res->n_layers_written = b.n_layers_written;
         res->n_warnings = b.c->n_warnings;
         for (size_t i = 0; i < b.c->n_paths; i++)
                 res->size += b.c->paths[i]->total_size;

@@ -36,6 +36,8 @@ typedef struct BundleBuildResult {
         char id[DIGEST_HEX_LEN + 1];  /* the image id, without "sha256:" */
         char *name, *version;
         size_t n_store_paths, n_layers, n_made;
+        size_t n_hashed;              /* store paths whose files were read (not cached) */
+        size_t n_layers_written;      /* layers written (not cached) */
         uint64_t size;                /* bytes in the layers */
         bool loaded;                  /* false: Docker had the image already (tags refreshed) */
         unsigned n_warnings;

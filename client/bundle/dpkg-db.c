@@ -227,7 +227,7 @@ int dpkg_db_load_files(DpkgDb *db, DebPackage *p) {
         _cleanup_fclose_ FILE *f = NULL;
         _cleanup_free_ char *line = NULL;
         char path[PATH_MAX];
-        size_t size = 0;
+        size_t size = 0, n_files = 0;
         ssize_t n;
         int r;
 
@@ -250,7 +250,7 @@ int dpkg_db_load_files(DpkgDb *db, DebPackage *p) {
                 r = dpkg_canonical_path(db, line, &canonical);
                 if (r < 0)
                         return r;
-                r = strv_consume(&files, canonical);
+                r = strv_consume_n(&files, &n_files, canonical);
                 if (r < 0)
                         return r;
         }

@@ -150,9 +150,27 @@ static void hash_string(EVP_MD_CTX *ctx, const char *s) {
         EVP_DigestUpdate(ctx, s ?: "", strlen(s ?: "") + 1);
 }
 
+/* What a file's content hash can be cached under: where it is and what stat() says of it
+ * (device, inode, size, change and modification times), as git's index and ccache do. */
+static int stat_key_update(EVP_MD_CTX *ctx, const StoreFile *f) {
+        char buf[256];
+        struct stat st;
+
+        if (lstat(f->source, &st) < 0)
+                return negative_errno();
+        hash_string(ctx, f->source);
+        snprintf(buf, sizeof(buf), "%llu:%llu:%lld:%lld.%09ld:%lld.%09ld", (unsigned long long) st.st_dev,
+                 (unsigned long long) st.st_ino, (long long) st.st_size, (long long) st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec, (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+        hash_string(ctx, buf);
+        return 0;
+}
+
 /* The hash of the files alone: their names, modes, contents, and what each link and ELF
- * object was resolved to, by the name (not yet the hash) of the store path it points into. */
-static int hash_contents(StorePath *sp) {
+ * object was resolved to, by the name (not yet the hash) of the store path it points into.
+ * With `key`, the same walk with each file's stat key in place of its contents: a cheap key
+ * under which the content hash is cached. */
+static int hash_files(StorePath *sp, bool key, uint8_t ret[32]) {
         _cleanup_free_ StoreFile **sorted = NULL;
         EVP_MD_CTX *ctx = EVP_MD_CTX_new();
         char mode[16];
@@ -169,6 +187,7 @@ static int hash_contents(StorePath *sp) {
 
         EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
         hash_string(ctx, STORE_RECIPE);
+        hash_string(ctx, key ? "stat-key" : "contents");
         hash_string(ctx, sp->name);
         hash_string(ctx, sp->version);
         for (size_t i = 0; i < sp->n_files && r >= 0; i++) {
@@ -182,7 +201,7 @@ static int hash_contents(StorePath *sp) {
                         hash_string(ctx, f->link.dest);
                         continue;
                 }
-                r = hash_file(ctx, f->source);
+                r = key ? stat_key_update(ctx, f) : hash_file(ctx, f->source);
                 if (f->rewrite_from) {
                         hash_string(ctx, f->rewrite_from);
                         hash_string(ctx, f->rewrite_to);
@@ -196,9 +215,45 @@ static int hash_contents(StorePath *sp) {
                         hash_string(ctx, f->lib_dirs[j].dest);
                 }
         }
-        EVP_DigestFinal_ex(ctx, sp->content_hash, NULL);
+        EVP_DigestFinal_ex(ctx, ret, NULL);
         EVP_MD_CTX_free(ctx);
         return r;
+}
+
+/* The content hash, from the cache when no file changed since it was computed; returns 1 when
+ * the files had to be read. */
+static int hash_contents(StorePath *sp, const char *cache_dir) {
+        char path[PATH_MAX], tmp[PATH_MAX], hex[65];
+        uint8_t key[32];
+        int r;
+
+        if (!cache_dir)
+                goto read_files;
+        r = hash_files(sp, true, key);
+        if (r < 0)
+                goto read_files; /* a file we cannot stat: reading it reports why */
+        for (size_t i = 0; i < 32; i++)
+                snprintf(hex + 2 * i, 3, "%02x", key[i]);
+        snprintf(path, sizeof(path), "%s/%s", cache_dir, hex);
+        {
+                _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0 && read(fd, sp->content_hash, 32) == 32)
+                        return 0;
+        }
+
+read_files:
+        r = hash_files(sp, false, sp->content_hash);
+        if (r < 0 || !cache_dir)
+                return r < 0 ? r : 1;
+        /* Written aside and renamed, so that a reader never sees half a hash. */
+        snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%d", cache_dir, hex, (int) getpid());
+        {
+                _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (fd >= 0 && loop_write(fd, sp->content_hash, 32) >= 0 && rename(tmp, path) >= 0)
+                        return 1;
+        }
+        (void) unlink(tmp);
+        return 1; /* the cache is an optimisation: a failed write costs a re-read next time */
 }
 
 /* Nix's base-32 (no e, o, u, t), of the first 20 bytes: 32 characters. */
@@ -253,14 +308,18 @@ static int name_one(StorePath *sp) {
         return 0;
 }
 
-int store_paths_name(StorePath **paths, size_t n) {
+int store_paths_name(StorePath **paths, size_t n, const char *hash_cache_dir, size_t *ret_hashed) {
+        size_t hashed = 0;
         int r;
 
         for (size_t i = 0; i < n; i++) {
-                r = hash_contents(paths[i]);
+                r = hash_contents(paths[i], hash_cache_dir);
                 if (r < 0)
                         return r;
+                hashed += r;
         }
+        if (ret_hashed)
+                *ret_hashed = hashed;
         for (size_t i = 0; i < n; i++) {
                 r = name_one(paths[i]);
                 if (r < 0)

@@ -68,8 +68,10 @@ int store_path_add_ref(StorePath *sp, StorePath *other);
 char *store_ref_path(const StoreRef *r);
 
 /* Name the store paths: hash each one's files (content_hash), then in dependency order its
- * content hash together with the names of what it references. */
-int store_paths_name(StorePath **paths, size_t n);
+ * content hash together with the names of what it references. Content hashes are cached in
+ * hash_cache_dir (NULL: none) under what stat() says of the files, so that files unchanged
+ * since the last build are not read again; *ret_hashed counts the store paths that were. */
+int store_paths_name(StorePath **paths, size_t n, const char *hash_cache_dir, size_t *ret_hashed);
 
 /* A name or version made store-safe: characters outside [A-Za-z0-9+._?=-] become '_'. */
 char *store_safe_name(const char *s);

@@ -35,6 +35,30 @@ int strv_consume(char ***l, char *s) {
         return 0;
 }
 
+int strv_consume_n(char ***l, size_t *n, char *s) {
+        char **t = *l;
+
+        if (!s)
+                return -ENOMEM;
+        /* Room for n + 2 pointers; capacities are powers of two, so grow when n + 1 is one. */
+        if (!t || ((*n + 1) & *n) == 0) {
+                size_t cap = 2;
+
+                while (cap < *n + 2)
+                        cap *= 2;
+                t = realloc(*l, cap * sizeof(char *));
+                if (!t) {
+                        free(s);
+                        return -ENOMEM;
+                }
+        }
+        t[*n] = s;
+        t[*n + 1] = NULL;
+        *l = t;
+        (*n)++;
+        return 0;
+}
+
 int strv_extend(char ***l, const char *s) {
         return strv_consume(l, strdup(s));
 }

@@ -17,6 +17,9 @@ static inline void strv_freep(char ***l) {
 size_t strv_length(char *const *l);
 /* Append s, taking it (freed on failure too); *l may be NULL. */
 int strv_consume(char ***l, char *s);
+/* Append s as element *n (the caller keeps the count: no walk to the end), growing the array
+ * by powers of two, so that appending many costs linear time even where realloc copies. */
+int strv_consume_n(char ***l, size_t *n, char *s);
 /* Append a copy of s. */
 int strv_extend(char ***l, const char *s);
 bool strv_contains(char *const *l, const char *s);

@@ -211,12 +211,14 @@ def example_bundle_on_debootstrap_debian():
 @test
 def rebuild_is_cached_and_gives_the_same_image():
     first = build()
-    t0 = time.time()
     again = build()
-    warm = time.time() - t0
     assert again["id"] == first["id"]
+    # A cache hit: no store path made, no layer written, nothing loaded into Docker, and no
+    # file read to hash it except the example module's, which is compiled anew each build.
+    # (How fast that is belongs to bench/bundle, not to an assertion.)
     assert again["store_paths_made"] == 0 and not again["loaded"], again
-    assert warm < 15, f"a warm build took {warm:.1f} s"
+    assert again["layers_written"] == 0, again
+    assert again["store_paths_hashed"] <= 1, again
     # Another cache, from nothing: the same id, and the same archive byte for byte.
     with tempfile.TemporaryDirectory() as other, tempfile.TemporaryDirectory() as out:
         a, b = os.path.join(out, "a.tar"), os.path.join(out, "b.tar")
