@@ -397,7 +397,7 @@ static int parse_string(Parser *P, msgpack_object *ret, char **ret_storage) {
 
         for (;;) {
                 const char *c = P->p;
-                unsigned v;
+                unsigned v = 0; /* set by parse_hex() on success; GCC cannot see that it fails negative */
 
                 if (*c == '\0')
                         return parser_fail(P, open, "unterminated string");

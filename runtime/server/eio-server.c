@@ -779,9 +779,8 @@ int eio_server_ws_check(EioServer *server, HttpConn *c) {
                 message = "Session ID unknown";
                 goto refuse;
         }
-        /* Upgraded already, or upgrading over another socket. */
-        if (s->transport != TRANSPORT_POLLING || s->probe_conn)
-                goto refuse;
+        /* Upgraded already, or upgrading over another socket: engine.io accepts that WebSocket
+         * and closes it at once (eio_server_ws_established), and the session goes on. */
         return 0;
 
 refuse:
@@ -798,8 +797,14 @@ int eio_server_ws_established(EioServer *server, HttpConn *c) {
                 uint64_t now;
 
                 s = strmap_get(server->sessions, c->sid, strlen(c->sid));
-                if (!s || s->transport != TRANSPORT_POLLING || s->probe_conn || s->closed)
+                if (!s || s->closed)
                         return -EINVAL;
+                if (s->transport != TRANSPORT_POLLING || s->probe_conn) {
+                        /* Not the session's to take: opened, then closed without a word. */
+                        c->close_requested = true;
+                        http_conn_want_write(c);
+                        return 0;
+                }
                 s->probe_conn = c;
                 c->session = s;
                 if (sd_event_now(server->event, CLOCK_MONOTONIC, &now) >= 0) {

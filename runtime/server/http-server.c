@@ -228,15 +228,25 @@ static const struct lws_protocols protocols[] = {
         { NULL, NULL, 0, 0, 0, NULL, 0 }
 };
 
+/* lws 4.1 logs some of its routine steps at the error level; they are no errors of ours. */
+static bool lws_line_is_routine(const char *line) {
+        static const char *const routine[] = {
+                "adopt_socket_readbuf: calling service", /* every accepted connection */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(routine); i++)
+                if (strstr(line, routine[i]))
+                        return true;
+        return false;
+}
+
 static void lws_log_emit(int level, const char *line) {
         size_t n = strlen(line);
 
         while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
                 n--;
-        if (level & LLL_ERR)
+        if ((level & LLL_ERR) && !lws_line_is_routine(line))
                 log_error("lws: %.*s", (int) n, line);
-        else if (level & LLL_WARN)
-                log_debug("lws: %.*s", (int) n, line);
         else
                 log_debug("lws: %.*s", (int) n, line);
 }

@@ -12,7 +12,8 @@ typedef struct ProfileParser {
         char *error;
 } ProfileParser;
 
-#define fail(p, ...) message_set_first(&(p)->error, -EINVAL, __VA_ARGS__)
+/* Always -EINVAL, visibly to the compiler: out-parameters are left unset on failure. */
+#define fail(p, ...) (message_set_first(&(p)->error, -EINVAL, __VA_ARGS__), -EINVAL)
 
 static const struct {
         const char *name;
