@@ -24,6 +24,20 @@ if ! ninja -C "$build"; then
         exit 1
 fi
 
+# Warnings are defects: one optimized build (where GCC sees the most) with -Dwerror=true.
+werror_build=${WERROR_BUILD_DIR:-build-werror}
+echo "== building with -Dwerror=true (debugoptimized) in $werror_build"
+if { [ -f "$werror_build/build.ninja" ] ||
+     meson setup "$werror_build" -Dbuildtype=debugoptimized -Dwerror=true >/dev/null; } &&
+   ninja -C "$werror_build" >"$werror_build.log" 2>&1; then
+        echo "werror-build ok"
+        passed=$((passed + 1))
+else
+        grep -E "error|warning" "$werror_build.log" | head -40
+        echo "werror-build FAILED (log: $werror_build.log)"
+        failed=$((failed + 1))
+fi
+
 # The bundle tests need a real dockerd: start one unless one runs, and stop only that one.
 dockerd_pid=$build/dockerd.pid
 if ! ./scripts/dockerd.sh start "$dockerd_pid"; then

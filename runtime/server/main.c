@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -40,6 +41,7 @@ typedef struct Options {
         unsigned orphan_timeout_s;
         unsigned max_processes; /* 0: no bound of our own */
         const char *environment_file; /* NULL: the bundle's, if there is one; "": none */
+        bool insecure_no_token;
 } Options;
 
 typedef struct Server {
@@ -65,7 +67,8 @@ static void help(void) {
                "  -h --help                   Show this help\n"
                "     --version                Show the version\n"
                "     --host=HOST              Address to listen on; repeatable ($AGENTIX_BIND_HOST,\n"
-               "                              default 0.0.0.0; 127.0.0.1 and ::1 with --conformance)\n"
+               "                              default 0.0.0.0 with $AGENTIX_TOKEN, else 127.0.0.1;\n"
+               "                              127.0.0.1 and ::1 with --conformance)\n"
                "     --port=PORT              Port to listen on ($AGENTIX_BIND_PORT, default 8000;\n"
                "                              3000 with --conformance)\n"
                "     --module-dir=DIR         Directory of C modules ($AGENTIX_MODULE_DIR, default\n"
@@ -90,6 +93,9 @@ static void help(void) {
                "     --environment-file=FILE  NAME=VALUE lines (${NAME} expands) to set before\n"
                "                              anything runs (default %s\n"
                "                              when it exists; empty: none)\n"
+               "     --insecure-no-token      Listen on addresses other than loopback without\n"
+               "                              $AGENTIX_TOKEN: anyone who reaches the port runs\n"
+               "                              commands (without it, no token means 127.0.0.1 only)\n"
                "     --conformance            Act as the Engine.IO/Socket.IO reference test server\n"
                "\n"
                "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
@@ -140,6 +146,7 @@ enum {
         ARG_ORPHAN_TIMEOUT,
         ARG_MAX_PROCESSES,
         ARG_ENVIRONMENT_FILE,
+        ARG_INSECURE_NO_TOKEN,
 };
 
 static int parse_argv(int argc, char *argv[], Options *o) {
@@ -163,6 +170,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "orphan-timeout", required_argument, NULL, ARG_ORPHAN_TIMEOUT },
                 { "max-processes", required_argument, NULL, ARG_MAX_PROCESSES },
                 { "environment-file", required_argument, NULL, ARG_ENVIRONMENT_FILE },
+                { "insecure-no-token", no_argument, NULL, ARG_INSECURE_NO_TOKEN },
                 {}
         };
         bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
@@ -245,6 +253,9 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_ENVIRONMENT_FILE:
                         o->environment_file = optarg;
                         break;
+                case ARG_INSECURE_NO_TOKEN:
+                        o->insecure_no_token = true;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -286,6 +297,49 @@ static void options_from_env(Options *o) {
         e = getenv("AGENTIX_MODULE_DIR");
         if (!strempty(e))
                 o->module_dir = e;
+}
+
+static bool host_is_loopback(const char *host) {
+        struct in6_addr a6;
+        struct in_addr a4;
+
+        if (streq(host, "localhost"))
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* Anyone who reaches the port of a server without a token runs commands as the server's user:
+ * without one, listen on loopback only, unless told in so many words. */
+static int choose_hosts(Options *o) {
+        bool token = !strempty(getenv("AGENTIX_TOKEN"));
+
+        if (o->conformance)
+                return 0; /* loopback already, and it runs nothing */
+        if (o->n_hosts == 0 && !token && !o->insecure_no_token) {
+                o->hosts[o->n_hosts++] = "127.0.0.1";
+                log_notice("No $AGENTIX_TOKEN: listening on 127.0.0.1 only, where anyone on this machine may "
+                           "connect; set AGENTIX_TOKEN to listen on other addresses.");
+                return 0;
+        }
+        if (o->n_hosts == 0)
+                o->hosts[o->n_hosts++] = "0.0.0.0";
+        if (token)
+                return 0;
+        if (o->insecure_no_token) {
+                log_warning("Listening without $AGENTIX_TOKEN (--insecure-no-token): anyone who reaches the "
+                            "port runs commands.");
+                return 0;
+        }
+        for (size_t i = 0; i < o->n_hosts; i++)
+                if (!host_is_loopback(o->hosts[i]))
+                        return log_error_errno(EPERM,
+                                               "Refusing to listen on %s without $AGENTIX_TOKEN: anyone who reaches "
+                                               "it could run commands. Set AGENTIX_TOKEN, or pass --insecure-no-token.",
+                                               o->hosts[i]);
+        log_notice("No $AGENTIX_TOKEN: anyone who can reach the loopback address may connect.");
+        return 0;
 }
 
 static int on_worker_spawn(pid_t pid, void *userdata) {
@@ -568,8 +622,9 @@ int main(int argc, char *argv[]) {
         if (r <= 0)
                 return r < 0 ? 2 : 0;
 
-        if (o.n_hosts == 0)
-                o.hosts[o.n_hosts++] = "0.0.0.0";
+        r = choose_hosts(&o);
+        if (r < 0)
+                return 2;
 
         /* Before the worker starts, so that it and everything it runs see the bundle's PATH. */
         if (!o.environment_file) {

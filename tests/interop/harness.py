@@ -61,7 +61,8 @@ def wait_healthy(url, timeout, interval=0.005):
 
 
 class Server:
-    """An agentix-server process on a free port, stopped (and checked) at exit."""
+    """An agentix-server process on a free port, stopped (and checked) at exit. host=None
+    passes no --host (the server's own default)."""
 
     def __init__(self, *args, env=None, port=None, host="127.0.0.1"):
         self.port = port or free_port()
@@ -69,7 +70,7 @@ class Server:
         e = dict(os.environ)
         e.update(env or {})
         cmd = [server_binary(), "--port", str(self.port)]
-        if "--conformance" not in args and not any(a.startswith("--host") for a in args):
+        if host and "--conformance" not in args and not any(a.startswith("--host") for a in args):
             cmd += ["--host", host]
         cmd += list(args)
         self.log_path = f"/tmp/agentix-server-{self.port}.log"

@@ -6,13 +6,15 @@ HTTP/1.0, malformed and oversized requests, a WebSocket upgrade on a connection 
 polling requests before, a client leaving while its poll is parked."""
 
 import json
+import os
 import socket
+import subprocess
 import time
 
 import requests
 import websocket  # python3-websocket
 
-from harness import Server, main, test, wait_until
+from harness import Server, health_ok, main, server_binary, test, wait_until
 
 srv = None
 
@@ -279,7 +281,8 @@ def refused_websocket_upgrades_are_answered():
         assert st == 400 and json.loads(body)["code"] == code, (path, st, body)
         assert c.closed_by_server()
         c.close()
-    # A second websocket for a session that has upgraded already is refused.
+    # A second websocket for a session that has upgraded already is accepted (101) and closed
+    # at once, as engine.io does; the session goes on.
     port = server().port
     ws = websocket.create_connection(f"ws://127.0.0.1:{port}/engine.io/?EIO=4&transport=websocket&sid={sid}")
     ws.send("2probe")
@@ -287,7 +290,8 @@ def refused_websocket_upgrades_are_answered():
     ws.send("5")
     c = Conn()
     c.send(upgrade(f"/engine.io/?EIO=4&transport=websocket&sid={sid}"))
-    assert c.response()[0] == 400
+    assert c.response()[0] == 101
+    assert c.closed_by_server()
     ws.send("4still")
     assert ws.recv() == "4still"
     ws.close()
@@ -331,6 +335,45 @@ def many_keepalive_connections_then_all_gone():
     c.send(get("/health"))
     assert c.response()[0] == 200
     c.close()
+
+
+def global_ipv4_address():
+    """An address of this host that is not loopback (eth0, dockerd's bridge, …), or None."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        return line.split()[3].split("/")[0]
+    return None
+
+
+@test
+def without_a_token_only_loopback_listens():
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENTIX_TOKEN", "AGENTIX_BIND_HOST")}
+    # No token and no --host: 127.0.0.1 only, said in one line.
+    s = Server(host=None, env={"AGENTIX_TOKEN": ""})
+    try:
+        log = s.read_log()
+        assert "No $AGENTIX_TOKEN: listening on 127.0.0.1 only" in log, log
+        addr = global_ipv4_address()
+        if addr:
+            assert not health_ok(f"http://{addr}:{s.port}"), f"reachable on {addr} without a token"
+    finally:
+        assert s.stop() == 0, s.read_log()
+    # A non-loopback address without a token is refused, in one line, before anything starts.
+    for host in ("0.0.0.0", "::", addr or "192.0.2.1"):
+        r = subprocess.run([server_binary(), "--host", host, "--port", "0"], env=env, capture_output=True,
+                           text=True, timeout=10)
+        assert r.returncode == 2, (host, r.returncode, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Refusing to listen on" in lines[0] and "--insecure-no-token" in lines[0], \
+            r.stderr
+    # Loopback is fine without a token; any address with a token or the insecure flag.
+    with Server(host="127.0.0.1", env={"AGENTIX_TOKEN": ""}):
+        pass
+    with Server(host="0.0.0.0", env={"AGENTIX_TOKEN": "secret"}):
+        pass
+    with Server("--insecure-no-token", host="0.0.0.0", env={"AGENTIX_TOKEN": ""}) as s:
+        assert "without $AGENTIX_TOKEN" in s.read_log(), s.read_log()
 
 
 if __name__ == "__main__":
