@@ -14,8 +14,17 @@
 
 #define MAX_DROP_INS 256
 
+/* The host's memory: no sandbox may ask for more unless agentd.conf says MaxMemory= (even
+ * infinity). Unknown (sysconf failed): no such bound. */
+static uint64_t host_memory(void) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+        return pages > 0 && size > 0 ? (uint64_t) pages * (uint64_t) size : AGENTD_UNLIMITED;
+}
+
 int agentd_config_new(AgentdConfig **ret) {
         AgentdConfig *c = calloc(1, sizeof(*c));
+        uint64_t host = host_memory();
 
         if (!c)
                 return -ENOMEM;
@@ -25,8 +34,8 @@ int agentd_config_new(AgentdConfig **ret) {
                 .max_sandboxes = 1024,
                 .max_sandboxes_per_user = 256,
                 /* Never unlimited: a fork bomb in a sandbox must not reach the host. */
-                .defaults = { .cpus = 1.0, .memory = 2ULL << 30, .pids = 1024 },
-                .maxima = { .cpus = 0, .memory = AGENTD_UNLIMITED, .pids = 1ULL << 22 },
+                .defaults = { .cpus = 1.0, .memory = MIN(2ULL << 30, host), .pids = 1024 },
+                .maxima = { .cpus = 0, .memory = host, .pids = 1ULL << 22 },
                 .backend_timeout_usec = 30ULL * 1000 * 1000,
         };
         c->backend_dir = strdup(AGENTD_BACKEND_DIR_DEFAULT);

@@ -27,7 +27,8 @@ static void create_args_done(CreateArgs *a) {
         "     --image=IMAGE        The task image (required)\n"                                   \
         "     --bundle=BUNDLE      The bundle image, from agentixctl build (required)\n"          \
         "     --cpus=N             CPUs (default: agentd's, 1)\n"                                 \
-        "     --memory=BYTES       Memory, with K, M or G (default: agentd's, 2G)\n"              \
+        "     --memory=BYTES       Memory, with K, M, G or T (default: agentd's, 2G; at\n"   \
+        "                          most the host's memory unless agentd.conf allows more)\n" \
         "     --pids=N             Processes (default: agentd's, 1024)\n"                        \
         "  -e --env=KEY=VALUE      Set a variable in the sandbox; repeatable\n"                   \
         "     --label=KEY=VALUE    A label on its container; repeatable\n"                        \
@@ -111,7 +112,7 @@ static int create_option(const char *verb, int c, CreateArgs *a) {
                 return 1;
         case ARG_MEMORY:
                 if (parse_bytes(optarg, &cf->memory) < 0 || cf->memory == 0)
-                        return -fail_usage(verb, "invalid --memory '%s': expected bytes, with K, M or G", optarg);
+                        return -fail_usage(verb, "invalid --memory '%s': expected bytes, with K, M, G or T", optarg);
                 return 1;
         case ARG_PIDS:
                 if (parse_int64(optarg, 1, &n) < 0)

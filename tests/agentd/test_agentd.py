@@ -192,6 +192,8 @@ def errors_are_named_and_leave_nothing_behind():
         (dict(image=dbus.UInt32(1)), "InvalidConfig", "config key 'image' must be of type 's'"),
         (dict(pids=dbus.UInt64(5)), "InvalidConfig", "config key 'pids' must be from 32"),
         (dict(memory=dbus.UInt64(1000)), "InvalidConfig", "config key 'memory' must be at least 32 MiB"),
+        # More than the host has (MaxMemory= defaults to the host's memory).
+        (dict(memory=dbus.UInt64(1 << 40)), "InvalidConfig", "(MaxMemory= in agentd.conf)"),
         (dict(network="host"), "InvalidConfig", "the host's network"),
         (dict(platform="amd64"), "InvalidConfig", "is OS/ARCH[/VARIANT]"),
         (dict(workdir="relative"), "InvalidConfig", "must be an absolute path"),

@@ -49,6 +49,15 @@ def agentd_conf_and_its_drop_ins_are_read_and_a_bad_one_is_one_clear_line():
     for line in ("DefaultTTL=1800s", "MaxSandboxes=10", "MaxSandboxesPerUser=3", "DefaultMemory=512M",
                  "MaxMemory=4G", "DefaultPids=1024", "Load=docker"):
         assert line in r.stdout.splitlines(), (line, r.stdout)
+    # Unset, MaxMemory= is the host's memory (a sandbox asking for more is InvalidConfig);
+    # infinity must be said.
+    host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGESIZE")
+    lines = show_config("").stdout.splitlines()
+    max_memory = [x for x in lines if x.startswith("MaxMemory=")]
+    spellings = {f"MaxMemory={host}", f"MaxMemory={host >> 20}M" if host % (1 << 20) == 0 else "",
+                 f"MaxMemory={host >> 30}G" if host % (1 << 30) == 0 else ""}
+    assert max_memory and max_memory[0] in spellings, (host, lines)
+    assert "MaxMemory=infinity" in show_config("[Limits]\nMaxMemory=infinity\n").stdout.splitlines()
     cases = [
         ("[Sandboxes]\nMaxSandbox=3\n", "agentd.conf:2: unknown key MaxSandbox= in [Sandboxes]"),
         ("[Limit]\nDefaultPids=64\n", "agentd.conf:2: unknown section [Limit]"),
