@@ -141,7 +141,7 @@ int verb_build(int argc, char *argv[]) {
         else
                 snprintf(manifest, sizeof(manifest), "%s/" MANIFEST_NAME, dir);
         if (access(manifest, R_OK) < 0)
-                return fail_errno(EXIT_IOERR, errno, "build: cannot read %s: %%m", manifest);
+                return fail_errno(EXIT_IOERR, errno, "build: cannot read %s: %m", manifest);
         o.manifest = manifest;
         if (!o.cache_dir) {
                 r = default_cache_dir(cache, sizeof(cache));

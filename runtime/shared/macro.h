@@ -102,5 +102,6 @@ int loop_write(int fd, const void *buf, size_t n);
 /* Monotonic time in microseconds. */
 unsigned long long now_usec(void);
 /* Keep the first failure's message for a person: *msg gets the formatted text unless it holds
- * one already. Returns r, so that `return message_set_first(&p->error, -EINVAL, "…", …);`. */
+ * one already. Returns r, so that `return message_set_first(&p->error, -EINVAL, "…", …);`; %m in
+ * fmt prints what r (negative errno) means. */
 int message_set_first(char **msg, int r, const char *fmt, ...) _printf_(3, 4);

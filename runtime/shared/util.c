@@ -50,6 +50,9 @@ int message_set_first(char **msg, int r, const char *fmt, ...) {
 
         if (*msg)
                 return r;
+        /* %m says what r says, whatever errno became since the failure. */
+        if (r < 0)
+                errno = -r;
         va_start(ap, fmt);
         if (vasprintf(msg, fmt, ap) < 0)
                 *msg = NULL;

@@ -323,6 +323,7 @@ def expect_failure(manifest, needle, *args, files=None, name="agentix-test-broke
         # One line; only a compiler may say more before it.
         assert message.startswith("agentixctl: build: ") and (len(lines) == 1 or "compile" in message), lines
         assert needle in message, message
+        assert "%m" not in message, message  # a format directive printed instead of the reason
         assert not image_exists(f"{name}:latest"), "a failed build left an image behind"
         return message
 
@@ -332,8 +333,8 @@ def failures_are_one_clear_line_and_load_nothing():
     head = "[Bundle]\nName=agentix-test-broken\nVersion=1\n"
     expect_failure(head + "[Tools]\nPackages=bash no-such-package-xyz\n",
                    "package 'no-such-package-xyz' is not installed on the build host")
-    expect_failure(head + "[Tools]\nPrograms=/no/such/program\n", "/no/such/program")
-    expect_failure(head + "[Module broken]\nSources=missing.c\n", "missing.c")
+    expect_failure(head + "[Tools]\nPrograms=/no/such/program\n", "/no/such/program: No such file or directory")
+    expect_failure(head + "[Module broken]\nSources=missing.c\n", "missing.c: No such file or directory")
     expect_failure(head + "[Module broken]\nSources=broken.c\n", "[Module broken] does not compile",
                    files={"broken.c": "this is not C\n"})
     expect_failure(head + "Colour=blue\n", "agentix-bundle.conf:4: unknown key 'Colour' in [Bundle]")
@@ -342,6 +343,10 @@ def failures_are_one_clear_line_and_load_nothing():
     expect_failure(head + "[Tools]\nPackages=bash\n", "cannot build a bundle for linux/arm64 on this linux/amd64",
                    "--platform", "linux/arm64")
     expect_failure(head + "Platform=linux/s390x\n", "cannot build a bundle for linux/s390x")
+    # A project that is not there: the reason, not a literal "%m".
+    r = build("/nonexistent", check=False)
+    assert r.returncode != 0 and r.stderr == \
+        "agentixctl: build: cannot read /nonexistent/agentix-bundle.conf: No such file or directory\n", r.stderr
 
 
 if __name__ == "__main__":
