@@ -13,6 +13,7 @@
 #include "cp.h"
 #include "fail.h"
 #include "format-util.h"
+#include "fs-util.h"
 #include "output.h"
 #include "parse-util.h"
 #include "envelope.h"
@@ -24,7 +25,8 @@ static void help(void) {
                "Copy a file or a directory (recursively) between here and the sandbox. Exactly\n"
                "one of SRC and DST is remote, written :PATH (an absolute path in the sandbox).\n"
                "Like docker cp: a directory DST that exists receives SRC inside it (SRC/. copies\n"
-               "the contents instead); one that does not exist becomes the copy.\n"
+               "the contents instead); one that does not exist becomes the copy, in a directory\n"
+               "that must exist unless --parents is given.\n"
                "Contents and file modes (permission bits) are copied exactly, both ways;\n"
                "owners and times are not. Symbolic links to files are copied as files, links to\n"
                "directories and special files are skipped. Needs nothing in the sandbox but\n"
@@ -35,6 +37,8 @@ static void help(void) {
                "     --jobs=N             Calls in flight at once (default 4)\n"
                "     --json               Print {files, directories, bytes, skipped, failed,\n"
                "                          seconds} at the end\n"
+               "  -p --parents            Make DST's missing parent directories (docker cp\n"
+               "                          fails there)\n"
                "  -q --quiet              No progress bar, summary or notes on stderr\n"
                "\n"
                "See agentixctl(1).\n");
@@ -235,6 +239,21 @@ static bool ends_with_slash(const char *path) {
         return n > 0 && path[n - 1] == '/';
 }
 
+/* The directory a path is in, trailing slashes ignored: "/a/b/" → "/a", "/a" → "/", "a" → ".". */
+static char *parent_path(const char *path) {
+        size_t n = strlen(path);
+        const char *slash;
+
+        while (n > 1 && path[n - 1] == '/')
+                n--;
+        slash = memrchr(path, '/', n);
+        if (!slash)
+                return strdup(".");
+        while (slash > path && slash[-1] == '/')
+                slash--;
+        return slash == path ? strdup("/") : strndup(path, (size_t) (slash - path));
+}
+
 /* What a remote path is, asking fs::ls; a directory's listing (the fs::ls result) is kept in
  * ret_listing when that is given. Returns an exit status. */
 static int remote_kind(Cp *cp, const char *path, PathKind *ret, msgpack_unpacked *ret_listing) {
@@ -284,6 +303,52 @@ static PathKind local_kind(const char *path) {
         if (stat(path, &st) < 0)
                 return PATH_MISSING;
         return S_ISDIR(st.st_mode) ? PATH_DIR : PATH_FILE;
+}
+
+/* docker cp's rule for a DST that does not exist: it is made, in a directory that does; one
+ * written as a directory (a trailing slash) must exist. --parents lifts both. */
+static int check_remote_parent(Cp *cp, const char *dst) {
+        _cleanup_free_ char *parent = parent_path(dst);
+        PathKind kind;
+        int status;
+
+        if (!parent)
+                return fail(EXIT_SOFTWARE, "cp: out of memory");
+        if (ends_with_slash(dst) && !streq(dst, "/"))
+                return fail(EXIT_FAILED, "cp: destination directory '%s' does not exist in the sandbox (-p makes it)",
+                            dst);
+        status = remote_kind(cp, parent, &kind, NULL);
+        if (status != EXIT_OK)
+                return status;
+        if (kind != PATH_DIR)
+                return fail(EXIT_FAILED, "cp: '%s' is not a directory in the sandbox (-p makes it)", parent);
+        return EXIT_OK;
+}
+
+static int check_local_parent(const char *dst) {
+        _cleanup_free_ char *parent = parent_path(dst);
+
+        if (!parent)
+                return fail(EXIT_SOFTWARE, "cp: out of memory");
+        if (ends_with_slash(dst))
+                return fail(EXIT_FAILED, "cp: destination directory '%s' does not exist (-p makes it)", dst);
+        if (local_kind(parent) != PATH_DIR)
+                return fail(EXIT_FAILED, "cp: '%s' is not a directory (-p makes it)", parent);
+        return EXIT_OK;
+}
+
+/* --parents here: what fs::upload does in the sandbox (a DST written with a trailing slash is
+ * a directory to make as well). */
+static int make_local_parents(const char *dst) {
+        _cleanup_free_ char *dir = ends_with_slash(dst) ? strdup(dst) : parent_path(dst);
+        int r;
+
+        if (!dir)
+                return fail(EXIT_SOFTWARE, "cp: out of memory");
+        r = mkdir_parents(dir);
+        if (r < 0)
+                return fail_errno(EXIT_IOERR, r, "cp: cannot make the directory '%s': %m", dir);
+        return EXIT_OK;
 }
 
 /* docker cp's rule: where does SRC itself land, given what DST is? Returns an exit status. */
@@ -344,6 +409,7 @@ int verb_cp(int argc, char *argv[]) {
                 COMMON_LONG_OPTIONS,
                 { "batch-size", required_argument, NULL, ARG_BATCH_SIZE },
                 { "jobs", required_argument, NULL, ARG_JOBS },
+                { "parents", no_argument, NULL, 'p' },
                 {}
         };
         _cleanup_(remote_path_done) RemotePath src = {}, dst = {};
@@ -354,11 +420,15 @@ int verb_cp(int argc, char *argv[]) {
         int64_t v;
         PathKind kind;
         uint64_t start;
+        bool parents = false;
         int c, r, status;
 
-        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "+:p" COMMON_OPTIONS, options, NULL)) >= 0) {
                 switch (c) {
                         COMMON_OPTION_CASES("cp", help, argv);
+                case 'p':
+                        parents = true;
+                        break;
                 case ARG_BATCH_SIZE:
                         if (parse_int64(optarg, 1, &v) < 0 || (uint64_t) v > CP_BATCH_FILE_MAX)
                                 return fail_usage("cp", "invalid --batch-size '%s': 1 to %llu bytes", optarg,
@@ -421,6 +491,11 @@ int verb_cp(int argc, char *argv[]) {
                 status = remote_kind(&cp, dst.path, &kind, NULL);
                 if (status != EXIT_OK)
                         goto finish;
+                if (kind == PATH_MISSING && !parents) {
+                        status = check_remote_parent(&cp, dst.path);
+                        if (status != EXIT_OK)
+                                goto finish;
+                }
                 status = resolve_target(src.path, S_ISDIR(st.st_mode), dst.path, kind, &target);
                 if (status != EXIT_OK)
                         goto finish;
@@ -437,6 +512,11 @@ int verb_cp(int argc, char *argv[]) {
                 if (kind == PATH_MISSING) {
                         status = fail(EXIT_FAILED, "cp: Path '%s' not found in the sandbox", src.path);
                         goto finish;
+                }
+                if (local_kind(dst.path) == PATH_MISSING) {
+                        status = parents ? make_local_parents(dst.path) : check_local_parent(dst.path);
+                        if (status != EXIT_OK)
+                                goto finish;
                 }
                 status = resolve_target(src.path, kind == PATH_DIR, dst.path, local_kind(dst.path), &target);
                 if (status != EXIT_OK)

@@ -611,6 +611,34 @@ def cp_errors():
         one_line_error(ctl("cp", local, "sb1:/tmp"), 64, "agentd")
 
 
+@test
+def cp_into_a_missing_directory_follows_docker_cp_unless_parents():
+    """docker cp fails when DST's directory does not exist; -p/--parents makes it."""
+    with tempfile.TemporaryDirectory() as local:
+        src = os.path.join(local, "f")
+        with open(src, "w") as f:
+            f.write("hello\n")
+        d = remote_tmpdir()
+        # Upload: nothing is made, one line says why.
+        one_line_error(ctl("cp", src, f":{d}/no/such/x"), 1, f"'{d}/no/such' is not a directory", "-p")
+        one_line_error(ctl("cp", src, f":{d}/newdir/"), 1, "does not exist", "-p")
+        one_line_error(ctl("cp", local, f":{d}/no/such/tree"), 1, f"'{d}/no/such' is not a directory")
+        assert ctl("exec", "--", "ls", "-A", d, check_rc=0).stdout == b""
+        # With -p (or --parents) the parents are made.
+        ctl("-q", "cp", "-p", src, f":{d}/no/such/x", check_rc=0)
+        ctl("-q", "cp", "--parents", local, f":{d}/a/b/tree", check_rc=0)
+        back = os.path.join(local, "back")
+        ctl("-q", "cp", f":{d}/no/such/x", back, check_rc=0)
+        assert open(back).read() == "hello\n"
+        ctl("-q", "cp", f":{d}/a/b/tree/f", os.path.join(local, "again"), check_rc=0)
+        # Download: the same rule on this side.
+        one_line_error(ctl("cp", f":{d}/no/such/x", os.path.join(local, "not/here/x")), 1,
+                       "not/here' is not a directory")
+        assert not os.path.exists(os.path.join(local, "not"))
+        ctl("-q", "cp", "-p", f":{d}/no/such/x", os.path.join(local, "not/here/x"), check_rc=0)
+        assert open(os.path.join(local, "not/here/x")).read() == "hello\n"
+
+
 # ---- read, write, edit, ls, grep, glob --------------------------------------------------------
 
 
