@@ -64,7 +64,7 @@ static void help(void) {
                "                          Interactive login shell on a terminal\n"
                "  call [--stream|--bidi] [--deadline=S] MODULE::FUNCTION [ARGS] [KWARGS]\n"
                "                          Call a function with JSON arguments, print JSON\n"
-               "  cp [--batch-size=BYTES] [--jobs=N] SRC DST\n"
+               "  cp [-p|--parents] [--batch-size=BYTES] [--jobs=N] SRC DST\n"
                "                          Copy files or directories; :PATH is in the sandbox\n"
                "  read [--offset=N] [--limit=N] PATH\n"
                "                          Print a file's lines, numbered\n"
