@@ -298,17 +298,14 @@ int verb_edit(int argc, char *argv[]) {
 
 /* ---- ls, glob ------------------------------------------------------------------------------ */
 
-static json_t *entries_json(const agentix_entries *es, const char *list_key, bool with_is_dir) {
+static json_t *entries_json(const agentix_entries *es, const char *list_key) {
         json_t *a = json_array();
 
         for (size_t i = 0; a && i < es->n_entries; i++) {
                 const agentix_entry *en = &es->entries[i];
                 json_t *mode = en->mode >= 0 ? json_integer(en->mode) : json_null();
-                json_t *o = with_is_dir
-                        ? json_pack("{s:s,s:b,s:I,s:s?,s:o}", "path", en->path, "is_dir", en->is_dir, "size",
-                                    (json_int_t) en->size, "modified_at", en->modified_at, "mode", mode)
-                        : json_pack("{s:s,s:I,s:s?,s:o}", "path", en->path, "size", (json_int_t) en->size,
-                                    "modified_at", en->modified_at, "mode", mode);
+                json_t *o = json_pack("{s:s,s:b,s:I,s:s?,s:o}", "path", en->path, "is_dir", en->is_dir, "size",
+                                      (json_int_t) en->size, "modified_at", en->modified_at, "mode", mode);
                 if (json_array_append_new(a, o) < 0) {
                         json_decref(a);
                         return NULL;
@@ -375,7 +372,7 @@ int verb_ls(int argc, char *argv[]) {
         }
 
         if (arg_json)
-                status = print_json(entries_json(&es, "entries", true));
+                status = print_json(entries_json(&es, "entries"));
         else {
                 int width = 1;
 
@@ -403,13 +400,14 @@ int verb_ls(int argc, char *argv[]) {
 static void glob_help(void) {
         printf("Usage: agentixctl glob [OPTIONS] PATTERN [PATH]\n"
                "\n"
-               "Print the regular files below PATH (default /) that match PATTERN, one per line.\n"
+               "Print the regular files and directories (with a trailing /) below PATH (default\n"
+               "/) that match PATTERN, one per line.\n"
                "A pattern without '/' matches file names at any depth; with '/' it matches the\n"
                "path below PATH ('**' for any number of directories).\n"
                "\n"
                "  -h --help               Show this help\n"
-               "     --json               Print {matches: [{path, size, modified_at, mode}],\n"
-               "                          truncated}\n"
+               "     --json               Print {matches: [{path, is_dir, size, modified_at,\n"
+               "                          mode}], truncated}\n"
                "  -q --quiet              Do not say on stderr that the list is incomplete\n"
                "\n"
                "See agentixctl(1).\n");
@@ -449,10 +447,10 @@ int verb_glob(int argc, char *argv[]) {
                 return status;
         }
         if (arg_json)
-                status = print_json(entries_json(&es, "matches", false));
+                status = print_json(entries_json(&es, "matches"));
         else {
                 for (size_t i = 0; i < es.n_entries; i++)
-                        printf("%s\n", es.entries[i].path);
+                        printf("%s%s\n", es.entries[i].path, es.entries[i].is_dir ? "/" : "");
                 note_truncated("glob", es.truncated);
                 status = EXIT_OK;
         }

@@ -693,6 +693,10 @@ def fs_commands_human_and_json():
     assert p.stdout.decode() == f"{d}/a.txt\n{d}/b.txt\n", p.stdout
     j = json.loads(ctl("--json", "glob", "a*", d, check_rc=0).stdout)
     assert [m["path"] for m in j["matches"]] == [f"{d}/a.txt"] and not j["truncated"], j
+    # Directories match too: a trailing / in the listing, is_dir in --json.
+    assert ctl("glob", "*", d, check_rc=0).stdout.decode() == f"{d}/a.txt\n{d}/b.txt\n{d}/sub/\n"
+    j = json.loads(ctl("--json", "glob", "s*", d, check_rc=0).stdout)
+    assert [(m["path"], m["is_dir"]) for m in j["matches"]] == [(f"{d}/sub", True)], j
 
 
 @test

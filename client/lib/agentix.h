@@ -298,7 +298,7 @@ typedef struct agentix_entries {
 } agentix_entries;
 
 AGENTIX_API int agentix_ls(agentix_client *c, const char *path, agentix_entries *ret, agentix_error *ret_error);
-/* glob(pattern, path): matching regular files (is_dir false). */
+/* glob(pattern, path): matching regular files and directories (is_dir), sorted by path. */
 AGENTIX_API int agentix_glob(agentix_client *c, const char *pattern, const char *path, agentix_entries *ret,
                              agentix_error *ret_error);
 AGENTIX_API void agentix_entries_done(agentix_entries *e);

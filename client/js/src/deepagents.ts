@@ -231,17 +231,28 @@ export class AgentixSandbox extends BaseSandbox {
   }
 
   async glob(pattern: string, path = "/"): Promise<GlobResult> {
-    // fs::glob finds the candidates natively (regular files); deepagents' own pattern rules pick.
-    const r = await this.rt().fs<{ matches?: Array<Record<string, unknown>>; truncated?: boolean; error?: string | null; message?: string | null }>(
-      "glob", [pattern], { path });
-    if (r.error) return r.error === "file_not_found" ? { files: [], truncated: false } : { error: r.message ?? r.error };
+    // BaseSandbox lists everything below `path` (find -L) and keeps what deepagents' regex
+    // matches, directories included. fs::glob lists the candidates natively: every file and
+    // directory ("{*,.*}": names with and without a leading dot, at any depth) below the
+    // pattern's literal leading directories, which nothing outside them can match.
     const base = path.endsWith("/") ? path.slice(0, -1) : path;
+    const segments = pattern.split("/");
+    const literal: string[] = [];
+    while (segments.length > 1 && segments[0] !== "" && !/[*?[{\\]/.test(segments[0]) &&
+           segments[0] !== "." && segments[0] !== "..") literal.push(segments.shift()!);
+    const root = literal.length > 0 ? `${base}/${literal.join("/")}` : path;
+    const r = await this.rt().fs<{ matches?: Array<Record<string, unknown>>; truncated?: boolean; error?: string | null; message?: string | null }>(
+      "glob", ["{*,.*}"], { path: root });
+    if (r.error) {
+      const outside = literal.length > 0 && (r.error === "file_not_found" || r.error === "not_a_directory");
+      return r.error === "file_not_found" || outside ? { files: [], truncated: false } : { error: r.message ?? r.error };
+    }
     const regex = globRegex(pattern);
     const files: FileInfo[] = [];
     for (const m of r.matches ?? []) {
       const full = String(m.path);
       const rel = full.startsWith(`${base}/`) ? full.slice(base.length + 1) : full;
-      if (regex.test(rel)) files.push({ path: rel, is_dir: false, size: Number(m.size), modified_at: iso(m.modified_at) });
+      if (regex.test(rel)) files.push({ path: rel, is_dir: Boolean(m.is_dir), size: Number(m.size), modified_at: iso(m.modified_at) });
     }
     return { files, truncated: Boolean(r.truncated) };
   }

@@ -107,11 +107,39 @@ it("grep finds literal text as deepagents does", async () => {
   expect(await native.grep("needle", `${dir}/missing`)).toEqual(await shell.grep("needle", `${dir}/missing`));
 });
 
-it("glob matches as deepagents does (files)", async () => {
-  for (const pattern of ["*.py", "**/*.py", "src/*.py", "src/**", "*.md"]) {
+it("glob matches as deepagents does, directories included", async () => {
+  for (const pattern of ["*.py", "**/*.py", "src/*.py", "src/**", "*.md", "*", "src/*", "**"]) {
     const [a, b] = await both(`glob ${pattern}`, (s) => s.glob(pattern, dir));
-    expect(byPath(a.files), pattern).toEqual(byPath((b.files ?? []).filter((f) => !f.is_dir)));
+    expect(byPath(a.files), pattern).toEqual(byPath(b.files));
   }
+  // The case of deepagents' standard sandbox tests ("should include directories in results").
+  const src = (await native.glob("*", dir)).files?.find((f) => f.path === "src");
+  expect(src?.is_dir).toBe(true);
+  expect((await native.globInfo("src/*", dir)).filter((f) => f.is_dir).map((f) => f.path)).toEqual(["src/deep"]);
+});
+
+it("glob: nested patterns, hidden files and directories, no match, as BaseSandbox", async () => {
+  const g = `${dir}/globs`;
+  await native.uploadFiles([
+    [`${g}/.env`, enc.encode("x")],
+    [`${g}/.config/app.json`, enc.encode("{}")],
+    [`${g}/pkg/.hidden.py`, enc.encode("x")],
+    [`${g}/pkg/mod/__init__.py`, enc.encode("")],
+    [`${g}/pkg/mod/deep/x.py`, enc.encode("x")],
+    [`${g}/pkg/mod/deep/y.txt`, enc.encode("y")],
+    [`${g}/pkg/empty/.keep`, enc.encode("")],
+  ]);
+  for (const pattern of [
+    "**/*.py", "pkg/**/*.py", "pkg/mod/**", "pkg/*/deep/*", "**/deep", "pkg/*", ".*", "**/.*", ".config/*",
+    "pkg/.hidden.py", "*/mod", "**/*.rs", "nothing/here/*", "pkg/mod/deep/x.py", "**/mod/**/*.py", "[p]kg/m?d",
+  ]) {
+    const [a, b] = await both(`glob ${pattern}`, (s) => s.glob(pattern, g));
+    expect(byPath(a.files), pattern).toEqual(byPath(b.files));
+  }
+  // A path below the search root, and a root that does not exist.
+  const [c, d] = [await native.glob("*.py", `${g}/pkg/mod`), await shell.glob("*.py", `${g}/pkg/mod`)];
+  expect(byPath(c.files)).toEqual(byPath(d.files));
+  expect(await native.glob("*", `${g}/missing`)).toEqual(await shell.glob("*", `${g}/missing`));
 });
 
 it("write and edit as deepagents does", async () => {

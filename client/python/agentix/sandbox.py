@@ -244,7 +244,8 @@ class AgentixSandbox(BaseSandbox):
         out = []
         for m in r.get("matches", []):
             rel = posixpath.relpath(m["path"], root) if m["path"].startswith(root) else m["path"]
-            out.append({"path": rel, "is_dir": False, "size": m.get("size"), "modified_at": m.get("modified_at")})
+            out.append({"path": rel, "is_dir": bool(m.get("is_dir")), "size": m.get("size"),
+                        "modified_at": m.get("modified_at")})
         return out
 
     # ---- the sync twins ---------------------------------------------------------------------

@@ -65,6 +65,10 @@ def test_ls_grep_glob(sandbox, tmp_path):
     # An error is a string, not an exception (deepagents <= 0.4).
     assert sandbox.grep_raw("needle", "relative") == "Error: Path must be absolute: 'relative'"
     assert sorted(e["path"] for e in sandbox.glob_info("*.py", str(tmp_path))) == ["src/a.py", "top.py"]
+    # Matching directories come too, with is_dir (deepagents' BaseSandbox lists them).
+    assert sorted((e["path"], e["is_dir"]) for e in sandbox.glob_info("*", str(tmp_path))) == \
+        [("src", True), ("src/a.py", False), ("src/b.txt", False), ("top.py", False)]
+    assert sandbox.glob_info("*.rs", str(tmp_path)) == []
 
 
 @pytest.mark.asyncio

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* fs.glob: regular files below a root matching a pattern (deepagents 0.7 contract, see
- * fs-pattern.h), bounded by time and match count. */
+/* fs.glob: the regular files and directories below a root whose paths match a pattern
+ * (deepagents' contract, see fs-pattern.h: BaseSandbox lists matching directories too, with
+ * is_dir), bounded by time and match count. */
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -28,10 +29,50 @@ typedef struct GlobWalk {
         size_t max_matches;
 } GlobWalk;
 
-static int glob_on_directory(FsWalk *w, const char *name, void *parent_ctx, void **ret_child_ctx) {
+/* Record a match (st: what it is, links followed); 0, or -ENOMEM. Past the cap, the walk ends
+ * and the result says it was cut short. */
+static int add_match(GlobWalk *g, const char *path, const struct stat *st) {
+        FsEntry *e;
+
+        if (g->res->n_matches >= g->max_matches) {
+                fs_walk_stop(&g->walk);
+                return 0;
+        }
+        if (g->res->n_matches == g->cap) {
+                size_t ncap = MAX(g->cap * 2, (size_t) 64);
+                FsEntry *n = reallocarray(g->res->matches, ncap, sizeof(FsEntry));
+                if (!n)
+                        return -ENOMEM;
+                g->res->matches = n;
+                g->cap = ncap;
+        }
+        e = &g->res->matches[g->res->n_matches];
+        *e = (FsEntry) {
+                .is_dir = S_ISDIR(st->st_mode),
+                .mode = (int) (st->st_mode & 07777),
+                .size = (uint64_t) st->st_size,
+                .mtime = st->st_mtim,
+        };
+        e->path = strdup(path);
+        if (!e->path)
+                return -ENOMEM;
+        g->res->n_matches++;
+        return 0;
+}
+
+static int glob_on_directory(FsWalk *w, int dir_fd, const char *name, void *parent_ctx, void **ret_child_ctx) {
         GlobWalk *g = (GlobWalk *) w;
         FsPatternStates *child;
+        struct stat st;
         int r;
+
+        /* The directory itself, when its path matches. */
+        if (fs_pattern_states_match_file(g->pattern, parent_ctx, name) &&
+            fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0) {
+                r = add_match(g, (const char *) buffer_data(&w->path), &st);
+                if (r < 0 || w->stopped)
+                        return r;
+        }
 
         child = malloc(sizeof(FsPatternStates));
         if (!child)
@@ -66,7 +107,8 @@ static int glob_on_file(FsWalk *w, int dir_fd, const char *name, unsigned char t
                 return 0;
 
         if (type == DT_LNK) {
-                /* A link counts as what it points to, as long as that stays below the root. */
+                /* A link counts as what it points to (a file or a directory, as find -L sees it;
+                 * never entered), as long as that stays below the root. */
                 _cleanup_free_ char *real = realpath(path, NULL);
                 if (!real || !fs_path_is_below(real, g->real_root))
                         return 0;
@@ -74,28 +116,9 @@ static int glob_on_file(FsWalk *w, int dir_fd, const char *name, unsigned char t
                         return 0;
         } else if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return 0;
-        if (!S_ISREG(st.st_mode))
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
                 return 0;
-
-        if (g->res->n_matches >= g->max_matches) {
-                fs_walk_stop(w);
-                return 0;
-        }
-        if (g->res->n_matches == g->cap) {
-                size_t ncap = MAX(g->cap * 2, (size_t) 64);
-                FsEntry *n = reallocarray(g->res->matches, ncap, sizeof(FsEntry));
-                if (!n)
-                        return -ENOMEM;
-                g->res->matches = n;
-                g->cap = ncap;
-        }
-        FsEntry *e = &g->res->matches[g->res->n_matches];
-        *e = (FsEntry) { .mode = (int) (st.st_mode & 07777), .size = (uint64_t) st.st_size, .mtime = st.st_mtim };
-        e->path = strdup(path);
-        if (!e->path)
-                return -ENOMEM;
-        g->res->n_matches++;
-        return 0;
+        return add_match(g, path, &st);
 }
 
 static int entry_compare(const void *a, const void *b) {

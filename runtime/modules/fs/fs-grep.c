@@ -297,7 +297,7 @@ static int grep_fd(GrepWalk *g, int fd) {
         return 0;
 }
 
-static int grep_on_directory(FsWalk *w, const char *name, void *parent_ctx, void **ret_child_ctx) {
+static int grep_on_directory(FsWalk *w, int dir_fd, const char *name, void *parent_ctx, void **ret_child_ctx) {
         GrepWalk *g = (GrepWalk *) w;
         FsPatternStates *child;
         int r;

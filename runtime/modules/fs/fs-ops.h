@@ -172,7 +172,7 @@ typedef struct FsGlobOptions {
 
 typedef struct FsGlobResult {
         FsStatus status;
-        FsEntry *matches;       /* regular files, sorted by path; is_dir is always false */
+        FsEntry *matches;       /* regular files and directories, sorted by path */
         size_t n_matches;
         bool truncated;         /* budget or match cap hit, or part of the tree was unreadable */
 } FsGlobResult;

@@ -146,7 +146,7 @@ static int walk_dir(FsWalk *w, int dir_fd, void *ctx, unsigned depth) {
                         continue; /* devices, FIFOs, sockets: never read */
 
                 void *child_ctx = NULL;
-                r = w->on_directory(w, name, ctx, &child_ctx);
+                r = w->on_directory(w, dir_fd, name, ctx, &child_ctx);
                 if (r < 0)
                         break;
                 if (r == 0)

@@ -24,10 +24,10 @@ struct FsWalk {
         FsCancelled cancelled;   /* optional */
         void *userdata;
 
-        /* A directory `name` (in the directory with context parent_ctx) is about to be
+        /* A directory `name` in dir_fd (the directory with context parent_ctx) is about to be
          * entered: return 1 to descend (with *ret_child_ctx for its entries, released with
          * free_ctx), 0 to skip it, or a negative errno to abort the walk. */
-        int (*on_directory)(FsWalk *w, const char *name, void *parent_ctx, void **ret_child_ctx);
+        int (*on_directory)(FsWalk *w, int dir_fd, const char *name, void *parent_ctx, void **ret_child_ctx);
         void (*free_ctx)(void *ctx);
         /* A regular file or a symbolic link (type DT_REG or DT_LNK) in dir_fd. Return 0, or a
          * negative errno to abort the walk; call fs_walk_stop() to end it early. */

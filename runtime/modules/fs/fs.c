@@ -85,26 +85,23 @@ static int pack_status(msgpack_packer *pk, const FsStatus *s) {
         return r;
 }
 
-static int pack_entry(msgpack_packer *pk, const FsEntry *e, bool with_is_dir) {
+/* One entry of ls or glob: {path, is_dir, size, modified_at, mode}. */
+static int pack_entry(msgpack_packer *pk, const FsEntry *e) {
         char ts[FS_TIMESTAMP_MAX];
         int r;
 
         fs_format_timestamp(&e->mtime, ts);
-        r = msgpack_pack_map(pk, with_is_dir ? 5 : 3) < 0 ? -ENOMEM : 0;
+        r = msgpack_pack_map(pk, 5) < 0 ? -ENOMEM : 0;
         r = r ?: pack_key(pk, "path");
         r = r ?: pack_str(pk, e->path);
-        if (with_is_dir) {
-                r = r ?: pack_key(pk, "is_dir");
-                r = r ?: pack_bool(pk, e->is_dir);
-        }
+        r = r ?: pack_key(pk, "is_dir");
+        r = r ?: pack_bool(pk, e->is_dir);
         r = r ?: pack_key(pk, "size");
         r = r ?: (msgpack_pack_uint64(pk, e->size) < 0 ? -ENOMEM : 0);
         r = r ?: pack_key(pk, "modified_at");
         r = r ?: pack_str(pk, ts);
-        if (with_is_dir) {
-                r = r ?: pack_key(pk, "mode");
-                r = r ?: pack_int_or_nil(pk, e->mode >= 0, e->mode);
-        }
+        r = r ?: pack_key(pk, "mode");
+        r = r ?: pack_int_or_nil(pk, e->mode >= 0, e->mode);
         return r;
 }
 
@@ -598,7 +595,7 @@ static int fs_ls_impl(agentix_call *call, const msgpack_object *argv, size_t arg
         if (ok) {
                 r = r ?: (msgpack_pack_array(pk, res.n_entries) < 0 ? -ENOMEM : 0);
                 for (size_t i = 0; i < res.n_entries && r >= 0; i++)
-                        r = pack_entry(pk, &res.entries[i], true);
+                        r = pack_entry(pk, &res.entries[i]);
         } else
                 r = r ?: pack_str(pk, NULL);
         r = r ?: pack_key(pk, "truncated");
@@ -694,7 +691,7 @@ static int fs_glob_impl(agentix_call *call, const msgpack_object *argv, size_t a
         if (ok) {
                 r = r ?: (msgpack_pack_array(pk, res.n_matches) < 0 ? -ENOMEM : 0);
                 for (size_t i = 0; i < res.n_matches && r >= 0; i++)
-                        r = pack_entry(pk, &res.matches[i], false);
+                        r = pack_entry(pk, &res.matches[i]);
         } else
                 r = r ?: pack_str(pk, NULL);
         r = r ?: pack_key(pk, "truncated");
@@ -772,7 +769,7 @@ static const agentix_function fs_functions[] = {
                 .name = "glob",
                 .signature = "(pattern: str, path: str = \"/\") -> map",
                 .impl = fs_glob_impl,
-                .doc = "Regular files matching a glob pattern below a directory.",
+                .doc = "Regular files and directories matching a glob pattern below a directory.",
         },
         {},
 };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fs_glob() and the pattern matcher: the deepagents 0.7 cross-backend glob matrix
- * (test_glob_semantics.py), its hidden-directory, brace and symlink cases. */
+ * (test_glob_semantics.py), its hidden-directory, brace and symlink cases; matching
+ * directories are listed too (is_dir), as deepagents' BaseSandbox lists them. */
 #include "fs-pattern.h"
 #include "test-fs-util.h"
 
@@ -16,7 +17,7 @@ static void make_tree(void) {
 }
 
 /* Glob below root (relative to the scratch dir) and compare with the expected paths
- * (relative to root, sorted, comma-separated; "" for none). */
+ * (relative to root, sorted, comma-separated, directories with a trailing '/'; "" for none). */
 static void check_glob(const char *pattern, const char *root, const char *expected) {
         FsGlobResult r = {};
         char got[4096] = "", rootpath[PATH_MAX];
@@ -32,7 +33,8 @@ static void check_glob(const char *pattern, const char *root, const char *expect
                         strcat(got, ",");
                 assert_true(strlen(r.matches[i].path) > prefix);
                 strcat(got, r.matches[i].path + prefix);
-                assert_false(r.matches[i].is_dir);
+                if (r.matches[i].is_dir)
+                        strcat(got, "/");
         }
         if (!streq(got, expected))
                 fail_msg("glob '%s' in '%s': expected [%s], got [%s]", pattern, root, expected, got);
@@ -56,7 +58,15 @@ static void test_matrix(void **state) {
         check_glob(".github/**/*.yml", "", ".github/workflows/ci.yml");
         check_glob(".hidden.py", "", ".hidden.py");
         check_glob(".*.py", "", ".hidden.py");
-        check_glob("*", "", ".github/workflows/ci.yml,.hidden/x.py,a.py,readme.md,sub/b.py,sub/nested/c.py");
+        check_glob("*", "",
+                   ".github/workflows/,.github/workflows/ci.yml,.hidden/x.py,a.py,readme.md,sub/,sub/b.py,sub/nested/,"
+                   "sub/nested/c.py");
+        /* directories by name, nested or not; no match at all */
+        check_glob("nested", "", "sub/nested/");
+        check_glob("sub/*", "", "sub/b.py,sub/nested/");
+        check_glob("**/nested", "", "sub/nested/");
+        check_glob(".github/*", "", ".github/workflows/");
+        check_glob("*.none", "", "");
         check_glob("*.{py,md}", "", ".hidden/x.py,a.py,readme.md,sub/b.py,sub/nested/c.py");
         check_glob("*.{yml,yaml}", "", ".github/workflows/ci.yml");
         check_glob("?.py", "", ".hidden/x.py,a.py,sub/b.py,sub/nested/c.py");
@@ -80,7 +90,7 @@ static void test_hidden_dirs(void **state) {
         check_glob("*.py/", "", "");
         check_glob("sub//b.py", "", "sub/b.py");
         check_glob("/sub/nested/c.py", "", "sub/nested/c.py");
-        check_glob("sub/**", "", "sub/b.py,sub/nested/c.py");
+        check_glob("sub/**", "", "sub/b.py,sub/nested/,sub/nested/c.py");
 }
 
 static void test_braces(void **state) {
@@ -125,11 +135,12 @@ static void test_symlinks(void **state) {
         assert_int_equal(symlink(P("outside/secret.py"), P("workspace/src/link.py")), 0);
         assert_int_equal(symlink("real.py", P("workspace/src/inside-link.py")), 0);
         assert_int_equal(symlink(P("outside"), P("workspace/dirlink")), 0);
+        assert_int_equal(symlink("src", P("workspace/srclink.py")), 0);
         mkdir_p("workspace/adir.py");
 
-        /* escaping links are skipped, links inside count, linked directories are not walked,
-         * directories are never matches */
-        check_glob("*.py", "workspace", "src/inside-link.py,src/real.py,src/safe.py");
+        /* escaping links are skipped, links inside count as what they point to (a link to a
+         * directory is one, but is not walked), directories match like files */
+        check_glob("*.py", "workspace", "adir.py/,src/inside-link.py,src/real.py,src/safe.py,srclink.py/");
 }
 
 static void test_errors_and_limits(void **state) {
