@@ -5,8 +5,8 @@
 //   (cd client/js && npm ci && npm run build)
 //   node examples/js-example/example.mjs [IMAGE] [BUNDLE]
 //
-// Needs agentd on the system bus (scripts/demo.sh starts one; DBUS_SYSTEM_BUS_ADDRESS picks
-// another) and the bundle built (agentixctl build examples/bundle-example).
+// Needs agentd on the system bus with the example bundle built: `eval "$(scripts/dev-env.sh
+// start)"` starts both (DBUS_SYSTEM_BUS_ADDRESS picks another bus).
 import { AgentdError, SandboxManager, ServerUnreachable, session } from "../../client/js/dist/index.js";
 
 const [image = "agentix-test/busybox:1", bundle = "example-bundle:0.1.0"] = process.argv.slice(2);

@@ -5,8 +5,8 @@ deepagents file methods used, deleted at the end.
 
     PYTHONPATH=client/python /usr/bin/python3 examples/python-example/example.py [IMAGE] [BUNDLE]
 
-Needs agentd on the system bus (scripts/demo.sh starts one; DBUS_SYSTEM_BUS_ADDRESS picks
-another) and the bundle built (agentixctl build examples/bundle-example)."""
+Needs agentd on the system bus with the example bundle built: `eval "$(scripts/dev-env.sh
+start)"` starts both (DBUS_SYSTEM_BUS_ADDRESS picks another bus)."""
 
 import asyncio
 import sys
