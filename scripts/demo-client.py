@@ -46,17 +46,18 @@ def call(callable, shape="unary", **kwargs):
     return replies.get(call_id, [])
 
 
-def show(title, events):
-    print(f"--- {title}")
+def show(title, events, command=None):
+    print(f"--- {title}" + (f": {command}" if command else ""))
     for event, m in events:
         m = {k: v for k, v in m.items() if k != "call_id"}
         print(f"  {event}: {json.dumps(m, default=lambda b: b.decode(errors='replace'))}")
 
 
 sio.connect(url, namespaces=["/rpc"], auth={"token": token}, transports=["websocket"])
-show("sandbox::exec (unary)", call("sandbox::exec", command="echo hello from $(uname -s); id -u; exit 3"))
-show("sandbox::exec (stream)", call("sandbox::exec", shape="stream",
-                                    command="for i in 1 2 3; do echo tick $i; sleep 0.1; done"))
+command = "echo hello from $(uname -s); id -u; exit 3"
+show("sandbox::exec (unary)", call("sandbox::exec", command=command), command)
+command = "for i in 1 2 3; do echo tick $i; sleep 0.1; done"
+show("sandbox::exec (stream)", call("sandbox::exec", shape="stream", command=command), command)
 path = f"{workdir}/notes.txt"
 show("fs::write", call("fs::write", path=path, content="first line\nsecond line\n"))
 show("fs::edit", call("fs::edit", path=path, old="second", new="2nd"))

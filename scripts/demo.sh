@@ -7,9 +7,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_log=/tmp/agentix-demo-build.log
+: >"$build_log"
 ./scripts/deps.sh
-[ -d build ] || meson setup build --buildtype=debugoptimized >/dev/null
-ninja -C build
+# The first screen shows what the demo does: the build's output goes to a log, and only a
+# progress line shows (on a terminal).
+printf '=== building agentix (log: %s)\n' "$build_log"
+if { [ -d build ] || meson setup build --buildtype=debugoptimized >"$build_log" 2>&1; } &&
+   if [ -t 1 ]; then
+        ninja -C build 2>&1 | tee -a "$build_log" |
+                awk '/^\[[0-9]+\/[0-9]+\]/ { printf "\r\033[K    %s", substr($0, 1, 72); fflush() } END { print "" }'
+        [ "${PIPESTATUS[0]}" -eq 0 ]
+   else
+        ninja -C build >>"$build_log" 2>&1
+   fi; then
+        :
+else
+        tail -30 "$build_log"
+        echo "the build failed; the whole log is $build_log" >&2
+        exit 1
+fi
 
 ctl=build/client/agentixctl/agentixctl
 work=$(mktemp -d /tmp/agentix-demo.XXXXXX)

@@ -3,13 +3,18 @@
 """agentd under load, beside the same work done with the docker CLI in a loop, in one run:
 
   burst:  N creates at once (each its own `busctl call`), until every one answered — against N
-          `docker run -d …` at once, each followed by `docker port` and polling /health;
+          `docker run -d …` at once, each followed by `docker port` and polling /health; twice:
+          cold (no carrier yet: agentd makes its own, the CLI side `docker create`s its own inside
+          the timing) and warm (both carriers there);
   live:   M sandboxes alive: agentd's RSS and open fds, and ListSandboxes latency (dbus-python,
           in-process) — against `docker ps --filter label=…` listing the same M containers;
   churn:  K create+delete cycles, P at a time — against `docker run` + /health + `docker rm -f`;
           before and after: agentd's RSS and fds, agentix containers and carriers in Docker.
 
-Sandboxes are made with the same image, bundle, limits and port publishing either way.
+Sandboxes are made with the same image, bundle, limits and port publishing either way. The
+CLI side has a carrier of its own (agentd may prune its carriers at any time). When the CLI
+side fails, the run stops with its error: a ratio against a peer that did not do the work
+would be a lie.
 
   load.py IMAGE BUNDLE AGENTD_PID [--burst N] [--live M] [--churn K] [--parallel P]
   (DBUS_SYSTEM_BUS_ADDRESS: agentd's bus)
@@ -52,6 +57,10 @@ def docker_names(label):
     return set(r.stdout.split())
 
 
+class PeerFailed(Exception):
+    """The docker CLI side did not do the work: no figure can be compared with it."""
+
+
 class Load:
     def __init__(self, image, bundle, agentd_pid, address=None):
         self.image, self.bundle, self.pid = image, bundle, agentd_pid
@@ -60,7 +69,7 @@ class Load:
             self.env["DBUS_SYSTEM_BUS_ADDRESS"] = address
         self.bus = dbus.bus.BusConnection(self.env["DBUS_SYSTEM_BUS_ADDRESS"])
         self.mgr = dbus.Interface(self.bus.get_object(NAME, PATH), MANAGER)
-        self.carrier = None
+        self.carrier = f"agentix-load-carrier-{os.getpid()}"
 
     # ---- agentd ------------------------------------------------------------------------------
 
@@ -87,18 +96,24 @@ class Load:
 
     # ---- the docker CLI, doing the same ------------------------------------------------------
 
-    def find_carrier(self):
-        if not self.carrier:
-            sid, err = self.create()  # agentd makes the bundle's carrier
-            assert sid, err
-            self.delete(sid)
-            self.carrier = sorted(docker_names("org.agentix.carrier"))[0]
-        return self.carrier
+    def make_carrier(self):
+        """The CLI side's own carrier: the bundle image, created (Docker fills its /nix volume)."""
+        if subprocess.run([DOCKER, "container", "inspect", self.carrier], capture_output=True).returncode == 0:
+            return
+        r = subprocess.run([DOCKER, "create", "--name", self.carrier, "--label", "agentix-load-peer=1", self.bundle],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise PeerFailed(f"docker create of the CLI side's carrier failed: {r.stderr.strip()}")
+
+    def remove_carriers(self):
+        """No carrier on either side: the next creates are cold."""
+        names = sorted(docker_names("org.agentix.carrier")) + [self.carrier]
+        subprocess.run([DOCKER, "rm", "-f", "-v", *names], capture_output=True)
 
     def docker_create(self, i):
         name = f"agentix-load-peer-{os.getpid()}-{i}"
         r = subprocess.run([DOCKER, "run", "-d", "--name", name, "--label", "agentix-load-peer=1", "--volumes-from",
-                            self.find_carrier(), "-p", "127.0.0.1::8000", "--pids-limit", "1024", "--memory", "2g",
+                            self.carrier, "-p", "127.0.0.1::8000", "--pids-limit", "1024", "--memory", "2g",
                             "--cpus", "1", "-e", "AGENTIX_TOKEN=peer", "--entrypoint",
                             "/nix/runtime/bin/agentix-server", self.image], capture_output=True, text=True)
         if r.returncode != 0:
@@ -113,9 +128,12 @@ class Load:
 
     # ---- the figures -------------------------------------------------------------------------
 
-    def burst(self, n, peer=True):
-        """n creates at once through agentd, and through the docker CLI."""
-        out = {}
+    def burst(self, n, peer=True, cold=False):
+        """n creates at once through agentd, and through the docker CLI; cold: no carrier on
+        either side at the start (the CLI side's carrier is made inside its timing)."""
+        out = {"cold": cold}
+        if cold:
+            self.remove_carriers()
         before = docker_names("org.agentix.sandbox")
         t0 = time.monotonic()
         made = self.many(lambda _: self.create(), range(n), n)
@@ -126,12 +144,18 @@ class Load:
         out["agentd_leaked"] = sorted(docker_names("org.agentix.sandbox") - before)
         if not peer:
             return out
-        self.find_carrier()
+        if not cold:
+            self.make_carrier()
         t0 = time.monotonic()
+        if cold:
+            self.make_carrier()
         made = self.many(self.docker_create, range(n), n)
         out["docker_s"] = time.monotonic() - t0
         out["docker_failed"] = [e for s, e in made if not s]
         self.many(self.docker_delete, [s for s, _ in made if s], n)
+        if out["docker_failed"]:
+            raise PeerFailed(f"{len(out['docker_failed'])} of {n} docker CLI creates failed, e.g.: "
+                             f"{out['docker_failed'][0]}")
         return out
 
     def live(self, m, parallel, list_calls=200):
@@ -186,10 +210,17 @@ class Load:
         out["cycles"] = k
         if not peer:
             return out
+        self.make_carrier()
         t0 = time.monotonic()
         out["docker_errors"] = [e for e in self.many(peer_cycle, range(k), parallel) if e]
         out["docker_s"] = time.monotonic() - t0
+        if out["docker_errors"]:
+            raise PeerFailed(f"{len(out['docker_errors'])} of {k} docker CLI cycles failed, e.g.: "
+                             f"{out['docker_errors'][0]}")
         return out
+
+    def close(self):
+        subprocess.run([DOCKER, "rm", "-f", "-v", self.carrier], capture_output=True)
 
 
 def main():
@@ -203,14 +234,22 @@ def main():
     p.add_argument("--parallel", type=int, default=10)
     a = p.parse_args()
     load = Load(a.image, a.bundle, a.agentd_pid)
-    results = {"burst": load.burst(a.burst), "live": load.live(a.live, a.parallel),
-               "churn": load.churn(a.churn, a.parallel)}
-    b, lv, c = results["burst"], results["live"], results["churn"]
+    try:
+        results = {"burst_cold": load.burst(a.burst, cold=True), "burst_warm": load.burst(a.burst),
+                   "live": load.live(a.live, a.parallel), "churn": load.churn(a.churn, a.parallel)}
+    except PeerFailed as e:
+        print(f"load.py: the docker CLI side failed, no ratio printed: {e}", file=sys.stderr)
+        return 2
+    finally:
+        load.close()
+    lv, c = results["live"], results["churn"]
     print(f"{'figure':44} {'agentd':>14} {'docker CLI':>14} {'ratio':>7}")
-    print(f"{f'{a.burst} creates at once, until all ready (s)':44} {b['agentd_s']:14.2f} {b['docker_s']:14.2f} "
-          f"{b['agentd_s'] / b['docker_s']:7.2f}")
-    print(f"{'  failed / leaked':44} {len(b['agentd_failed']):>7} / {len(b['agentd_leaked']):<4} "
-          f"{len(b['docker_failed']):>14}")
+    for key, what in (("burst_cold", "cold"), ("burst_warm", "warm")):
+        b = results[key]
+        print(f"{f'{a.burst} creates at once, {what}, all ready (s)':44} {b['agentd_s']:14.2f} "
+              f"{b['docker_s']:14.2f} {b['agentd_s'] / b['docker_s']:7.2f}")
+        print(f"{'  failed / leaked':44} {len(b['agentd_failed']):>7} / {len(b['agentd_leaked']):<4} "
+              f"{len(b['docker_failed']):>14}")
     print(f"{f'list {a.live} sandboxes, median (ms)':44} {lv['list_median_ms']:14.2f} "
           f"{lv['docker_ps_median_ms']:14.2f} {lv['list_median_ms'] / lv['docker_ps_median_ms']:7.3f}")
     print(f"{f'agentd RSS with {a.live} live (MiB)':44} {lv['rss_kib'] / 1024:14.2f}")
@@ -219,7 +258,8 @@ def main():
     for key in ("rss_kib", "fds", "containers", "carriers"):
         print(f"{'  ' + key + ' before -> after churn':44} {c['before'][key]:>6} -> {c['after'][key]:<6}")
     print(json.dumps(results))
-    bad = b["agentd_failed"] or b["agentd_leaked"] or lv["failed"] or c["errors"] or lv["rss_kib"] > 12 * 1024
+    bad = any(results[k]["agentd_failed"] or results[k]["agentd_leaked"] for k in ("burst_cold", "burst_warm")) or \
+        lv["failed"] or c["errors"] or lv["rss_kib"] > 12 * 1024
     return 1 if bad else 0
 
 
