@@ -54,6 +54,8 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         free(c->backend_dir);
         strv_free(c->backends);
         free(c->default_backend);
+        strv_free(c->allowed_runtimes);
+        free(c->default_runtime);
         free(c->docker_socket);
         free(c->podman_socket);
         free(c);
@@ -312,6 +314,44 @@ static int backends_key(Parser *p, const char *key, const char *value) {
         return parser_fail(p, "unknown key %s= in [Backends] (Directory, Load, Default, Timeout)", key);
 }
 
+static char *mfree_str(char *s) {
+        free(s);
+        return NULL;
+}
+
+/* An OCI runtime's name as dockerd's daemon.json spells them: runc, runsc, io.containerd.runc.v2. */
+static bool runtime_name_ok(const char *s) {
+        size_t n = strlen(s);
+
+        return n > 0 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == n;
+}
+
+static int runtimes_key(Parser *p, const char *key, const char *value) {
+        AgentdConfig *c = p->c;
+
+        if (streq(key, "Allowed")) {
+                _cleanup_strv_free_ char **l = NULL;
+                if (strv_split_extend(&l, value) < 0)
+                        return parser_fail(p, "out of memory");
+                for (char **n = l; n && *n; n++)
+                        if (!runtime_name_ok(*n))
+                                return parser_fail(p, "Allowed=: '%s' is not a runtime name", *n);
+                strv_free(c->allowed_runtimes);
+                c->allowed_runtimes = TAKE_PTR(l); /* empty: any */
+                return 1;
+        }
+        if (streq(key, "Default")) {
+                if (!strempty(value) && !runtime_name_ok(value))
+                        return parser_fail(p, "Default=%s is not a runtime name", value);
+                if (strempty(value)) {
+                        c->default_runtime = mfree_str(c->default_runtime);
+                        return 1;
+                }
+                return set_string(p, &c->default_runtime, value);
+        }
+        return parser_fail(p, "unknown key %s= in [Runtimes] (Allowed, Default)", key);
+}
+
 static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
         Parser *p = userdata;
 
@@ -323,6 +363,8 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
                 return limits_key(p, key, value);
         if (streq(section, "Backends"))
                 return backends_key(p, key, value);
+        if (streq(section, "Runtimes"))
+                return runtimes_key(p, key, value);
         if (streq(section, "Docker")) {
                 if (streq(key, "Socket"))
                         return set_socket(p, &p->c->docker_socket, key, value);
@@ -335,7 +377,7 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         }
         if (strempty(section))
                 return parser_fail(p, "%s= comes before any [Section]", key);
-        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Docker, Podman)", section);
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Runtimes, Docker, Podman)", section);
 }
 
 int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error) {
@@ -385,6 +427,8 @@ static int verify(const AgentdConfig *c, const char *path, char **ret_error) {
                 what = "DefaultTTL= is above MaxTTL=";
         else if (!strv_contains(c->backends, c->default_backend))
                 what = "[Backends] Default= names a backend that Load= does not load";
+        else if (c->default_runtime && c->allowed_runtimes && !strv_contains(c->allowed_runtimes, c->default_runtime))
+                what = "[Runtimes] Default= names a runtime that Allowed= does not allow";
         if (!what)
                 return 0;
         if (asprintf(ret_error, "%s (and its drop-ins): %s", path, what) < 0)
@@ -476,6 +520,10 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
                 fprintf(out, "%s%s", n == c->backends ? "" : " ", *n);
         fprintf(out, "\nDefault=%s\nTimeout=%llums\n", c->default_backend,
                 (unsigned long long) (c->backend_timeout_usec / 1000));
+        fputs("\n[Runtimes]\nAllowed=", out);
+        for (char **n = c->allowed_runtimes; n && *n; n++)
+                fprintf(out, "%s%s", n == c->allowed_runtimes ? "" : " ", *n);
+        fprintf(out, "\nDefault=%s\n", c->default_runtime ?: "");
         fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
         return ferror(out) ? -EIO : 0;

@@ -28,6 +28,10 @@ typedef struct AgentdConfig {
         char **backends;                 /* names to load */
         char *default_backend;
         uint64_t backend_timeout_usec;
+        /* [Runtimes]: the OCI runtimes a create may name (NULL: any the backend has), and the one
+         * it gets when it names none (NULL: the backend's default) */
+        char **allowed_runtimes;
+        char *default_runtime;
         /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
         char *docker_socket;
         char *podman_socket;

@@ -16,6 +16,7 @@ SandboxConfig *sandbox_config_free(SandboxConfig *c) {
         free(c->platform);
         free(c->backend);
         free(c->network);
+        free(c->runtime);
         free(c->workdir);
         free(c->setup);
         strv_free(c->env);
@@ -115,7 +116,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         } types[] = {
                 { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
                 { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
-                { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" },
+                { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" }, { "runtime", "s" },
         };
         size_t i;
         int r;
@@ -124,7 +125,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 ;
         if (i == ELEMENTSOF(types))
                 return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
-                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup)", key, NULL);
+                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime)", key, NULL);
         if (!streq(sig, types[i].sig))
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
                                          key, types[i].sig, sig);
@@ -156,6 +157,13 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         }
         if (streq(key, "setup"))
                 return read_string(m, key, &c->setup, 64 * 1024, error);
+        if (streq(key, "runtime")) {
+                r = read_string(m, key, &c->runtime, 64, error);
+                if (r >= 0 && strspn(c->runtime, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+                                      strlen(c->runtime))
+                        return invalid(error, "config key '%s': '%s' is not a runtime name", key, c->runtime);
+                return r;
+        }
         if (streq(key, "env"))
                 return read_map(m, key, true, &c->env, error);
         if (streq(key, "labels"))
@@ -287,4 +295,29 @@ int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const 
                 return r;
         *ret = TAKE_PTR(c);
         return 0;
+}
+
+int sandbox_config_apply_runtimes(SandboxConfig *c, char *const *allowed, const char *default_runtime,
+                                  sd_bus_error *error) {
+        _cleanup_free_ char *list = NULL;
+        size_t n = 0;
+
+        if (!c->runtime && default_runtime && !(c->runtime = strdup(default_runtime)))
+                return -ENOMEM;
+        if (!c->runtime || !allowed || strv_contains(allowed, c->runtime))
+                return 0;
+        for (char *const *a = allowed; *a; a++)
+                n += strlen(*a) + 2;
+        list = calloc(n + 1, 1);
+        if (!list)
+                return -ENOMEM;
+        for (char *const *a = allowed; *a; a++) {
+                if (a != allowed)
+                        strcat(list, ", ");
+                strcat(list, *a);
+        }
+        (void) sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                 "config key 'runtime': '%s' is not allowed here (agentd.conf [Runtimes] Allowed=: %s)",
+                                 c->runtime, list);
+        return -EINVAL;
 }

@@ -15,7 +15,7 @@ typedef struct SandboxLimits {
 } SandboxLimits;
 
 typedef struct SandboxConfig {
-        char *image, *bundle, *platform, *backend, *network, *workdir, *setup;
+        char *image, *bundle, *platform, *backend, *network, *workdir, *setup, *runtime;
         char **env;              /* KEY=VALUE */
         char **labels;           /* key=value, the caller's own */
         uint64_t ttl_sec;        /* 0: the daemon's default */
@@ -33,3 +33,7 @@ typedef struct SandboxConfig {
 int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const SandboxLimits *maxima,
                         uint64_t max_ttl_sec, const char *default_backend, SandboxConfig **ret, sd_bus_error *error);
 SandboxConfig *sandbox_config_free(SandboxConfig *c);
+/* The runtime: default_runtime when none is named; one that allowed (NULL: any) does not list
+ * is InvalidConfig naming those it does. */
+int sandbox_config_apply_runtimes(SandboxConfig *c, char *const *allowed, const char *default_runtime,
+                                  sd_bus_error *error);

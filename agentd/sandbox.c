@@ -107,6 +107,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .cpus = c->limits.cpus,
                 .memory = c->limits.memory,
                 .pids = c->limits.pids,
+                .runtime = c->runtime,
         };
 }
 

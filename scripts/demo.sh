@@ -52,7 +52,8 @@ AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
 step "a system bus with agentd on it"
 DBUS_SYSTEM_BUS_ADDRESS=$(./scripts/system-bus.sh start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
-AGENTD_BACKEND_DIR=build/agentd/backends/engine build/agentd/agentd 2>"$work/agentd.log" &
+AGENTD_BACKEND_DIR=build/agentd/backends/engine AGENTIX_FIREWALL=policy/firewall/agentix-firewall \
+        build/agentd/agentd 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break

@@ -18,6 +18,7 @@ packages=(
         man-db # tests render the man pages at 80 columns
         dbus-daemon python3-dbus systemd # agentd's tests: a private bus, a stock D-Bus client, systemd-analyze
         podman netavark # the podman backend's test: a real `podman system service` (runc, NOTES.md)
+        runsc # gVisor, the runtime=runsc sandboxes (registered with dockerd by scripts/dockerd.sh)
         chromium # the browser test (tests/interop/node/test/browser.test.js), driven by playwright-core
 )
 

@@ -57,6 +57,7 @@ start() {
         if ! running "$state/agentd.pid"; then
                 DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
                 AGENTD_BACKEND_DIR=$root/$build/agentd/backends/engine \
+                AGENTIX_FIREWALL=$root/policy/firewall/agentix-firewall \
                         setsid "$root/$build/agentd/agentd" </dev/null >>"$state/agentd.log" 2>&1 &
                 echo $! >"$state/agentd.pid"
                 for _ in $(seq 100); do

@@ -29,7 +29,8 @@ AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/incl
 DBUS_SYSTEM_BUS_ADDRESS=$("$ROOT/scripts/system-bus.sh" start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
 # As units/agentd.service runs it.
-GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
+GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" \
+        AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -57,10 +58,47 @@ static int redirect_stdio(void) {
         return r;
 }
 
+/* Without close_range() (before Linux 5.9, or gVisor, which answers EINVAL): close what
+ * /proc/self/fd lists, or, without /proc, every number below RLIMIT_NOFILE. */
+static void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+
+static int close_other_fds_slowly(int frame_fd) {
+        _cleanup_(closedirp) DIR *d = opendir("/proc/self/fd");
+        struct rlimit rl;
+        struct dirent *de;
+
+        if (!d) {
+                if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        return negative_errno();
+                for (rlim_t fd = 3; fd < MIN(rl.rlim_cur, (rlim_t) NOFILE_MAX * 16); fd++)
+                        if ((int) fd != frame_fd)
+                                (void) close((int) fd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                char *end;
+                long fd = strtol(de->d_name, &end, 10);
+
+                if (*end || end == de->d_name || fd < 3 || fd == frame_fd || fd == dirfd(d))
+                        continue;
+                (void) close((int) fd);
+        }
+        return 0;
+}
+
 static int close_other_fds(int frame_fd) {
-        if (close_range(3, (unsigned) frame_fd - 1, 0) < 0 ||
-            close_range((unsigned) frame_fd + 1, ~0U, 0) < 0)
+        int r;
+
+        if (close_range(3, (unsigned) frame_fd - 1, 0) >= 0 && close_range((unsigned) frame_fd + 1, ~0U, 0) >= 0)
+                return 0;
+        if (errno != ENOSYS && errno != EINVAL && errno != EPERM)
                 return log_error_errno(errno, "Failed to close inherited file descriptors: %m");
+        r = close_other_fds_slowly(frame_fd);
+        if (r < 0)
+                return log_error_errno(r, "Failed to close inherited file descriptors: %m");
         return 0;
 }
 

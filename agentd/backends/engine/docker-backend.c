@@ -15,11 +15,28 @@
 #define HEALTH_CHECK_EVERY 25 /* probes between looks at whether the container still runs */
 #define CARRIER_WAIT_USEC (25ULL * 1000)
 #define CARRIER_WAITS_MAX 400 /* 10 s */
+#define NETWORK_WAIT_USEC (25ULL * 1000)
+#define NETWORK_WAITS_MAX 1200 /* 30 s */
+
+/* Least privilege for the task container: of Docker's default capabilities, only those that
+ * ordinary tools run as root in a sandbox need (the runtime itself needs none):
+ *   CHOWN            tar, cp -a, package managers set the owners of what they unpack
+ *   DAC_OVERRIDE     root reads and writes files of other users (a `user`'s workdir, say)
+ *   FOWNER           chmod and utimes on files root does not own (tar, cp -p, git)
+ *   SETUID, SETGID   dropping privileges (apt's _apt sandbox, runuser, su from root)
+ *   KILL             root signals processes of other users in the sandbox
+ *   NET_BIND_SERVICE a server in the sandbox on a port below 1024
+ * Dropped: MKNOD (device nodes), NET_RAW (raw sockets, spoofing), SYS_CHROOT, SETPCAP,
+ * SETFCAP (capabilities on files), AUDIT_WRITE, FSETID. With no-new-privileges, set-user-ID
+ * programs gain nothing; Docker's default seccomp profile stays on. */
+#define TASK_CAPABILITIES "CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "NET_BIND_SERVICE"
 
 
 typedef enum CreateStep {
         STEP_INSPECT_BUNDLE,
         STEP_INSPECT_IMAGE,
+        STEP_RUNTIME,
+        STEP_NETWORK,
         STEP_INSPECT_CARRIER,
         STEP_CREATE_CARRIER,
         STEP_START_CARRIER,
@@ -48,6 +65,8 @@ struct AgentdJob {
         uint64_t deadline;
         unsigned probes;
         unsigned carrier_waits;   /* looks at a carrier that another create is making */
+        unsigned network_waits;   /* looks at the isolated network being made */
+        const char *network;      /* NetworkMode, or NULL: the backend's default */
         /* the failure being reported once the cleanup is done */
         const char *error_name;
         char *error_message;
@@ -85,6 +104,8 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         sd_event_source_disable_unref(b->events_retry);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
+        docker_request_cancel(b->network_request);
+        free(b->network_error);
         json_decref(b->host_config);
         sd_event_unref(b->event);
         free(b->service);
@@ -229,7 +250,7 @@ static json_t *task_container_json(CreateJob *j) {
         for (char **e = env; envj && *e; e++)
                 json_array_append_new(envj, json_string(*e));
         c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:{s:[{s:s, s:s}]}, s:I, s:I, s:I, s:s?, "
-                      "s:{s:s}}}",
+                      "s:{s:s}, s:[s], s:[sssssss], s:[s]}}",
                       "Image", s->image,
                       "Entrypoint", SERVER_PATH,
                       "Cmd",
@@ -242,10 +263,15 @@ static json_t *task_container_json(CreateJob *j) {
                       "PidsLimit", (json_int_t) s->pids,
                       "Memory", (json_int_t) s->memory,
                       "NanoCpus", (json_int_t) (s->cpus * 1e9),
-                      "NetworkMode", s->network,
-                      "LogConfig", "Type", "json-file");
+                      "NetworkMode", j->network,
+                      "LogConfig", "Type", "json-file",
+                      "CapDrop", "ALL",
+                      "CapAdd", TASK_CAPABILITIES,
+                      "SecurityOpt", "no-new-privileges");
         if (c && s->workdir)
                 json_object_set_new(c, "WorkingDir", json_string(s->workdir));
+        if (c && s->runtime)
+                json_object_set_new(json_object_get(c, "HostConfig"), "Runtime", json_string(s->runtime));
         if (c && j->backend->host_config)
                 json_object_update(json_object_get(c, "HostConfig"), j->backend->host_config);
         return c;
@@ -356,6 +382,52 @@ static void wait_for_carrier(CreateJob *j) {
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
 }
 
+static int on_network_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        CreateJob *j = userdata;
+
+        j->timer = sd_event_source_disable_unref(j->timer);
+        step(j);
+        return 0;
+}
+
+/* The isolated network, made by this create or another one: go on once it is there. */
+static void network_step(CreateJob *j) {
+        DockerBackend *b = j->backend;
+
+        switch (b->network_state) {
+        case NETWORK_READY:
+                j->step = STEP_INSPECT_CARRIER;
+                step(j);
+                return;
+        case NETWORK_BROKEN:
+                job_fail(j, AGENTD_ERROR_START_FAILED, "No sandbox on the isolated network: %s",
+                         b->network_error ?: "its firewall rules are not in place");
+                return;
+        case NETWORK_UNKNOWN:
+                /* A failure seen after this create asked: report it; else ask (again). */
+                if (j->network_waits > 0 && b->network_error) {
+                        job_fail(j, AGENTD_ERROR_START_FAILED, "%s", b->network_error);
+                        return;
+                }
+                docker_network_ensure(b);
+                if (b->network_state == NETWORK_READY) {
+                        network_step(j);
+                        return;
+                }
+                break;
+        case NETWORK_MAKING:
+                break;
+        }
+        if (++j->network_waits > NETWORK_WAITS_MAX) {
+                job_fail(j, AGENTD_ERROR_START_FAILED, "The isolated network was not ready in %s within 30 s",
+                         b->service);
+                return;
+        }
+        if (sd_event_add_time_relative(b->event, &j->timer, CLOCK_MONOTONIC, NETWORK_WAIT_USEC, 1000,
+                                       on_network_timer, j) < 0)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+}
+
 /* Fail and leave on_reply(). */
 #define FAIL(...)                               \
         do {                                    \
@@ -434,8 +506,34 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                              "Task image '%s' is not in %s: pull, build or import it first", s->image, service);
                 if (status != 200)
                         FAIL_DOCKER(j, "looking up the task image", status, body, error);
-                j->step = STEP_INSPECT_CARRIER;
+                j->step = s->runtime ? STEP_RUNTIME : STEP_NETWORK;
                 break;
+        case STEP_RUNTIME: {
+                json_t *runtimes = json_object_get(body, "Runtimes");
+                _cleanup_free_ char *names = NULL;
+                const char *name;
+                size_t size = 1;
+                json_t *v;
+
+                if (status != 200)
+                        FAIL_DOCKER(j, "asking which runtimes it has", status, body, error);
+                if (json_object_get(runtimes, s->runtime)) {
+                        j->step = STEP_NETWORK;
+                        break;
+                }
+                json_object_foreach(runtimes, name, v)
+                        size += strlen(name) + 2;
+                names = calloc(size, 1);
+                if (!names)
+                        FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+                json_object_foreach(runtimes, name, v) {
+                        if (names[0])
+                                strcat(names, ", ");
+                        strcat(names, name);
+                }
+                FAIL(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'runtime': %s has no runtime '%s' (it has: %s)",
+                     service, s->runtime, names[0] ? names : "none it names");
+        }
         case STEP_INSPECT_CARRIER:
                 if (status != 200 && status != 404)
                         FAIL_DOCKER(j, "looking up the bundle's carrier", status, body, error);
@@ -520,6 +618,16 @@ static void step(CreateJob *j) {
                 snprintf(path, sizeof(path), "/images/%s/json", e);
                 r = send_step(j, "GET", path, NULL);
                 break;
+        case STEP_RUNTIME:
+                r = send_step(j, "GET", "/info", NULL);
+                break;
+        case STEP_NETWORK:
+                if (!j->network || !streq(j->network, docker_network_isolated_name())) {
+                        j->step = STEP_INSPECT_CARRIER;
+                        step(j);
+                } else
+                        network_step(j);
+                return;
         case STEP_INSPECT_CARRIER:
                 snprintf(path, sizeof(path), "/containers/%s/json", j->carrier);
                 r = send_step(j, "GET", path, NULL);
@@ -575,9 +683,18 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
 
         if (!j)
                 return -ENOMEM;
-        *j = (CreateJob) { .backend = b, .spec = spec, .made = made, .userdata = userdata, .step = STEP_INSPECT_BUNDLE };
+        *j = (CreateJob) { .backend = b, .spec = spec, .made = made, .userdata = userdata, .step = STEP_INSPECT_BUNDLE,
+                           .network = spec->network };
+        /* "isolated" (the default where the backend has it) is agentd's own network. */
+        if ((!spec->network && b->isolated_network) || (spec->network && streq(spec->network, "isolated")))
+                j->network = docker_network_isolated_name();
         /* The caller holds the job before its first step can finish it. */
         *ret_job = j;
+        if (j->network == docker_network_isolated_name() && !b->isolated_network) {
+                job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': the %s backend has no isolated "
+                         "network; name one of its networks, or none", b->service);
+                return 0;
+        }
         step(j);
         return 0;
 }

@@ -58,6 +58,23 @@ void docker_backend_release(DockerBackend *b);
                               .watch = docker_backend_watch,                         \
                               .prune = docker_backend_prune_carriers)
 
+/* The isolated network (docker-network.c). */
+typedef enum NetworkState {
+        NETWORK_UNKNOWN,          /* not looked at yet, or gone (a resync), or making it failed */
+        NETWORK_MAKING,
+        NETWORK_READY,
+        NETWORK_BROKEN,           /* its firewall rules could not be applied: never usable */
+} NetworkState;
+/* The Docker network's name (for NetworkMode). */
+const char *docker_network_isolated_name(void);
+/* Look for it, make it if missing (once; network_state says how it went). */
+void docker_network_ensure(DockerBackend *b);
+/* Look again next time (Docker restarted: it may be gone). */
+void docker_network_forget(DockerBackend *b);
+/* agentix-firewall apply, at start, when we may change the firewall (CAP_NET_ADMIN); on failure
+ * the isolated network is BROKEN. */
+int docker_network_apply_firewall(DockerBackend *b);
+
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 
@@ -80,4 +97,10 @@ struct AgentdBackend {
         sd_event_source *events_retry;
         bool events_lost;
         long long events_since;   /* unix time of the last event seen */
+        /* the isolated network (docker-network.c); Podman's networks are not Docker's: there,
+         * sandboxes go on its default network unless asked for another */
+        bool isolated_network;
+        NetworkState network_state;
+        DockerRequest *network_request;
+        char *network_error;
 };

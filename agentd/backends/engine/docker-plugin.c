@@ -17,7 +17,14 @@ static int docker_new(AgentdBackend **ret, char **ret_error) {
         }
         if (r < 0)
                 return r;
-        return docker_backend_new_from_env("Docker", socket, ret, ret_error);
+        r = docker_backend_new_from_env("Docker", socket, ret, ret_error);
+        if (r < 0)
+                return r;
+        /* Sandboxes go on agentd's isolated network unless asked otherwise. Without its
+         * firewall rules none is made there (the error says why); other networks still work. */
+        (*ret)->isolated_network = true;
+        (void) docker_network_apply_firewall(*ret);
+        return 0;
 }
 
 ENGINE_BACKEND_DEFINE("docker", docker_new);

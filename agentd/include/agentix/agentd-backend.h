@@ -53,6 +53,8 @@ typedef struct AgentdSandboxSpec {
         double cpus;                    /* never unlimited */
         uint64_t memory;                /* bytes */
         uint64_t pids;
+        /* Fields are only ever added here, at the end. */
+        const char *runtime;            /* the OCI runtime (runc, runsc), or NULL: the backend's default */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */

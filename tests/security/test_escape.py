@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The escape suite: from inside a default sandbox (made through agentd, commands run by its
+own runtime, as a model's code would be), try what code must not do, and check each try was
+denied. Positive controls prove a denial is the sandbox's doing, not a broken test: the same
+listener is reached from a sandbox on Docker's plain bridge, the same calls work where they
+should.
+
+  - another sandbox's runtime port, on its container address;
+  - a listener of the test's own on the isolated bridge's gateway and on every other address
+    of the host (it listens on 0.0.0.0);
+  - mount, unshare of user and mount namespaces, ptrace, a raw socket, mknod, loading a kernel
+    module, changing the hostname;
+  - /proc/self/status: CapEff is the documented set, NoNewPrivs 1, Seccomp 2;
+  - new create keys with wrong types and values: InvalidConfig, nothing left behind.
+
+Under every runtime dockerd offers agentd (runc; runsc when registered): ESCAPE_RUNTIMES
+(default: runc) lists them.
+
+Needs what tests/agentd/agentd_env.py needs, AGENTIX_FIREWALL, and a running dockerd."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import dbus
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
+from harness import RpcClient, main, test  # noqa: E402
+from agentd_env import Agentd, docker, error_name, managed_containers  # noqa: E402
+
+# The capabilities a sandbox's commands keep (agentd/backends/engine/docker-backend.c):
+# CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID, NET_BIND_SERVICE.
+DOCUMENTED_CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 10)
+
+# One Python program, run by the sandbox's python3 (from the bundle): each try prints one line,
+# "NAME ok" when it worked or "NAME denied ERRNO-NAME" when the kernel (or gVisor) said no.
+TRIES = r'''
+import ctypes, errno, os, socket, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def report(name, rc):
+    e = ctypes.get_errno()
+    print(name, "ok" if rc == 0 else "denied " + errno.errorcode.get(e, str(e)), flush=True)
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "ok", flush=True)
+    except OSError as e:
+        print(name, "denied", errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+os.makedirs("/tmp/escape-mnt", exist_ok=True)
+report("mount", libc.mount(b"none", b"/tmp/escape-mnt", b"tmpfs", 0, None))
+report("unshare-user", libc.unshare(0x10000000))
+report("unshare-mount", libc.unshare(0x00020000))
+report("ptrace-pid1", libc.ptrace(16, 1, None, None))  # PTRACE_ATTACH to the runtime
+attempt("raw-socket", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+attempt("mknod", lambda: os.mknod("/tmp/escape-null", stat.S_IFCHR | 0o600, os.makedev(1, 3)))
+fd = os.open("/dev/null", os.O_RDONLY)
+report("finit-module", libc.syscall(313, fd, b"", 0))  # x86_64 finit_module
+report("sethostname", libc.sethostname(b"escaped", 7))
+os.mkfifo("/tmp/escape-fifo")  # the control: FIFOs stay allowed
+for line in open("/proc/self/status"):
+    if line.split(":")[0] in ("CapEff", "Seccomp"):
+        print(line.split(":")[0], line.split()[1], flush=True)
+print("NoNewPrivs", libc.prctl(39, 0, 0, 0, 0), flush=True)  # PR_GET_NO_NEW_PRIVS (gVisor's status lacks it)
+'''
+
+CONNECT = r'''
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        print(target, "reached", flush=True)
+    except OSError as e:
+        print(target, "refused" if isinstance(e, ConnectionRefusedError) else "unreachable", type(e).__name__, flush=True)
+'''
+
+def runtimes():
+    """runc, and runsc (gVisor) when dockerd has it (scripts/dockerd.sh registers it)."""
+    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
+    return [r for r in ("runc", "runsc") if r in info]
+
+
+RUNTIMES = os.environ.get("ESCAPE_RUNTIMES", "").split() or runtimes()
+AGENTD = None
+
+
+def agentd():
+    global AGENTD
+    if AGENTD is None:
+        AGENTD = Agentd("escape")
+    return AGENTD
+
+
+class Sandbox:
+    """A sandbox made through agentd, and a Socket.IO client into its runtime."""
+
+    def __init__(self, **config):
+        self.path, self.id = agentd().create(**config)
+        self.id = str(self.id)
+        url, token = agentd().manager().GetRuntimeAccess(self.id)
+        self.client = RpcClient(str(url), str(token), transports=["websocket"])
+
+    def run(self, command, timeout=60):
+        value = self.client.call("sandbox::exec", command=command, timeout=timeout)  # the client's wait
+        return value["exit_code"], value["output"]
+
+    def python(self, program, *args):
+        self.client.call("fs::write", path="/tmp/escape.py", content=program, overwrite=True)
+        quoted = " ".join(f"'{a}'" for a in args)
+        return self.run(f"python3 /tmp/escape.py {quoted}")
+
+    def address(self, network, key="IPAddress"):
+        """Its address on network (or, key="Gateway", that network's gateway: the host)."""
+        info = json.loads(docker("inspect", f"agentix-{self.id}").stdout)[0]
+        return info["NetworkSettings"]["Networks"][network][key]
+
+    def delete(self):
+        self.client.close()
+        agentd().manager().DeleteSandbox(self.id, timeout=60)
+
+
+def host_addresses():
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    return [line.split()[3].split("/")[0] for line in out.splitlines() if not line.split()[3].startswith("127.")]
+
+
+class Listener:
+    """A TCP listener of the test's own on 0.0.0.0, answering every connection."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def check_denied_network(runtime):
+    listener = Listener()
+    a = Sandbox(runtime=runtime)
+    b = Sandbox(runtime=runtime)
+    control = Sandbox(network="bridge")
+    try:
+        gateway = a.address("agentix-isolated", "Gateway")
+        targets = [f"{b.address('agentix-isolated')}:8000", f"{gateway}:{listener.port}"] + \
+            [f"{ip}:{listener.port}" for ip in host_addresses() if ip != gateway]
+        # The control first: from Docker's plain bridge the host's listener answers, so a
+        # denial below is the isolated network's doing.
+        rc, out = control.python(CONNECT, f"{control.address('bridge', 'Gateway')}:{listener.port}")
+        assert "reached" in out, out
+        assert listener.accepted >= 1
+        before = listener.accepted
+        rc, out = a.python(CONNECT, *targets)
+        lines = out.splitlines()
+        assert rc == 0 and len(lines) == len(targets), out
+        for line in lines:
+            assert " reached" not in line, f"{runtime}: a sandbox reached {line}"
+        assert listener.accepted == before, "the host's listener accepted a connection from the sandbox"
+        print(f"    {runtime}: {len(targets)} tries from the isolated network, {len(targets)} denied "
+              f"({', '.join(lines)})")
+        # DNS still resolves through Docker's embedded server (a name of this host's own).
+        rc, out = a.run("python3 -c 'import socket; print(socket.getaddrinfo(\"localhost\", 80)[0][4][0])'")
+        assert rc == 0, out
+        return len(targets)
+    finally:
+        for s in (a, b, control):
+            s.delete()
+        listener.close()
+
+
+def check_denied_calls(runtime):
+    s = Sandbox(runtime=runtime)
+    try:
+        rc, out = s.python(TRIES)
+        assert rc == 0, out
+        got = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+        tries = ["mount", "unshare-user", "unshare-mount", "ptrace-pid1", "raw-socket", "mknod", "finit-module",
+                 "sethostname"]
+        for name in tries:
+            assert got.get(name, ["?"])[0] == "denied", f"{runtime}: {name}: {got.get(name)}; all: {got}"
+        assert int(got["CapEff"][0], 16) == DOCUMENTED_CAPS, f"{runtime}: CapEff {got['CapEff']}"
+        assert got["NoNewPrivs"] == ["1"], got
+        assert got["Seccomp"] == ["2"], got
+        # Positive control: the same program's ordinary work succeeds (files, a socket).
+        rc, out = s.run("python3 -c 'import socket; socket.socket().close(); open(\"/tmp/x\", \"w\").write(\"1\")'")
+        assert rc == 0, out
+        print(f"    {runtime}: {len(tries)} tries, {len(tries)} denied; "
+              f"CapEff {got['CapEff'][0]}, NoNewPrivs 1, Seccomp 2")
+        return len(tries)
+    finally:
+        s.delete()
+
+
+@test
+def a_default_sandbox_reaches_no_other_sandbox_and_no_host_address():
+    for runtime in RUNTIMES:
+        check_denied_network(runtime)
+
+
+@test
+def a_default_sandbox_cannot_mount_unshare_trace_or_make_devices():
+    for runtime in RUNTIMES:
+        check_denied_calls(runtime)
+
+
+@test
+def the_task_container_runs_with_least_privilege():
+    s = Sandbox()
+    try:
+        host = json.loads(docker("inspect", f"agentix-{s.id}").stdout)[0]["HostConfig"]
+        assert host["CapDrop"] == ["ALL"], host["CapDrop"]
+        assert sorted(host["CapAdd"]) == sorted(["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL",
+                                                 "NET_BIND_SERVICE"]), host["CapAdd"]
+        assert host["SecurityOpt"] == ["no-new-privileges"], host["SecurityOpt"]
+        assert host["NetworkMode"] == "agentix-isolated", host["NetworkMode"]
+        assert not host["Privileged"] and not host["Devices"], host
+        net = json.loads(docker("network", "inspect", "agentix-isolated").stdout)[0]
+        assert net["Options"]["com.docker.network.bridge.enable_icc"] == "false", net["Options"]
+        firewall = os.environ["AGENTIX_FIREWALL"]
+        assert subprocess.run([firewall, "status"]).returncode == 0, "agentd did not apply the firewall rules"
+    finally:
+        s.delete()
+
+
+@test
+def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
+    before = managed_containers()
+    for config, needle in ((dict(network=dbus.UInt32(1)), "config key 'network' must be of type 's'"),
+                           (dict(network="host"), "the host's network"),
+                           (dict(runtime=dbus.Boolean(True)), "config key 'runtime' must be of type 's'"),
+                           (dict(runtime="no such!"), "'no such!' is not a runtime name"),
+                           (dict(runtime="kata"), "Docker has no runtime 'kata' (it has: ")):
+        got, message = error_name(lambda: agentd().create(**config))
+        assert got == "org.agentix.Agentd1.InvalidConfig" and needle in message, (config, got, message)
+        if "kata" in str(config):
+            assert "runc" in message, message
+    assert managed_containers() == before
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if AGENTD:
+            AGENTD.stop()
