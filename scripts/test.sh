@@ -45,7 +45,19 @@ if ! ./scripts/dockerd.sh start "$dockerd_pid"; then
         echo "0 passed, 1 failed"
         exit 1
 fi
-trap './scripts/dockerd.sh stop "$dockerd_pid"' EXIT
+# agentd's isolated network and its firewall rules are made by the tests' agentds: take them
+# away again unless they were there before (scripts/dev-env.sh's agentd, say, keeps them).
+had_isolated=no
+./policy/firewall/agentix-firewall status && docker network inspect agentix-isolated >/dev/null 2>&1 &&
+        had_isolated=yes
+cleanup() {
+        if [ "$had_isolated" = no ]; then
+                docker network rm agentix-isolated >/dev/null 2>&1 || true
+                ./policy/firewall/agentix-firewall remove || true
+        fi
+        ./scripts/dockerd.sh stop "$dockerd_pid"
+}
+trap cleanup EXIT
 
 # Leaks are errors; UBSan reports fail the test.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -78,7 +78,7 @@ static void help(void) {
                "  glob PATTERN [PATH]     Find files by name pattern\n"
                "  create --image=IMAGE --bundle=BUNDLE [--cpus=N] [--memory=BYTES] [--pids=N]\n"
                "       [-e|--env=K=V]... [--label=K=V]... [--ttl=S] [--workdir=DIR]\n"
-               "       [--network=NET] [--platform=P] [--setup=CMD]\n"
+               "       [--network=NET] [--runtime=NAME] [--platform=P] [--setup=CMD]\n"
                "                          Create a sandbox through agentd; print its id\n"
                "  list                    List the sandboxes agentd shows you\n"
                "  status ID               Show a sandbox's properties\n"

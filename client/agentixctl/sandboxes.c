@@ -34,7 +34,10 @@ static void create_args_done(CreateArgs *a) {
         "     --label=KEY=VALUE    A label on its container; repeatable\n"                        \
         "     --ttl=SECONDS        Delete it after this long (default: agentd's, a day)\n"        \
         "     --workdir=DIR        Its working directory\n"                                       \
-        "     --network=NET        The Docker network to join\n"                                 \
+        "     --network=NET        The network: isolated (agentd's, the default), none, or\n"  \
+        "                          a Docker network agentd allows\n"                          \
+        "     --runtime=NAME       The OCI runtime: runc, or runsc for gVisor (default:\n"   \
+        "                          agentd's)\n"                                              \
         "     --platform=OS/ARCH   Run the image for this platform\n"                             \
         "     --setup=CMD          A command to run in it before it is handed over\n"
 
@@ -50,6 +53,7 @@ enum {
         ARG_NETWORK,
         ARG_PLATFORM,
         ARG_SETUP,
+        ARG_RUNTIME,
 };
 
 #define CREATE_LONG_OPTIONS                                                     \
@@ -64,7 +68,8 @@ enum {
         { "workdir", required_argument, NULL, ARG_WORKDIR },                    \
         { "network", required_argument, NULL, ARG_NETWORK },                    \
         { "platform", required_argument, NULL, ARG_PLATFORM },                  \
-        { "setup", required_argument, NULL, ARG_SETUP }
+        { "setup", required_argument, NULL, ARG_SETUP },                        \
+        { "runtime", required_argument, NULL, ARG_RUNTIME }
 
 /* "512M", "2G", "1048576". */
 static int parse_bytes(const char *s, uint64_t *ret) {
@@ -143,6 +148,9 @@ static int create_option(const char *verb, int c, CreateArgs *a) {
                 return 1;
         case ARG_SETUP:
                 cf->setup = optarg;
+                return 1;
+        case ARG_RUNTIME:
+                cf->runtime = optarg;
                 return 1;
         default:
                 return 0;

@@ -338,7 +338,7 @@ typedef struct agentix_sandbox_config {
         const char *bundle;             /* the bundle image (required) */
         const char *platform;           /* NULL: the image's */
         const char *backend;            /* NULL: docker */
-        const char *network;            /* NULL: Docker's default */
+        const char *network;            /* NULL: agentd's isolated network */
         const char *workdir;            /* NULL: the image's */
         const char *setup;              /* a command run once before the create returns */
         const char *const *env;         /* "NAME=VALUE", NULL-terminated; NULL: none */
@@ -348,6 +348,7 @@ typedef struct agentix_sandbox_config {
         uint64_t memory;                /* bytes; 0: agentd's default */
         uint64_t pids;                  /* 0: agentd's default */
         bool bind_to_caller;            /* delete it when this connection to the bus closes */
+        const char *runtime;            /* the OCI runtime: "runc", "runsc" (gVisor); NULL: agentd's default */
         uint64_t timeout_usec;          /* how long to wait for the create; 0: 120 s */
 } agentix_sandbox_config;
 

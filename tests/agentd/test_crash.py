@@ -188,6 +188,9 @@ class PrivateDockerd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+ISOLATED_BRIDGE = "agentixtest0"
+
+
 @test
 def a_dockerd_restart_under_agentd_is_followed():
     ref = bundle()
@@ -198,7 +201,9 @@ def a_dockerd_restart_under_agentd_is_followed():
         docker("save", "-o", archive, BUSYBOX, ref, timeout=300)
         d.docker("load", "-q", "-i", archive)
         os.unlink(archive)
-        a = Agentd("dockerd", env_extra={"DOCKER_HOST": d.host}, args=["--docker-timeout=5"])
+        # Its own isolated bridge: the interface name agentix0 is the host dockerd's.
+        a = Agentd("dockerd", env_extra={"DOCKER_HOST": d.host, "AGENTIX_ISOLATED_BRIDGE": ISOLATED_BRIDGE},
+                   args=["--docker-timeout=5"])
         _, one = a.create()
         _, two = a.create()
         one, two = str(one), str(two)
@@ -237,6 +242,8 @@ def a_dockerd_restart_under_agentd_is_followed():
                 assert a.stop() == 0, a.log_text()[-3000:]
         finally:
             d.destroy()
+            subprocess.run(["ip", "link", "del", ISOLATED_BRIDGE], capture_output=True)
+            subprocess.run([os.environ["AGENTIX_FIREWALL"], "remove", ISOLATED_BRIDGE], check=True)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
 from harness import RpcClient, main, test  # noqa: E402
-from agentd_env import Agentd, docker, error_name, managed_containers  # noqa: E402
+from agentd_env import Agentd, bundle, docker, error_name, managed_containers  # noqa: E402
 
 # The capabilities a sandbox's commands keep (agentd/backends/engine/docker-backend.c):
 # CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID, NET_BIND_SERVICE.
@@ -240,6 +240,28 @@ def the_task_container_runs_with_least_privilege():
         assert subprocess.run([firewall, "status"]).returncode == 0, "agentd did not apply the firewall rules"
     finally:
         s.delete()
+
+
+@test
+def gvisor_through_agentixctl_and_libagentix():
+    """agentixctl create --runtime=runsc (libagentix's agentix_sandbox_create underneath), exec, delete."""
+    if "runsc" not in RUNTIMES:
+        print("    skipped: dockerd has no runsc")
+        return
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=agentd().address)
+    ctl = os.environ["AGENTIXCTL"]
+    r = subprocess.run([ctl, "create", "--image", "agentix-test/busybox:1", "--bundle", bundle(),
+                        "--runtime=runsc"], capture_output=True, text=True, env=env, timeout=180)
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.strip()
+    try:
+        info = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+        assert info["HostConfig"]["Runtime"] == "runsc", info["HostConfig"]["Runtime"]
+        r = subprocess.run([ctl, f"--sandbox={sid}", "exec", "--", "uname", "-r"], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert (r.returncode, r.stdout) == (0, "4.4.0\n"), (r.returncode, r.stdout, r.stderr)
+    finally:
+        subprocess.run([ctl, "delete", sid], env=env, timeout=60, check=True)
 
 
 @test

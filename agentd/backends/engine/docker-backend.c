@@ -106,6 +106,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         curl_event_free(b->probes);
         docker_request_cancel(b->network_request);
         free(b->network_error);
+        free(b->network_bridge);
         json_decref(b->host_config);
         sd_event_unref(b->event);
         free(b->service);

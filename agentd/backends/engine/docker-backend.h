@@ -67,6 +67,8 @@ typedef enum NetworkState {
 } NetworkState;
 /* The Docker network's name (for NetworkMode). */
 const char *docker_network_isolated_name(void);
+/* The bridge's name from $AGENTIX_ISOLATED_BRIDGE (default agentix0). */
+int docker_network_set_bridge_from_env(DockerBackend *b, char **ret_error);
 /* Look for it, make it if missing (once; network_state says how it went). */
 void docker_network_ensure(DockerBackend *b);
 /* Look again next time (Docker restarted: it may be gone). */
@@ -100,6 +102,7 @@ struct AgentdBackend {
         /* the isolated network (docker-network.c); Podman's networks are not Docker's: there,
          * sandboxes go on its default network unless asked for another */
         bool isolated_network;
+        char *network_bridge;     /* its interface ($AGENTIX_ISOLATED_BRIDGE, default agentix0) */
         NetworkState network_state;
         DockerRequest *network_request;
         char *network_error;

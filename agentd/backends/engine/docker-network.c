@@ -15,13 +15,31 @@
 #include "log.h"
 
 #define NETWORK_NAME "agentix-isolated"
-#define NETWORK_BRIDGE "agentix0"
+#define NETWORK_BRIDGE_DEFAULT "agentix0"
+#define NETWORK_BRIDGE_ENV "AGENTIX_ISOLATED_BRIDGE"
 #define CAP_NET_ADMIN_BIT 12
 
 extern char **environ;
 
 const char *docker_network_isolated_name(void) {
         return NETWORK_NAME;
+}
+
+/* The bridge's interface name: one per dockerd on a host (a second dockerd, made for a test
+ * say, needs another). */
+int docker_network_set_bridge_from_env(DockerBackend *b, char **ret_error) {
+        const char *v = getenv(NETWORK_BRIDGE_ENV) ?: NETWORK_BRIDGE_DEFAULT;
+        size_t n = strlen(v);
+
+        if (n == 0 || n > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n) {
+                if (asprintf(ret_error, "%s=%s: not an interface name (lowercase letters, digits, '-', '_'; at most "
+                             "15)", NETWORK_BRIDGE_ENV, v) < 0)
+                        *ret_error = NULL;
+                return -EINVAL;
+        }
+        free(b->network_bridge);
+        b->network_bridge = strdup(v);
+        return b->network_bridge ? 0 : -ENOMEM;
 }
 
 static void network_failed(DockerBackend *b, const char *fmt, ...) _printf_(2, 3);
@@ -62,7 +80,7 @@ static void on_network_created(DockerClient *d, int status, json_t *body, const 
                 return;
         }
         log_info("Made the isolated network %s (bridge %s, no traffic between sandboxes).", NETWORK_NAME,
-                 NETWORK_BRIDGE);
+                 b->network_bridge);
         b->network_state = NETWORK_READY;
 }
 
@@ -79,10 +97,10 @@ static void on_network_inspected(DockerClient *d, int status, json_t *body, cons
                 if (!streq(json_string_value(json_object_get(options, "com.docker.network.bridge.enable_icc")) ?: "",
                            "false") ||
                     !streq(json_string_value(json_object_get(options, "com.docker.network.bridge.name")) ?: "",
-                           NETWORK_BRIDGE)) {
+                           b->network_bridge)) {
                         network_failed(b, "%s's network %s is not agentd's isolated network (it lets containers "
                                        "reach each other, or is not on bridge %s): remove it with `docker network rm "
-                                       "%s`, and agentd makes it anew", b->service, NETWORK_NAME, NETWORK_BRIDGE,
+                                       "%s`, and agentd makes it anew", b->service, NETWORK_NAME, b->network_bridge,
                                        NETWORK_NAME);
                         return;
                 }
@@ -96,7 +114,7 @@ static void on_network_inspected(DockerClient *d, int status, json_t *body, cons
         }
         create = json_pack("{s:s, s:b, s:s, s:{s:s, s:s}, s:{s:s}}", "Name", NETWORK_NAME, "CheckDuplicate", 1,
                            "Driver", "bridge", "Options", "com.docker.network.bridge.enable_icc", "false",
-                           "com.docker.network.bridge.name", NETWORK_BRIDGE, "Labels", "org.agentix.managed", "1");
+                           "com.docker.network.bridge.name", b->network_bridge, "Labels", "org.agentix.managed", "1");
         r = create ? docker_request(b->docker, "POST", "/networks/create", create, 0, on_network_created, b,
                                     &b->network_request)
                    : -ENOMEM;
@@ -141,7 +159,7 @@ static bool may_change_firewall(void) {
 
 int docker_network_apply_firewall(DockerBackend *b) {
         const char *path = getenv("AGENTIX_FIREWALL") ?: AGENTIX_LIBEXECDIR "/agentix-firewall";
-        char *argv[] = { (char *) path, (char *) "apply", (char *) NETWORK_BRIDGE, NULL };
+        char *argv[] = { (char *) path, (char *) "apply", b->network_bridge, NULL };
         posix_spawn_file_actions_t fa;
         int status, r;
         pid_t pid;
@@ -171,10 +189,10 @@ int docker_network_apply_firewall(DockerBackend *b) {
                 }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 network_broken(b, "%s apply %s failed (status %d; its output is in agentd's log): sandboxes on the "
-                               "isolated network would reach the host, so none is made", path, NETWORK_BRIDGE,
+                               "isolated network would reach the host, so none is made", path, b->network_bridge,
                                WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
                 return -EIO;
         }
-        log_info("Applied the isolated network's firewall rules (%s apply %s).", path, NETWORK_BRIDGE);
+        log_info("Applied the isolated network's firewall rules (%s apply %s).", path, b->network_bridge);
         return 0;
 }

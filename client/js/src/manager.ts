@@ -28,6 +28,8 @@ export interface SandboxConfig {
   workdir?: string;
   bindToCaller?: boolean;
   setup?: string;
+  /** The OCI runtime: "runc", or "runsc" for gVisor; omitted: agentd's default. */
+  runtime?: string;
 }
 
 export interface SandboxInfo {
@@ -50,7 +52,7 @@ function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Varia
     image: new Variant("s", config.image),
     bundle: new Variant("s", config.bundle),
   };
-  for (const key of ["platform", "backend", "network", "workdir", "setup"] as const) {
+  for (const key of ["platform", "backend", "network", "workdir", "setup", "runtime"] as const) {
     if (config[key] !== undefined) d[key] = new Variant("s", config[key]);
   }
   if (config.env) d.env = new Variant("a{ss}", config.env);

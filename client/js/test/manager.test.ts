@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // SandboxManager and session() against a real agentd on a private bus (tests/agentd/with_agentd.py
 // starts it and sets DBUS_SYSTEM_BUS_ADDRESS, AGENTIX_TEST_IMAGE and AGENTIX_TEST_BUNDLE).
+import { execFileSync } from "node:child_process";
 import { afterAll, expect, it } from "vitest";
 
 import { AgentdError, SandboxGone, SandboxManager, session } from "../src/index.js";
@@ -21,6 +22,14 @@ it("runs code in a sandbox for the length of a callback, then deletes it", async
   });
   expect(out).toBe("hello\n42\n");
   await expect(manager.get(id)).rejects.toBeInstanceOf(SandboxGone);
+});
+
+// gVisor through agentd, when dockerd has it (scripts/dockerd.sh registers runsc).
+const runsc = execFileSync("docker", ["info", "--format", "{{json .Runtimes}}"], { encoding: "utf8" }).includes('"runsc"');
+it.skipIf(!runsc)("runs a sandbox under gVisor with runtime: runsc", async () => {
+  const out = await session(manager, { image, bundle, runtime: "runsc" },
+    async (rt) => (await rt.exec("uname -r; python3 -c 'print(6 * 7)'")).output);
+  expect(out).toBe("4.4.0\n42\n"); // gVisor's kernel answers, not the host's
 });
 
 it("deletes the sandbox when the callback throws", async () => {

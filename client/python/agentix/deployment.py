@@ -42,11 +42,12 @@ class SandboxConfig:
     workdir: str | None = None
     bind_to_caller: bool = False
     setup: str | None = None
+    runtime: str | None = None        # "runc", or "runsc" for gVisor
 
     def to_dbus(self):
         import dbus
         d = {"image": dbus.String(self.image), "bundle": dbus.String(self.bundle)}
-        for key in ("platform", "backend", "network", "workdir", "setup"):
+        for key in ("platform", "backend", "network", "workdir", "setup", "runtime"):
             if getattr(self, key) is not None:
                 d[key] = dbus.String(getattr(self, key))
         for key in ("env", "labels"):

@@ -49,6 +49,25 @@ async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
     deployment.close()
 
 
+def runsc_registered():
+    import json
+    import subprocess
+    r = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True)
+    return r.returncode == 0 and "runsc" in json.loads(r.stdout)
+
+
+@pytest.mark.asyncio
+@pytest.mark.skipif(not runsc_registered(), reason="dockerd has no runsc (scripts/dockerd.sh registers it)")
+async def test_a_sandbox_under_gvisor(agentd):
+    deployment = AgentdDeployment()
+    config = SandboxConfig(image=BUSYBOX, bundle=bundle(), runtime="runsc")
+    async with session(deployment, config) as sandbox:
+        r = await sandbox.aexecute("uname -r; python3 -c 'print(6 * 7)'")
+        # gVisor's own kernel answers, not the host's.
+        assert (r.output, r.exit_code) == ("4.4.0\n42\n", 0), r.output
+    deployment.close()
+
+
 @pytest.mark.asyncio
 async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
     deployment = AgentdDeployment()
