@@ -95,6 +95,17 @@ step "agentixctl run (create, run, delete: also on failure or Ctrl-C)"
         sh -c 'echo "hello from $(uname -s), no libc in this image: $(ls /lib 2>&1 | head -1)"; exit 3' && rc=0 || rc=$?
 echo "    (exit status $rc)"
 
+step "a sandbox under gVisor (runtime=runsc): its own kernel answers, and the host is out of reach"
+host_ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
+"$ctl" run --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 --runtime=runsc -- \
+        python3 -c "import os, socket
+print('uname -r in the sandbox:', os.uname().release, '(the host: $(uname -r))')
+try:
+    socket.create_connection(('$host_ip', 22), timeout=2)
+    print('reached the host at $host_ip')
+except OSError as e:
+    print('the host ($host_ip) is out of reach:', type(e).__name__)"
+
 step "sandbox containers left behind by this run"
 left=$(comm -13 <(echo "$before") <(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort))
 echo "${left:-none}"
