@@ -361,7 +361,8 @@ static bool bundle_looks_right(json_t *image) {
         return json_object_get(json_object_get(config, "Volumes"), "/nix") != NULL;
 }
 
-static int on_carrier_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+/* Take the job's step again (after waiting for what another create is making). */
+static int on_step_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         CreateJob *j = userdata;
 
         j->timer = sd_event_source_disable_unref(j->timer);
@@ -379,16 +380,8 @@ static void wait_for_carrier(CreateJob *j) {
         }
         j->step = STEP_INSPECT_CARRIER;
         if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, CARRIER_WAIT_USEC, 1000,
-                                       on_carrier_timer, j) < 0)
+                                       on_step_timer, j) < 0)
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
-}
-
-static int on_network_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        CreateJob *j = userdata;
-
-        j->timer = sd_event_source_disable_unref(j->timer);
-        step(j);
-        return 0;
 }
 
 /* The isolated network, made by this create or another one: go on once it is there. */
@@ -425,7 +418,7 @@ static void network_step(CreateJob *j) {
                 return;
         }
         if (sd_event_add_time_relative(b->event, &j->timer, CLOCK_MONOTONIC, NETWORK_WAIT_USEC, 1000,
-                                       on_network_timer, j) < 0)
+                                       on_step_timer, j) < 0)
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
 }
 

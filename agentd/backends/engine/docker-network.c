@@ -42,8 +42,10 @@ int docker_network_set_bridge_from_env(DockerBackend *b, char **ret_error) {
         return b->network_bridge ? 0 : -ENOMEM;
 }
 
-static void network_failed(DockerBackend *b, const char *fmt, ...) _printf_(2, 3);
-static void network_failed(DockerBackend *b, const char *fmt, ...) {
+/* Record why the network cannot be used; state UNKNOWN: a later create tries again, BROKEN:
+ * none does until agentd starts again (its firewall rules are not in place). */
+static void network_error(DockerBackend *b, NetworkState state, const char *fmt, ...) _printf_(3, 4);
+static void network_error(DockerBackend *b, NetworkState state, const char *fmt, ...) {
         va_list ap;
 
         free(b->network_error);
@@ -51,23 +53,13 @@ static void network_failed(DockerBackend *b, const char *fmt, ...) {
         if (vasprintf(&b->network_error, fmt, ap) < 0)
                 b->network_error = NULL;
         va_end(ap);
-        b->network_state = NETWORK_UNKNOWN;
-        log_warning("%s", b->network_error ?: "The isolated network could not be made.");
+        b->network_state = state;
+        log_full_errno(state == NETWORK_BROKEN ? LOG_ERR : LOG_WARNING, 0, "%s",
+                       b->network_error ?: "The isolated network cannot be used.");
 }
 
-/* No isolated sandbox until agentd starts again: its firewall rules are not in place. */
-static void network_broken(DockerBackend *b, const char *fmt, ...) _printf_(2, 3);
-static void network_broken(DockerBackend *b, const char *fmt, ...) {
-        va_list ap;
-
-        free(b->network_error);
-        va_start(ap, fmt);
-        if (vasprintf(&b->network_error, fmt, ap) < 0)
-                b->network_error = NULL;
-        va_end(ap);
-        b->network_state = NETWORK_BROKEN;
-        log_error("%s", b->network_error ?: "The isolated network's firewall rules could not be applied.");
-}
+#define network_failed(b, ...) network_error((b), NETWORK_UNKNOWN, __VA_ARGS__)
+#define network_broken(b, ...) network_error((b), NETWORK_BROKEN, __VA_ARGS__)
 
 static void on_network_created(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         DockerBackend *b = userdata;
