@@ -9,6 +9,9 @@ privileges) created and used under each runtime, alternately.
   read 1MiB  fs::download of a 1 MiB file, one call
   dl 64MiB   fs::download of a 64 MiB file, one call
 
+Also create-to-ready of runc on Docker's plain bridge (network=bridge, the default before the
+isolated network): what agentd's network and firewall rules cost a create.
+
 Prints medians and the runsc/runc ratio, then one JSON line.
 
   bench.py [--creates N] [--calls M]   (needs the environment of tests/agentd: AGENTD, …)"""
@@ -42,11 +45,12 @@ def main():
     agentd = Agentd("bench-runtimes")
     times = {r: {"create": [], "exec_true": [], "read_1mib": [], "download_64mib": []} for r in RUNTIMES}
     try:
+        bridge = []
         for i in range(a.creates):
-            for r in RUNTIMES:
+            for r in RUNTIMES + ("bridge",):
                 t0 = time.perf_counter()
-                _, sid = agentd.create(runtime=r)
-                times[r]["create"].append(time.perf_counter() - t0)
+                _, sid = agentd.create(runtime="runc", network="bridge") if r == "bridge" else agentd.create(runtime=r)
+                (bridge if r == "bridge" else times[r]["create"]).append(time.perf_counter() - t0)
                 agentd.manager().DeleteSandbox(sid, timeout=60)
         for r in RUNTIMES:
             _, sid = agentd.create(runtime=r)
@@ -80,6 +84,9 @@ def main():
         x, y = median_ms(times["runc"][key]), median_ms(times["runsc"][key])
         out[key] = {"runc_ms": x, "runsc_ms": y, "ratio": y / x, "n": len(times["runc"][key])}
         print(f"{key:22} {x:10.2f} {y:10.2f} {y / x:11.2f}")
+    x, y = median_ms(bridge), median_ms(times["runc"]["create"])
+    out["create_isolated_vs_bridge"] = {"bridge_ms": x, "isolated_ms": y, "difference_ms": y - x}
+    print(f"create, runc: Docker's bridge {x:.2f} ms, the isolated network {y:.2f} ms ({y - x:+.2f} ms)")
     print(json.dumps(out))
 
 
