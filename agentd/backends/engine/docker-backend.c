@@ -102,11 +102,9 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         docker_request_cancel(b->events);
         docker_request_cancel(b->events_probe);
         sd_event_source_disable_unref(b->events_retry);
+        docker_network_free(b->network); /* its request goes before the client */
         docker_client_free(b->docker);
         curl_event_free(b->probes);
-        docker_request_cancel(b->network_request);
-        free(b->network_error);
-        free(b->network_bridge);
         json_decref(b->host_config);
         sd_event_unref(b->event);
         free(b->service);
@@ -388,23 +386,23 @@ static void wait_for_carrier(CreateJob *j) {
 static void network_step(CreateJob *j) {
         DockerBackend *b = j->backend;
 
-        switch (b->network_state) {
+        switch (docker_network_state(b->network)) {
         case NETWORK_READY:
                 j->step = STEP_INSPECT_CARRIER;
                 step(j);
                 return;
         case NETWORK_BROKEN:
                 job_fail(j, AGENTD_ERROR_START_FAILED, "No sandbox on the isolated network: %s",
-                         b->network_error ?: "its firewall rules are not in place");
+                         docker_network_error(b->network) ?: "its firewall rules are not in place");
                 return;
         case NETWORK_UNKNOWN:
                 /* A failure seen after this create asked: report it; else ask (again). */
-                if (j->network_waits > 0 && b->network_error) {
-                        job_fail(j, AGENTD_ERROR_START_FAILED, "%s", b->network_error);
+                if (j->network_waits > 0 && docker_network_error(b->network)) {
+                        job_fail(j, AGENTD_ERROR_START_FAILED, "%s", docker_network_error(b->network));
                         return;
                 }
-                docker_network_ensure(b);
-                if (b->network_state == NETWORK_READY) {
+                docker_network_ensure(b->network);
+                if (docker_network_state(b->network) == NETWORK_READY) {
                         network_step(j);
                         return;
                 }
@@ -680,11 +678,11 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
         *j = (CreateJob) { .backend = b, .spec = spec, .made = made, .userdata = userdata, .step = STEP_INSPECT_BUNDLE,
                            .network = spec->network };
         /* "isolated" (the default where the backend has it) is agentd's own network. */
-        if ((!spec->network && b->isolated_network) || (spec->network && streq(spec->network, "isolated")))
+        if ((!spec->network && b->network) || (spec->network && streq(spec->network, "isolated")))
                 j->network = docker_network_isolated_name();
         /* The caller holds the job before its first step can finish it. */
         *ret_job = j;
-        if (j->network == docker_network_isolated_name() && !b->isolated_network) {
+        if (j->network == docker_network_isolated_name() && !b->network) {
                 job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': the %s backend has no isolated "
                          "network; name one of its networks, or none", b->service);
                 return 0;

@@ -16,6 +16,7 @@
 #include "agentix/agentd-backend.h"
 #include "curl-event.h"
 #include "docker-client.h"
+#include "docker-network.h"
 
 typedef struct AgentdBackend DockerBackend;
 typedef struct AgentdJob CreateJob;
@@ -58,25 +59,6 @@ void docker_backend_release(DockerBackend *b);
                               .watch = docker_backend_watch,                         \
                               .prune = docker_backend_prune_carriers)
 
-/* The isolated network (docker-network.c). */
-typedef enum NetworkState {
-        NETWORK_UNKNOWN,          /* not looked at yet, or gone (a resync), or making it failed */
-        NETWORK_MAKING,
-        NETWORK_READY,
-        NETWORK_BROKEN,           /* its firewall rules could not be applied: never usable */
-} NetworkState;
-/* The Docker network's name (for NetworkMode). */
-const char *docker_network_isolated_name(void);
-/* The bridge's name from $AGENTIX_ISOLATED_BRIDGE (default agentix0). */
-int docker_network_set_bridge_from_env(DockerBackend *b, char **ret_error);
-/* Look for it, make it if missing (once; network_state says how it went). */
-void docker_network_ensure(DockerBackend *b);
-/* Look again next time (Docker restarted: it may be gone). */
-void docker_network_forget(DockerBackend *b);
-/* agentix-firewall apply, at start, when we may change the firewall (CAP_NET_ADMIN); on failure
- * the isolated network is BROKEN. */
-int docker_network_apply_firewall(DockerBackend *b);
-
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 
@@ -101,9 +83,5 @@ struct AgentdBackend {
         long long events_since;   /* unix time of the last event seen */
         /* the isolated network (docker-network.c); Podman's networks are not Docker's: there,
          * sandboxes go on its default network unless asked for another */
-        bool isolated_network;
-        char *network_bridge;     /* its interface ($AGENTIX_ISOLATED_BRIDGE, default agentix0) */
-        NetworkState network_state;
-        DockerRequest *network_request;
-        char *network_error;
+        DockerNetwork *network;   /* NULL: this backend has no isolated network */
 };

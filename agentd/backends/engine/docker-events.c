@@ -42,7 +42,8 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         }
         log_info("%s answers again: following its events, and looking at its containers.", b->service);
         b->events_lost = false;
-        docker_network_forget(b); /* a new Docker may have lost it: look again at the next create */
+        if (b->network)
+                docker_network_forget(b->network); /* a new Docker may have lost it: look again */
         b->on_event(b->event_userdata, NULL, "resync");
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The isolated network (network=isolated, the docker backend's default): a bridge agentd owns,
- * agentix-isolated on the interface agentix0, with traffic between its containers off
- * (enable_icc=false). The firewall rules that keep its sandboxes off the host's own addresses
+ * agentix-isolated on the interface agentix0 (or $AGENTIX_ISOLATED_BRIDGE), with traffic between
+ * its containers off (enable_icc=false). The firewall rules that keep its sandboxes off the host's own addresses
  * and private ranges are agentix-firewall's (policy/firewall): agentd.service applies them
  * before agentd starts, and agentd applies them itself when it holds CAP_NET_ADMIN.
  *
@@ -11,7 +11,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include "docker-backend.h"
+#include "docker-network.h"
 #include "log.h"
 
 #define NETWORK_NAME "agentix-isolated"
@@ -21,120 +21,156 @@
 
 extern char **environ;
 
+struct DockerNetwork {
+        DockerClient *docker;
+        char *service;
+        char *bridge;             /* its interface */
+        NetworkState state;
+        DockerRequest *request;
+        char *error;
+};
+
 const char *docker_network_isolated_name(void) {
         return NETWORK_NAME;
 }
 
-/* The bridge's interface name: one per dockerd on a host (a second dockerd, made for a test
- * say, needs another). */
-int docker_network_set_bridge_from_env(DockerBackend *b, char **ret_error) {
+int docker_network_new(DockerClient *d, const char *service, DockerNetwork **ret, char **ret_error) {
         const char *v = getenv(NETWORK_BRIDGE_ENV) ?: NETWORK_BRIDGE_DEFAULT;
-        size_t n = strlen(v);
+        size_t len = strlen(v);
+        DockerNetwork *n;
 
-        if (n == 0 || n > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n) {
+        if (len == 0 || len > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len) {
                 if (asprintf(ret_error, "%s=%s: not an interface name (lowercase letters, digits, '-', '_'; at most "
                              "15)", NETWORK_BRIDGE_ENV, v) < 0)
                         *ret_error = NULL;
                 return -EINVAL;
         }
-        free(b->network_bridge);
-        b->network_bridge = strdup(v);
-        return b->network_bridge ? 0 : -ENOMEM;
+        n = calloc(1, sizeof(*n));
+        if (!n)
+                return -ENOMEM;
+        n->docker = d;
+        n->service = strdup(service);
+        n->bridge = strdup(v);
+        if (!n->service || !n->bridge) {
+                docker_network_free(n);
+                return -ENOMEM;
+        }
+        *ret = n;
+        return 0;
+}
+
+DockerNetwork *docker_network_free(DockerNetwork *n) {
+        if (!n)
+                return NULL;
+        docker_request_cancel(n->request);
+        free(n->service);
+        free(n->bridge);
+        free(n->error);
+        free(n);
+        return NULL;
+}
+
+NetworkState docker_network_state(const DockerNetwork *n) {
+        return n->state;
+}
+
+const char *docker_network_error(const DockerNetwork *n) {
+        return n->error;
 }
 
 /* Record why the network cannot be used; state UNKNOWN: a later create tries again, BROKEN:
  * none does until agentd starts again (its firewall rules are not in place). */
-static void network_error(DockerBackend *b, NetworkState state, const char *fmt, ...) _printf_(3, 4);
-static void network_error(DockerBackend *b, NetworkState state, const char *fmt, ...) {
+static void network_error(DockerNetwork *n, NetworkState state, const char *fmt, ...) _printf_(3, 4);
+static void network_error(DockerNetwork *n, NetworkState state, const char *fmt, ...) {
         va_list ap;
 
-        free(b->network_error);
+        free(n->error);
         va_start(ap, fmt);
-        if (vasprintf(&b->network_error, fmt, ap) < 0)
-                b->network_error = NULL;
+        if (vasprintf(&n->error, fmt, ap) < 0)
+                n->error = NULL;
         va_end(ap);
-        b->network_state = state;
+        n->state = state;
         log_full_errno(state == NETWORK_BROKEN ? LOG_ERR : LOG_WARNING, 0, "%s",
-                       b->network_error ?: "The isolated network cannot be used.");
+                       n->error ?: "The isolated network cannot be used.");
 }
 
-#define network_failed(b, ...) network_error((b), NETWORK_UNKNOWN, __VA_ARGS__)
-#define network_broken(b, ...) network_error((b), NETWORK_BROKEN, __VA_ARGS__)
+#define network_failed(n, ...) network_error((n), NETWORK_UNKNOWN, __VA_ARGS__)
+#define network_broken(n, ...) network_error((n), NETWORK_BROKEN, __VA_ARGS__)
 
 static void on_network_created(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        DockerBackend *b = userdata;
+        DockerNetwork *n = userdata;
         char buf[256];
 
-        b->network_request = NULL;
+        n->request = NULL;
         if (status != 201 && status != 409) { /* 409: made meanwhile by someone else */
-                network_failed(b, "%s refused to make the isolated network %s: %s", b->service, NETWORK_NAME,
+                network_failed(n, "%s refused to make the isolated network %s: %s", n->service, NETWORK_NAME,
                                docker_error_message(status, body, error, buf, sizeof(buf)));
                 return;
         }
         log_info("Made the isolated network %s (bridge %s, no traffic between sandboxes).", NETWORK_NAME,
-                 b->network_bridge);
-        b->network_state = NETWORK_READY;
+                 n->bridge);
+        n->state = NETWORK_READY;
 }
 
 static void on_network_inspected(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        DockerBackend *b = userdata;
+        DockerNetwork *n = userdata;
         json_t *options, *create;
         char buf[256];
         int r;
 
-        b->network_request = NULL;
+        n->request = NULL;
         if (status == 200) {
                 options = json_object_get(body, "Options");
                 /* One made by hand with other settings would not isolate: say so, use nothing. */
                 if (!streq(json_string_value(json_object_get(options, "com.docker.network.bridge.enable_icc")) ?: "",
                            "false") ||
                     !streq(json_string_value(json_object_get(options, "com.docker.network.bridge.name")) ?: "",
-                           b->network_bridge)) {
-                        network_failed(b, "%s's network %s is not agentd's isolated network (it lets containers "
+                           n->bridge)) {
+                        network_failed(n, "%s's network %s is not agentd's isolated network (it lets containers "
                                        "reach each other, or is not on bridge %s): remove it with `docker network rm "
-                                       "%s`, and agentd makes it anew", b->service, NETWORK_NAME, b->network_bridge,
+                                       "%s`, and agentd makes it anew", n->service, NETWORK_NAME, n->bridge,
                                        NETWORK_NAME);
                         return;
                 }
-                b->network_state = NETWORK_READY;
+                n->state = NETWORK_READY;
                 return;
         }
         if (status != 404) {
-                network_failed(b, "Cannot look up the isolated network %s in %s: %s", NETWORK_NAME, b->service,
+                network_failed(n, "Cannot look up the isolated network %s in %s: %s", NETWORK_NAME, n->service,
                                docker_error_message(status, body, error, buf, sizeof(buf)));
                 return;
         }
         create = json_pack("{s:s, s:b, s:s, s:{s:s, s:s}, s:{s:s}}", "Name", NETWORK_NAME, "CheckDuplicate", 1,
                            "Driver", "bridge", "Options", "com.docker.network.bridge.enable_icc", "false",
-                           "com.docker.network.bridge.name", b->network_bridge, "Labels", "org.agentix.managed", "1");
-        r = create ? docker_request(b->docker, "POST", "/networks/create", create, 0, on_network_created, b,
-                                    &b->network_request)
+                           "com.docker.network.bridge.name", n->bridge, "Labels", "org.agentix.managed", "1");
+        r = create ? docker_request(n->docker, "POST", "/networks/create", create, 0, on_network_created, n,
+                                    &n->request)
                    : -ENOMEM;
         json_decref(create);
         if (r < 0)
-                network_failed(b, "Cannot ask %s to make the isolated network: %s", b->service, strerror(-r));
+                network_failed(n, "Cannot ask %s to make the isolated network: %s", n->service, strerror(-r));
 }
 
-void docker_network_ensure(DockerBackend *b) {
+void docker_network_ensure(DockerNetwork *n) {
         int r;
 
-        if (b->network_state != NETWORK_UNKNOWN)
+        if (n->state != NETWORK_UNKNOWN)
                 return; /* made, being made, or impossible (no firewall rules) */
-        free(b->network_error);
-        b->network_error = NULL;
-        b->network_state = NETWORK_MAKING;
-        r = docker_request(b->docker, "GET", "/networks/" NETWORK_NAME, NULL, 0, on_network_inspected, b,
-                           &b->network_request);
+        free(n->error);
+        n->error = NULL;
+        n->state = NETWORK_MAKING;
+        r = docker_request(n->docker, "GET", "/networks/" NETWORK_NAME, NULL, 0, on_network_inspected, n,
+                           &n->request);
         if (r < 0)
-                network_failed(b, "Cannot ask %s about the isolated network: %s", b->service, strerror(-r));
+                network_failed(n, "Cannot ask %s about the isolated network: %s", n->service, strerror(-r));
 }
 
-void docker_network_forget(DockerBackend *b) {
-        if (b->network_state == NETWORK_BROKEN)
+void docker_network_forget(DockerNetwork *n) {
+        if (n->state == NETWORK_BROKEN)
                 return;
-        docker_request_cancel(b->network_request);
-        b->network_request = NULL;
-        b->network_state = NETWORK_UNKNOWN;
+        docker_request_cancel(n->request);
+        n->request = NULL;
+        n->state = NETWORK_UNKNOWN;
 }
 
 /* CAP_NET_ADMIN in our effective set (/proc/self/status's CapEff)? */
@@ -149,9 +185,9 @@ static bool may_change_firewall(void) {
         return false;
 }
 
-int docker_network_apply_firewall(DockerBackend *b) {
+int docker_network_apply_firewall(DockerNetwork *n) {
         const char *path = getenv("AGENTIX_FIREWALL") ?: AGENTIX_LIBEXECDIR "/agentix-firewall";
-        char *argv[] = { (char *) path, (char *) "apply", b->network_bridge, NULL };
+        char *argv[] = { (char *) path, (char *) "apply", n->bridge, NULL };
         posix_spawn_file_actions_t fa;
         int status, r;
         pid_t pid;
@@ -169,22 +205,22 @@ int docker_network_apply_firewall(DockerBackend *b) {
         r = posix_spawn(&pid, path, &fa, NULL, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
         if (r != 0) {
-                network_broken(b, "Cannot run %s to apply the isolated network's firewall rules: %s", path,
+                network_broken(n, "Cannot run %s to apply the isolated network's firewall rules: %s", path,
                                strerror(r));
                 return -r;
         }
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR) {
                         r = -errno;
-                        network_broken(b, "Cannot wait for %s: %s", path, strerror(-r));
+                        network_broken(n, "Cannot wait for %s: %s", path, strerror(-r));
                         return r;
                 }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                network_broken(b, "%s apply %s failed (status %d; its output is in agentd's log): sandboxes on the "
-                               "isolated network would reach the host, so none is made", path, b->network_bridge,
+                network_broken(n, "%s apply %s failed (status %d; its output is in agentd's log): sandboxes on the "
+                               "isolated network would reach the host, so none is made", path, n->bridge,
                                WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
                 return -EIO;
         }
-        log_info("Applied the isolated network's firewall rules (%s apply %s).", path, b->network_bridge);
+        log_info("Applied the isolated network's firewall rules (%s apply %s).", path, n->bridge);
         return 0;
 }

@@ -22,13 +22,12 @@ static int docker_new(AgentdBackend **ret, char **ret_error) {
                 return r;
         /* Sandboxes go on agentd's isolated network unless asked otherwise. Without its
          * firewall rules none is made there (the error says why); other networks still work. */
-        r = docker_network_set_bridge_from_env(*ret, ret_error);
+        r = docker_network_new((*ret)->docker, "Docker", &(*ret)->network, ret_error);
         if (r < 0) {
                 docker_backend_free(*ret);
                 return r;
         }
-        (*ret)->isolated_network = true;
-        (void) docker_network_apply_firewall(*ret);
+        (void) docker_network_apply_firewall((*ret)->network);
         return 0;
 }
 
