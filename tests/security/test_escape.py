@@ -265,6 +265,23 @@ def gvisor_through_agentixctl_and_libagentix():
 
 
 @test
+def the_isolated_network_is_made_again_when_it_went():
+    """Removed by hand (no sandbox on it): the next create makes it anew, with its settings."""
+    Sandbox().delete()  # agentd has made it, and knows it
+    docker("network", "rm", "agentix-isolated")
+    s = Sandbox()
+    try:
+        assert s.run("true")[0] == 0
+        net = json.loads(docker("network", "inspect", "agentix-isolated").stdout)[0]
+        assert net["Options"]["com.docker.network.bridge.enable_icc"] == "false", net["Options"]
+    finally:
+        s.delete()
+    got, message = error_name(lambda: agentd().create(network="agentix-test-no-such-network"))
+    assert got == "org.agentix.Agentd1.InvalidConfig" and "has no network 'agentix-test-no-such-network'" in message, \
+        (got, message)
+
+
+@test
 def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
     before = managed_containers()
     for config, needle in ((dict(network=dbus.UInt32(1)), "config key 'network' must be of type 's'"),

@@ -42,6 +42,7 @@ typedef enum CreateStep {
         STEP_START_CARRIER,
         STEP_CREATE,
         STEP_START,
+        STEP_REMAKE,              /* the network went: remove the container, make the network again */
         STEP_INSPECT,
         STEP_HEALTH,
         STEP_CLEANUP,
@@ -66,6 +67,7 @@ struct AgentdJob {
         unsigned probes;
         unsigned carrier_waits;   /* looks at a carrier that another create is making */
         unsigned network_waits;   /* looks at the isolated network being made */
+        bool network_retried;     /* it had gone: made again once */
         const char *network;      /* NetworkMode, or NULL: the backend's default */
         /* the failure being reported once the cleanup is done */
         const char *error_name;
@@ -577,9 +579,27 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 j->step = STEP_START;
                 break;
         case STEP_START:
+                if (status == 404 && j->network &&
+                    strstr(docker_error_message(status, body, error, buf, sizeof(buf)), j->network)) {
+                        /* Docker starts a container whose network has gone only to say so. */
+                        if (j->network != docker_network_isolated_name() || j->network_retried)
+                                FAIL(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': %s has no network '%s'",
+                                     service, j->network);
+                        j->network_retried = true; /* removed by hand, say: made again, once */
+                        docker_network_forget(j->backend->network);
+                        j->step = STEP_REMAKE;
+                        break;
+                }
                 if (status != 204 && status != 304)
                         FAIL_DOCKER(j, "starting the sandbox's container", status, body, error);
                 j->step = STEP_INSPECT;
+                break;
+        case STEP_REMAKE:
+                if (status != 204 && status != 404)
+                        FAIL_DOCKER(j, "removing a container whose network went", status, body, error);
+                j->container_made = false;
+                j->network_waits = 0;
+                j->step = STEP_NETWORK;
                 break;
         case STEP_INSPECT:
                 if (status != 200)
@@ -655,6 +675,10 @@ static void step(CreateJob *j) {
         case STEP_START:
                 snprintf(path, sizeof(path), "/containers/agentix-%s/start", s->id);
                 r = send_step(j, "POST", path, NULL);
+                break;
+        case STEP_REMAKE:
+                snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", s->id);
+                r = send_step(j, "DELETE", path, NULL);
                 break;
         case STEP_INSPECT:
                 snprintf(path, sizeof(path), "/containers/agentix-%s/json", s->id);
