@@ -117,6 +117,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
                 { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
                 { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" }, { "runtime", "s" },
+                { "read_only", "b" },
         };
         size_t i;
         int r;
@@ -125,7 +126,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 ;
         if (i == ELEMENTSOF(types))
                 return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
-                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime)", key, NULL);
+                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only)", key, NULL);
         if (!streq(sig, types[i].sig))
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
                                          key, types[i].sig, sig);
@@ -168,10 +169,13 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 return read_map(m, key, true, &c->env, error);
         if (streq(key, "labels"))
                 return read_map(m, key, false, &c->labels, error);
-        if (streq(key, "bind_to_caller")) {
+        if (streq(key, "bind_to_caller") || streq(key, "read_only")) {
                 int b;
                 r = sd_bus_message_read(m, "b", &b);
-                c->bind_to_caller = b;
+                if (streq(key, "read_only"))
+                        c->read_only = b;
+                else
+                        c->bind_to_caller = b;
                 return r;
         }
         if (streq(key, "cpus")) {

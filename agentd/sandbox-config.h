@@ -21,6 +21,7 @@ typedef struct SandboxConfig {
         uint64_t ttl_sec;        /* 0: the daemon's default */
         SandboxLimits limits;
         bool bind_to_caller;
+        bool read_only;          /* a read-only root; /tmp and the workdir writable */
 } SandboxConfig;
 
 #define SANDBOX_MIN_MEMORY (32ULL * 1024 * 1024)

@@ -108,6 +108,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .memory = c->limits.memory,
                 .pids = c->limits.pids,
                 .runtime = c->runtime,
+                .read_only = c->read_only,
         };
 }
 

@@ -38,6 +38,7 @@ static void create_args_done(CreateArgs *a) {
         "                          a Docker network agentd allows\n"                          \
         "     --runtime=NAME       The OCI runtime: runc, or runsc for gVisor (default:\n"   \
         "                          agentd's)\n"                                              \
+        "     --read-only          A read-only root; /tmp and the workdir stay writable\n"   \
         "     --platform=OS/ARCH   Run the image for this platform\n"                             \
         "     --setup=CMD          A command to run in it before it is handed over\n"
 
@@ -54,6 +55,7 @@ enum {
         ARG_PLATFORM,
         ARG_SETUP,
         ARG_RUNTIME,
+        ARG_READ_ONLY,
 };
 
 #define CREATE_LONG_OPTIONS                                                     \
@@ -69,7 +71,8 @@ enum {
         { "network", required_argument, NULL, ARG_NETWORK },                    \
         { "platform", required_argument, NULL, ARG_PLATFORM },                  \
         { "setup", required_argument, NULL, ARG_SETUP },                        \
-        { "runtime", required_argument, NULL, ARG_RUNTIME }
+        { "runtime", required_argument, NULL, ARG_RUNTIME },                    \
+        { "read-only", no_argument, NULL, ARG_READ_ONLY }
 
 /* "512M", "2G", "1048576". */
 static int parse_bytes(const char *s, uint64_t *ret) {
@@ -151,6 +154,9 @@ static int create_option(const char *verb, int c, CreateArgs *a) {
                 return 1;
         case ARG_RUNTIME:
                 cf->runtime = optarg;
+                return 1;
+        case ARG_READ_ONLY:
+                cf->read_only = true;
                 return 1;
         default:
                 return 0;

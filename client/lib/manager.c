@@ -116,6 +116,8 @@ static int append_config(sd_bus_message *msg, const agentix_sandbox_config *c) {
                 r = sd_bus_message_append(msg, "{sv}", "pids", "t", c->pids);
         if (r >= 0 && c->bind_to_caller)
                 r = sd_bus_message_append(msg, "{sv}", "bind_to_caller", "b", 1);
+        if (r >= 0 && c->read_only)
+                r = sd_bus_message_append(msg, "{sv}", "read_only", "b", 1);
         if (r >= 0)
                 r = append_pairs(msg, "env", c->env);
         if (r >= 0)

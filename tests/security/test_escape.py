@@ -265,6 +265,33 @@ def gvisor_through_agentixctl_and_libagentix():
 
 
 @test
+def read_only_sandboxes_write_only_to_tmp_and_workdir():
+    for runtime in RUNTIMES:
+        s = Sandbox(runtime=runtime, read_only=True, workdir="/work")
+        try:
+            rc, out = s.python(r"""
+import errno, os
+for path in ("/etc/escape", "/root/escape", "/nix/escape", "/tmp/ok", "/work/ok"):
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        print(path, "written")
+    except OSError as e:
+        print(path, "denied", errno.errorcode[e.errno])
+""")
+            got = dict(line.split(" ", 1) for line in out.splitlines())
+            assert rc == 0 and got["/tmp/ok"] == "written" and got["/work/ok"] == "written", (runtime, out)
+            for path in ("/etc/escape", "/root/escape", "/nix/escape"):
+                assert got[path].startswith("denied"), (runtime, path, got[path])
+            # The runtime's own work goes on: fs calls in /work.
+            s.client.call("fs::write", path="/work/notes.txt", content="hello\n")
+            assert "hello" in s.client.call("fs::read", path="/work/notes.txt")["content"]
+            print(f"    {runtime}: /, /etc, /nix read-only ({got['/etc/escape']}); /tmp and /work writable")
+        finally:
+            s.delete()
+
+
+@test
 def the_isolated_network_is_made_again_when_it_went():
     """Removed by hand (no sandbox on it): the next create makes it anew, with its settings."""
     Sandbox().delete()  # agentd has made it, and knows it
@@ -288,7 +315,8 @@ def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
                            (dict(network="host"), "the host's network"),
                            (dict(runtime=dbus.Boolean(True)), "config key 'runtime' must be of type 's'"),
                            (dict(runtime="no such!"), "'no such!' is not a runtime name"),
-                           (dict(runtime="kata"), "Docker has no runtime 'kata' (it has: ")):
+                           (dict(runtime="kata"), "Docker has no runtime 'kata' (it has: "),
+                           (dict(read_only="yes"), "config key 'read_only' must be of type 'b'")):
         got, message = error_name(lambda: agentd().create(**config))
         assert got == "org.agentix.Agentd1.InvalidConfig" and needle in message, (config, got, message)
         if "kata" in str(config):

@@ -273,6 +273,19 @@ static json_t *task_container_json(CreateJob *j) {
                 json_object_set_new(c, "WorkingDir", json_string(s->workdir));
         if (c && s->runtime)
                 json_object_set_new(json_object_get(c, "HostConfig"), "Runtime", json_string(s->runtime));
+        if (c && s->read_only) {
+                /* The root and the bundle read-only; scratch space in memory, within the memory limit. */
+                json_t *host = json_object_get(c, "HostConfig"), *tmpfs = json_object();
+                char carrier_ro[256];
+
+                snprintf(carrier_ro, sizeof(carrier_ro), "%s:ro", j->carrier);
+                json_object_set_new(host, "ReadonlyRootfs", json_true());
+                json_object_set_new(host, "VolumesFrom", json_pack("[s]", carrier_ro));
+                json_object_set_new(tmpfs, "/tmp", json_string("mode=1777"));
+                if (s->workdir)
+                        json_object_set_new(tmpfs, s->workdir, json_string("mode=0755"));
+                json_object_set_new(host, "Tmpfs", tmpfs);
+        }
         if (c && j->backend->host_config)
                 json_object_update(json_object_get(c, "HostConfig"), j->backend->host_config);
         return c;

@@ -55,6 +55,7 @@ typedef struct AgentdSandboxSpec {
         uint64_t pids;
         /* Fields are only ever added here, at the end. */
         const char *runtime;            /* the OCI runtime (runc, runsc), or NULL: the backend's default */
+        bool read_only;                 /* a read-only root filesystem; /tmp and workdir writable */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */

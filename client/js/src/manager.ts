@@ -30,6 +30,8 @@ export interface SandboxConfig {
   setup?: string;
   /** The OCI runtime: "runc", or "runsc" for gVisor; omitted: agentd's default. */
   runtime?: string;
+  /** A read-only root; /tmp and the workdir stay writable. */
+  readOnly?: boolean;
 }
 
 export interface SandboxInfo {
@@ -62,6 +64,7 @@ function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Varia
   }
   if (config.cpus !== undefined) d.cpus = new Variant("d", config.cpus);
   if (config.bindToCaller) d.bind_to_caller = new Variant("b", true);
+  if (config.readOnly) d.read_only = new Variant("b", true);
   return d;
 }
 

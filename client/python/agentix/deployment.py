@@ -43,6 +43,7 @@ class SandboxConfig:
     bind_to_caller: bool = False
     setup: str | None = None
     runtime: str | None = None        # "runc", or "runsc" for gVisor
+    read_only: bool = False           # a read-only root; /tmp and the workdir writable
 
     def to_dbus(self):
         import dbus
@@ -60,6 +61,8 @@ class SandboxConfig:
             d["cpus"] = dbus.Double(self.cpus)
         if self.bind_to_caller:
             d["bind_to_caller"] = dbus.Boolean(True)
+        if self.read_only:
+            d["read_only"] = dbus.Boolean(True)
         return dbus.Dictionary(d, signature="sv")
 
 
