@@ -264,6 +264,62 @@ def gvisor_through_agentixctl_and_libagentix():
         subprocess.run([ctl, "delete", sid], env=env, timeout=60, check=True)
 
 
+def runtime_works(runtime):
+    """What a sandbox's runtime serves works the same under this runtime: exec (unary, stream,
+    bidi, on a PTY), the fs calls, many-file upload and download, and a C module of the bundle
+    (unary, stream, bidi)."""
+    s = Sandbox(runtime=runtime)
+    c = s.client
+    try:
+        r = c.call("sandbox::exec", command="echo out; echo err >&2; exit 3")
+        assert r["exit_code"] == 3 and "out" in r["output"] and "err" in r["output"], r
+        cid = c.start("sandbox::exec", shape="stream", kwargs={"command": "printf a; sleep 0.1; printf b"})
+        assert c.terminal(cid, 30)[0] == "call:end"
+        items = c.items(cid)
+        assert b"".join(i["data"] for i in items if "data" in i) == b"ab" and items[-1]["exit_code"] == 0, items
+        cid = c.start("sandbox::exec", shape="bidi", kwargs={"command": "cat"})
+        c.emit("call:in", {"call_id": cid, "item": {"stdin": b"hello bidi\n"}})
+        c.emit("call:end_in", {"call_id": cid})
+        assert c.terminal(cid, 30)[0] == "call:end"
+        assert b"".join(i.get("data", b"") for i in c.items(cid)) == b"hello bidi\n"
+        # A PTY: the command sees a terminal of the size asked for.
+        cid = c.start("sandbox::exec", shape="bidi",
+                      kwargs={"command": "stty size; test -t 0 && echo tty", "pty": True, "rows": 33, "cols": 101})
+        c.emit("call:end_in", {"call_id": cid})
+        assert c.terminal(cid, 30)[0] == "call:end"
+        out = b"".join(i.get("data", b"") for i in c.items(cid))
+        assert b"33 101" in out and b"tty" in out, out
+        # fs, and many files each way.
+        assert c.call("fs::write", path="/tmp/w/a.txt", content="one\ntwo\n")["error"] is None
+        assert c.call("fs::edit", path="/tmp/w/a.txt", old="two", new="2")["error"] is None
+        assert "2" in c.call("fs::read", path="/tmp/w/a.txt")["content"]
+        assert [e["path"] for e in c.call("fs::ls", path="/tmp/w")["entries"]] == ["/tmp/w/a.txt"]
+        assert c.call("fs::grep", "one", path="/tmp/w")["matches"][0]["line"] == 1
+        assert [m["path"] for m in c.call("fs::glob", "*.txt", path="/tmp/w")["matches"]] == ["/tmp/w/a.txt"]
+        files = [[f"/tmp/w/f{i}", bytes([i]) * 1000] for i in range(20)]
+        assert all(r["error"] is None for r in c.call("fs::upload", files))
+        down = c.call("fs::download", [f[0] for f in files])
+        assert [d["content"] for d in down] == [f[1] for f in files]
+        # A C module from the bundle.
+        assert c.call("example::greet", "gVisor") == "Hello, gVisor!"
+        cid = c.start("example::count", shape="stream", args=[5])
+        assert c.terminal(cid, 30)[0] == "call:end" and c.items(cid) == [0, 1, 2, 3, 4]
+        cid = c.start("example::upper", shape="bidi")
+        for w in ("a", "bc"):
+            c.emit("call:in", {"call_id": cid, "item": w})
+        c.emit("call:end_in", {"call_id": cid})
+        assert c.terminal(cid, 30)[0] == "call:end" and c.items(cid) == ["A", "BC"]
+    finally:
+        s.delete()
+
+
+@test
+def the_runtime_serves_the_same_under_every_runtime():
+    for runtime in RUNTIMES:
+        runtime_works(runtime)
+        print(f"    {runtime}: exec (unary, stream, bidi, PTY), fs, upload/download, C module: all served")
+
+
 @test
 def read_only_sandboxes_write_only_to_tmp_and_workdir():
     for runtime in RUNTIMES:
