@@ -17,6 +17,7 @@ SandboxConfig *sandbox_config_free(SandboxConfig *c) {
         free(c->backend);
         free(c->network);
         free(c->runtime);
+        free(c->user);
         free(c->workdir);
         free(c->setup);
         strv_free(c->env);
@@ -110,6 +111,26 @@ static int read_map(sd_bus_message *m, const char *key, bool is_env, char ***fie
         return sd_bus_message_exit_container(m);
 }
 
+/* A UID or GID (a number), or a user or group name as useradd allows them. */
+static bool user_part_ok(const char *p, size_t len) {
+        if (len == 0 || len > 32)
+                return false;
+        if (strspn(p, "0123456789") >= len)
+                return true;
+        return p[0] != '-' && !isdigit((unsigned char) p[0]) &&
+               strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_-") >= len;
+}
+
+/* USER[:GROUP]. */
+static bool user_ok(const char *s) {
+        const char *colon = strchr(s, ':');
+
+        if (!colon)
+                return user_part_ok(s, strlen(s));
+        return !strchr(colon + 1, ':') && user_part_ok(s, (size_t) (colon - s)) &&
+               user_part_ok(colon + 1, strlen(colon + 1));
+}
+
 static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, const char *sig, sd_bus_error *error) {
         static const struct {
                 const char *key, *sig;
@@ -117,7 +138,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
                 { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
                 { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" }, { "runtime", "s" },
-                { "read_only", "b" },
+                { "read_only", "b" }, { "user", "s" },
         };
         size_t i;
         int r;
@@ -126,7 +147,8 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 ;
         if (i == ELEMENTSOF(types))
                 return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
-                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only)", key, NULL);
+                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only, user)", key,
+                               NULL);
         if (!streq(sig, types[i].sig))
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
                                          key, types[i].sig, sig);
@@ -158,6 +180,13 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         }
         if (streq(key, "setup"))
                 return read_string(m, key, &c->setup, 64 * 1024, error);
+        if (streq(key, "user")) {
+                r = read_string(m, key, &c->user, 64, error);
+                if (r >= 0 && !user_ok(c->user))
+                        return invalid(error, "config key '%s' is UID[:GID] or a user name the image knows, not '%s'",
+                                       key, c->user);
+                return r;
+        }
         if (streq(key, "runtime")) {
                 r = read_string(m, key, &c->runtime, 64, error);
                 if (r >= 0 && strspn(c->runtime, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=

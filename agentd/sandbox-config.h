@@ -15,7 +15,7 @@ typedef struct SandboxLimits {
 } SandboxLimits;
 
 typedef struct SandboxConfig {
-        char *image, *bundle, *platform, *backend, *network, *workdir, *setup, *runtime;
+        char *image, *bundle, *platform, *backend, *network, *workdir, *setup, *runtime, *user;
         char **env;              /* KEY=VALUE */
         char **labels;           /* key=value, the caller's own */
         uint64_t ttl_sec;        /* 0: the daemon's default */

@@ -109,6 +109,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .pids = c->limits.pids,
                 .runtime = c->runtime,
                 .read_only = c->read_only,
+                .user = c->user,
         };
 }
 

@@ -39,6 +39,7 @@ static void create_args_done(CreateArgs *a) {
         "     --runtime=NAME       The OCI runtime: runc, or runsc for gVisor (default:\n"   \
         "                          agentd's)\n"                                              \
         "     --read-only          A read-only root; /tmp and the workdir stay writable\n"   \
+        "     --user=USER[:GROUP]  Run the runtime and its commands as this user\n"           \
         "     --platform=OS/ARCH   Run the image for this platform\n"                             \
         "     --setup=CMD          A command to run in it before it is handed over\n"
 
@@ -56,6 +57,7 @@ enum {
         ARG_SETUP,
         ARG_RUNTIME,
         ARG_READ_ONLY,
+        ARG_USER,
 };
 
 #define CREATE_LONG_OPTIONS                                                     \
@@ -72,7 +74,8 @@ enum {
         { "platform", required_argument, NULL, ARG_PLATFORM },                  \
         { "setup", required_argument, NULL, ARG_SETUP },                        \
         { "runtime", required_argument, NULL, ARG_RUNTIME },                    \
-        { "read-only", no_argument, NULL, ARG_READ_ONLY }
+        { "read-only", no_argument, NULL, ARG_READ_ONLY },                      \
+        { "user", required_argument, NULL, ARG_USER }
 
 /* "512M", "2G", "1048576". */
 static int parse_bytes(const char *s, uint64_t *ret) {
@@ -157,6 +160,9 @@ static int create_option(const char *verb, int c, CreateArgs *a) {
                 return 1;
         case ARG_READ_ONLY:
                 cf->read_only = true;
+                return 1;
+        case ARG_USER:
+                cf->user = optarg;
                 return 1;
         default:
                 return 0;

@@ -350,6 +350,7 @@ typedef struct agentix_sandbox_config {
         bool bind_to_caller;            /* delete it when this connection to the bus closes */
         const char *runtime;            /* the OCI runtime: "runc", "runsc" (gVisor); NULL: agentd's default */
         bool read_only;                 /* a read-only root; /tmp and the workdir writable */
+        const char *user;               /* USER[:GROUP] the runtime and its commands run as; NULL: root */
         uint64_t timeout_usec;          /* how long to wait for the create; 0: 120 s */
 } agentix_sandbox_config;
 

@@ -98,7 +98,7 @@ static int append_config(sd_bus_message *msg, const agentix_sandbox_config *c) {
         } strings[] = {
                 { "image", c->image },     { "bundle", c->bundle },   { "platform", c->platform },
                 { "backend", c->backend }, { "network", c->network }, { "workdir", c->workdir },
-                { "setup", c->setup },     { "runtime", c->runtime },
+                { "setup", c->setup },     { "runtime", c->runtime }, { "user", c->user },
         };
         int r;
 

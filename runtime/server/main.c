@@ -299,6 +299,27 @@ static void options_from_env(Options *o) {
                 o->module_dir = e;
 }
 
+/* The token, taken out of the environment at start (take_token()). */
+static char *server_token = NULL;
+
+/* Keep the token from what the server runs: out of the environment the worker and its commands
+ * inherit, and, with the server not dumpable, /proc/<its pid>/environ and mem belong to root,
+ * so that commands of the same (non-root) user cannot read it there either. */
+static int take_token(void) {
+        const char *t = getenv("AGENTIX_TOKEN");
+
+        if (t && !(server_token = strdup(t)))
+                return log_error_errno(ENOMEM, "Out of memory");
+        if (t) {
+                /* Overwrite it where the kernel shows the initial environment, then drop it. */
+                memset((char *) t, 'x', strlen(t));
+                (void) unsetenv("AGENTIX_TOKEN");
+        }
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(errno, "Failed to make the server non-dumpable: %m");
+        return 0;
+}
+
 static bool host_is_loopback(const char *host) {
         struct in6_addr a6;
         struct in_addr a4;
@@ -494,7 +515,7 @@ static int setup(Server *srv, Options *o) {
         } else {
                 static const SioNamespace main_ns = { .name = "/" };
                 RpcConfig rpc_config = {
-                        .token = getenv("AGENTIX_TOKEN"),
+                        .token = server_token,
                         .max_message = o->max_message,
                         .max_calls = o->max_calls,
                         .max_results = o->max_results,
@@ -625,6 +646,8 @@ int main(int argc, char *argv[]) {
         r = choose_hosts(&o);
         if (r < 0)
                 return 2;
+        if (!o.conformance && take_token() < 0)
+                return 1;
 
         /* Before the worker starts, so that it and everything it runs see the bundle's PATH. */
         if (!o.environment_file) {

@@ -321,6 +321,60 @@ def the_runtime_serves_the_same_under_every_runtime():
 
 
 @test
+def a_user_sandbox_runs_as_that_user_and_cannot_read_the_token():
+    for runtime in RUNTIMES:
+        s = Sandbox(runtime=runtime, user="1000:1000")
+        try:
+            token = str(agentd().manager().GetRuntimeAccess(s.id)[1])
+            rc, out = s.python(r"""
+import os
+print("uid", os.getuid(), os.getgid())
+print("env", "AGENTIX_TOKEN" in os.environ)
+for pid in ("1", str(os.getppid())):
+    try:
+        data = open(f"/proc/{pid}/environ", "rb").read()
+        print(pid, "environ read", len(data), data.replace(b"\0", b" ").decode(errors="replace"))
+    except OSError as e:
+        print(pid, "environ denied", e.errno)
+    try:
+        # Where a reader would look for it: the server's heap, through /proc/PID/maps and mem.
+        maps = open(f"/proc/{pid}/maps").read()
+        heap = [l for l in maps.splitlines() if "[heap]" in l][0].split()[0].split("-")
+        f = open(f"/proc/{pid}/mem", "rb")
+        f.seek(int(heap[0], 16))
+        data = f.read(min(int(heap[1], 16) - int(heap[0], 16), 1 << 24))
+        print(pid, "mem read", len(data))
+        open("/tmp/heap-" + pid, "wb").write(data)
+    except (OSError, IndexError, ValueError) as e:
+        print(pid, "mem denied", type(e).__name__)
+print("CapEff", [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0])
+open("/tmp/mine", "w").write("x")
+print("tmp ok")
+""")
+            assert rc == 0, out
+            assert token not in out
+            for pid in ("1",):
+                rc2, heap = s.run(f"grep -c {token} /tmp/heap-{pid} 2>/dev/null || true")
+                assert heap.strip() in ("", "0"), f"{runtime}: the token is readable in the runtime's memory"
+            lines = out.splitlines()
+            assert "uid 1000 1000" in lines and "env False" in lines and "tmp ok" in lines, (runtime, out)
+            print("\n".join("      " + l for l in lines if l.startswith("1 ")))
+            for line in lines:
+                # runc: the runtime is not dumpable, its /proc files are root's. gVisor shows them
+                # (its /proc does not follow dumpable): the token must not be there.
+                assert runtime == "runsc" or not (line.startswith("1 ") and " read" in line), (runtime, line)
+            assert "CapEff 0000000000000000" in lines, (runtime, out)
+            # The runtime works as that user: fs on what it owns.
+            assert s.client.call("fs::write", path="/tmp/by-user.txt", content="hi\n")["error"] is None
+            rc, out = s.run("stat -c %u /tmp/by-user.txt")
+            assert out.strip() == "1000", out
+            print(f"    {runtime}: runs as 1000:1000, no capabilities, the token in neither its environment nor "
+                  f"/proc/1/environ")
+        finally:
+            s.delete()
+
+
+@test
 def read_only_sandboxes_write_only_to_tmp_and_workdir():
     for runtime in RUNTIMES:
         s = Sandbox(runtime=runtime, read_only=True, workdir="/work")
@@ -372,7 +426,9 @@ def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
                            (dict(runtime=dbus.Boolean(True)), "config key 'runtime' must be of type 's'"),
                            (dict(runtime="no such!"), "'no such!' is not a runtime name"),
                            (dict(runtime="kata"), "Docker has no runtime 'kata' (it has: "),
-                           (dict(read_only="yes"), "config key 'read_only' must be of type 'b'")):
+                           (dict(read_only="yes"), "config key 'read_only' must be of type 'b'"),
+                           (dict(user="root;rm"), "config key 'user' is UID[:GID]"),
+                           (dict(user="1000:1000:1"), "config key 'user' is UID[:GID]")):
         got, message = error_name(lambda: agentd().create(**config))
         assert got == "org.agentix.Agentd1.InvalidConfig" and needle in message, (config, got, message)
         if "kata" in str(config):

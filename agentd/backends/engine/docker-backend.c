@@ -273,6 +273,8 @@ static json_t *task_container_json(CreateJob *j) {
                 json_object_set_new(c, "WorkingDir", json_string(s->workdir));
         if (c && s->runtime)
                 json_object_set_new(json_object_get(c, "HostConfig"), "Runtime", json_string(s->runtime));
+        if (c && s->user)
+                json_object_set_new(c, "User", json_string(s->user));
         if (c && s->read_only) {
                 /* The root and the bundle read-only; scratch space in memory, within the memory limit. */
                 json_t *host = json_object_get(c, "HostConfig"), *tmpfs = json_object();

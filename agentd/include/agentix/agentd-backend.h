@@ -56,6 +56,7 @@ typedef struct AgentdSandboxSpec {
         /* Fields are only ever added here, at the end. */
         const char *runtime;            /* the OCI runtime (runc, runsc), or NULL: the backend's default */
         bool read_only;                 /* a read-only root filesystem; /tmp and workdir writable */
+        const char *user;               /* USER[:GROUP] the runtime and its commands run as, or NULL: root */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */

@@ -32,6 +32,8 @@ export interface SandboxConfig {
   runtime?: string;
   /** A read-only root; /tmp and the workdir stay writable. */
   readOnly?: boolean;
+  /** USER[:GROUP] (numbers, or names the image knows) the runtime and its commands run as. */
+  user?: string;
 }
 
 export interface SandboxInfo {
@@ -54,7 +56,7 @@ function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Varia
     image: new Variant("s", config.image),
     bundle: new Variant("s", config.bundle),
   };
-  for (const key of ["platform", "backend", "network", "workdir", "setup", "runtime"] as const) {
+  for (const key of ["platform", "backend", "network", "workdir", "setup", "runtime", "user"] as const) {
     if (config[key] !== undefined) d[key] = new Variant("s", config[key]);
   }
   if (config.env) d.env = new Variant("a{ss}", config.env);

@@ -44,11 +44,12 @@ class SandboxConfig:
     setup: str | None = None
     runtime: str | None = None        # "runc", or "runsc" for gVisor
     read_only: bool = False           # a read-only root; /tmp and the workdir writable
+    user: str | None = None           # USER[:GROUP] the runtime and its commands run as
 
     def to_dbus(self):
         import dbus
         d = {"image": dbus.String(self.image), "bundle": dbus.String(self.bundle)}
-        for key in ("platform", "backend", "network", "workdir", "setup", "runtime"):
+        for key in ("platform", "backend", "network", "workdir", "setup", "runtime", "user"):
             if getattr(self, key) is not None:
                 d[key] = dbus.String(getattr(self, key))
         for key in ("env", "labels"):
