@@ -90,9 +90,12 @@ class Sandbox:
         self.carrier, self.name = f"agentix-test-carrier-{tag}", f"agentix-test-sandbox-{tag}"
         docker("create", "--name", self.carrier, bundle)
         try:
+            # SYS_PTRACE: the maps check reads /proc/1/maps, and agentix-server is not dumpable
+            # (its token must stay out of its commands' reach), so that needs the capability.
             docker("run", "-d", "--name", self.name, "--volumes-from", self.carrier,
                    "-e", f"AGENTIX_TOKEN={TOKEN}", "-p", "127.0.0.1::8000", "--pids-limit", "256",
-                   "--memory", "1g", "--entrypoint", "/nix/runtime/bin/agentix-server", image)
+                   "--memory", "1g", "--cap-add", "SYS_PTRACE", "--entrypoint", "/nix/runtime/bin/agentix-server",
+                   image)
             port = docker("port", self.name, "8000/tcp").stdout.split()[0].rsplit(":", 1)[1]
             self.url = f"http://127.0.0.1:{port}"
             self.wait_healthy()
