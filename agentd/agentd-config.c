@@ -314,11 +314,6 @@ static int backends_key(Parser *p, const char *key, const char *value) {
         return parser_fail(p, "unknown key %s= in [Backends] (Directory, Load, Default, Timeout)", key);
 }
 
-static char *mfree_str(char *s) {
-        free(s);
-        return NULL;
-}
-
 /* An OCI runtime's name as dockerd's daemon.json spells them: runc, runsc, io.containerd.runc.v2. */
 static bool runtime_name_ok(const char *s) {
         size_t n = strlen(s);
@@ -344,7 +339,8 @@ static int runtimes_key(Parser *p, const char *key, const char *value) {
                 if (!strempty(value) && !runtime_name_ok(value))
                         return parser_fail(p, "Default=%s is not a runtime name", value);
                 if (strempty(value)) {
-                        c->default_runtime = mfree_str(c->default_runtime);
+                        free(c->default_runtime);
+                        c->default_runtime = NULL;
                         return 1;
                 }
                 return set_string(p, &c->default_runtime, value);

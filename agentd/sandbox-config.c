@@ -199,12 +199,10 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         if (streq(key, "labels"))
                 return read_map(m, key, false, &c->labels, error);
         if (streq(key, "bind_to_caller") || streq(key, "read_only")) {
+                bool *field = streq(key, "read_only") ? &c->read_only : &c->bind_to_caller;
                 int b;
                 r = sd_bus_message_read(m, "b", &b);
-                if (streq(key, "read_only"))
-                        c->read_only = b;
-                else
-                        c->bind_to_caller = b;
+                *field = b;
                 return r;
         }
         if (streq(key, "cpus")) {

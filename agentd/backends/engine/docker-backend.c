@@ -108,6 +108,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         docker_client_free(b->docker);
         curl_event_free(b->probes);
         json_decref(b->host_config);
+        json_decref(b->runtimes);
         sd_event_unref(b->event);
         free(b->service);
         free(b);
@@ -526,6 +527,8 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
 
                 if (status != 200)
                         FAIL_DOCKER(j, "asking which runtimes it has", status, body, error);
+                json_decref(j->backend->runtimes);
+                j->backend->runtimes = json_incref(runtimes);
                 if (json_object_get(runtimes, s->runtime)) {
                         j->step = STEP_NETWORK;
                         break;
@@ -646,6 +649,12 @@ static void step(CreateJob *j) {
                 r = send_step(j, "GET", path, NULL);
                 break;
         case STEP_RUNTIME:
+                /* Asked once; again only for a runtime not seen (registered since, perhaps). */
+                if (json_object_get(j->backend->runtimes, s->runtime)) {
+                        j->step = STEP_NETWORK;
+                        step(j);
+                        return;
+                }
                 r = send_step(j, "GET", "/info", NULL);
                 break;
         case STEP_NETWORK:

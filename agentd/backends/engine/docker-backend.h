@@ -84,4 +84,5 @@ struct AgentdBackend {
         /* the isolated network (docker-network.c); Podman's networks are not Docker's: there,
          * sandboxes go on its default network unless asked for another */
         DockerNetwork *network;   /* NULL: this backend has no isolated network */
+        json_t *runtimes;         /* GET /info's Runtimes, once asked; NULL again after a resync */
 };

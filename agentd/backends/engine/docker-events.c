@@ -44,6 +44,8 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         b->events_lost = false;
         if (b->network)
                 docker_network_forget(b->network); /* a new Docker may have lost it: look again */
+        json_decref(b->runtimes);                  /* and may have other runtimes */
+        b->runtimes = NULL;
         b->on_event(b->event_userdata, NULL, "resync");
 }
 
