@@ -4,6 +4,7 @@
 #include "log.h"
 #include "manager-dbus.h"
 #include "sandbox-dbus.h"
+#include "strv.h"
 
 static int get_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_error *error) {
         const char *id;
@@ -131,6 +132,35 @@ static int property_backends(sd_bus *bus, const char *path, const char *interfac
         return r < 0 ? r : sd_bus_message_close_container(reply);
 }
 
+/* Each loaded backend's runtimes (as its service reports them), and whether agentd.conf's
+ * [Runtimes] Allowed= lets creates name them. */
+static int property_runtimes(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(ssb)");
+        for (size_t i = 0; r >= 0 && i < m->n_backends; i++) {
+                Backend *b = m->backends[i];
+                _cleanup_strv_free_ char **names = NULL;
+
+                if (!b->state || !b->ops->runtimes || b->ops->runtimes(b->state, &names) < 0)
+                        continue; /* none, or not known yet */
+                for (char **n = names; r >= 0 && *n; n++)
+                        r = sd_bus_message_append(reply, "(ssb)", b->name, *n,
+                                                  strv_isempty(m->config->allowed_runtimes) ||
+                                                          strv_contains(m->config->allowed_runtimes, *n));
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+static int property_default_runtime(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+
+        return sd_bus_message_append(reply, "s", m->config->default_runtime ?: "");
+}
+
 static int property_default_backend(sd_bus *bus, const char *path, const char *interface, const char *property,
                                     sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
@@ -142,6 +172,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Backends", "a(sss)", property_backends, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("DefaultBackend", "s", property_default_backend, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Runtimes", "a(ssb)", property_runtimes, 0, 0),
+        SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
                                  method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,

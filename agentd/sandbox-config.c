@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <math.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ SandboxConfig *sandbox_config_free(SandboxConfig *c) {
         free(c->setup);
         strv_free(c->env);
         strv_free(c->labels);
+        strv_free(c->egress);
         free(c);
         return NULL;
 }
@@ -131,6 +133,62 @@ static bool user_ok(const char *s) {
                user_part_ok(colon + 1, strlen(colon + 1));
 }
 
+/* An IPv4 or IPv6 address with an optional /PREFIX, as iptables takes it. */
+static bool cidr_ok(const char *s) {
+        const char *slash = strchr(s, '/');
+        char address[INET6_ADDRSTRLEN];
+        unsigned char buf[sizeof(struct in6_addr)];
+        size_t len = slash ? (size_t) (slash - s) : strlen(s);
+        bool v6 = memchr(s, ':', len);
+        unsigned long prefix;
+        char *end;
+
+        if (len == 0 || len >= sizeof(address))
+                return false;
+        memcpy(address, s, len);
+        address[len] = '\0';
+        if (inet_pton(v6 ? AF_INET6 : AF_INET, address, buf) != 1)
+                return false;
+        if (!slash)
+                return true;
+        if (!isdigit((unsigned char) slash[1]))
+                return false;
+        errno = 0;
+        prefix = strtoul(slash + 1, &end, 10);
+        return errno == 0 && *end == '\0' && prefix <= (v6 ? 128 : 32);
+}
+
+/* egress: CIDRs; an empty list is no network at all. */
+static int read_egress(sd_bus_message *m, SandboxConfig *c, sd_bus_error *error) {
+        const char *cidr;
+        size_t n = 0;
+        int r;
+
+        strv_free(c->egress);
+        c->egress = calloc(1, sizeof(char *));
+        if (!c->egress)
+                return -ENOMEM;
+        r = sd_bus_message_enter_container(m, 'a', "s");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(m, "s", &cidr)) > 0) {
+                if (++n > SANDBOX_MAX_EGRESS)
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                                 "config key 'egress' lists more than %d CIDRs", SANDBOX_MAX_EGRESS);
+                if (!cidr_ok(cidr))
+                        return invalid(error, "config key '%s': '%s' is not a CIDR (ADDRESS[/PREFIX], IPv4 or IPv6)",
+                                       "egress", cidr);
+                if (!strv_contains(c->egress, cidr)) {
+                        r = strv_extend(&c->egress, cidr);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
 static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, const char *sig, sd_bus_error *error) {
         static const struct {
                 const char *key, *sig;
@@ -138,7 +196,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
                 { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
                 { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" }, { "runtime", "s" },
-                { "read_only", "b" }, { "user", "s" },
+                { "read_only", "b" }, { "user", "s" }, { "egress", "as" },
         };
         size_t i;
         int r;
@@ -147,7 +205,8 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 ;
         if (i == ELEMENTSOF(types))
                 return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
-                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only, user)", key,
+                                      "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only, user, "
+                                      "egress)", key,
                                NULL);
         if (!streq(sig, types[i].sig))
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
@@ -194,6 +253,8 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                         return invalid(error, "config key '%s': '%s' is not a runtime name", key, c->runtime);
                 return r;
         }
+        if (streq(key, "egress"))
+                return read_egress(m, c, error);
         if (streq(key, "env"))
                 return read_map(m, key, true, &c->env, error);
         if (streq(key, "labels"))

@@ -18,6 +18,7 @@ typedef struct SandboxConfig {
         char *image, *bundle, *platform, *backend, *network, *workdir, *setup, *runtime, *user;
         char **env;              /* KEY=VALUE */
         char **labels;           /* key=value, the caller's own */
+        char **egress;           /* CIDRs (empty: no network at all), or NULL: no egress list */
         uint64_t ttl_sec;        /* 0: the daemon's default */
         SandboxLimits limits;
         bool bind_to_caller;
@@ -26,6 +27,7 @@ typedef struct SandboxConfig {
 
 #define SANDBOX_MIN_MEMORY (32ULL * 1024 * 1024)
 #define SANDBOX_MIN_PIDS 32ULL
+#define SANDBOX_MAX_EGRESS 64
 
 /* Read the a{sv} at the message's read position: limits it does not name are the defaults;
  * limits and ttl above the maxima (cpus 0: any) are errors; no backend is default_backend.

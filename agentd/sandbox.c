@@ -110,6 +110,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .runtime = c->runtime,
                 .read_only = c->read_only,
                 .user = c->user,
+                .egress = (const char *const *) c->egress,
         };
 }
 

@@ -45,15 +45,16 @@ if ! ./scripts/dockerd.sh start "$dockerd_pid"; then
         echo "0 passed, 1 failed"
         exit 1
 fi
-# agentd's isolated network and its firewall rules are made by the tests' agentds: take them
-# away again unless they were there before (scripts/dev-env.sh's agentd, say, keeps them).
-had_isolated=no
+# agentd's networks (isolated, egress) and their firewall rules are made by the tests' agentds:
+# take them away again unless they were there before (scripts/dev-env.sh's agentd keeps them).
+had_networks=no
 ./policy/firewall/agentix-firewall status && docker network inspect agentix-isolated >/dev/null 2>&1 &&
-        had_isolated=yes
+        had_networks=yes
 cleanup() {
-        if [ "$had_isolated" = no ]; then
-                docker network rm agentix-isolated >/dev/null 2>&1 || true
-                ./policy/firewall/agentix-firewall remove || true
+        if [ "$had_networks" = no ]; then
+                docker network rm agentix-isolated agentix-egress >/dev/null 2>&1 || true
+                ./policy/firewall/agentix-firewall remove agentix0 || true
+                ./policy/firewall/agentix-firewall remove agentix1 || true
         fi
         ./scripts/dockerd.sh stop "$dockerd_pid"
 }

@@ -70,6 +70,24 @@ bool strv_contains(char *const *l, const char *s) {
         return false;
 }
 
+char *strv_join(char *const *l, const char *separator) {
+        size_t size = 1, sep = strlen(separator);
+        char *s, *p;
+
+        for (char *const *e = l; e && *e; e++)
+                size += strlen(*e) + sep;
+        s = p = malloc(size);
+        if (!s)
+                return NULL;
+        *p = '\0';
+        for (char *const *e = l; e && *e; e++) {
+                if (e != l)
+                        p = stpcpy(p, separator);
+                p = stpcpy(p, *e);
+        }
+        return s;
+}
+
 int strv_split_extend(char ***l, const char *s) {
         while (*s) {
                 size_t n;

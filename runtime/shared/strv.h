@@ -23,5 +23,10 @@ int strv_consume_n(char ***l, size_t *n, char *s);
 /* Append a copy of s. */
 int strv_extend(char ***l, const char *s);
 bool strv_contains(char *const *l, const char *s);
+static inline bool strv_isempty(char *const *l) {
+        return !l || !*l;
+}
+/* The elements with separator between them (malloc'ed; "" for none), or NULL: out of memory. */
+char *strv_join(char *const *l, const char *separator);
 /* Split s on blanks (spaces and tabs) and append each word. */
 int strv_split_extend(char ***l, const char *s);

@@ -8,7 +8,9 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
@@ -17,7 +19,8 @@
 
 /* Syscalls the probe child tries; each result is 0 or an errno. */
 enum { PROBE_UNAME, PROBE_FCHDIR_12345, PROBE_FCHDIR_12346, PROBE_MOUNT, PROBE_CLONE3, PROBE_GETPID,
-       PROBE_UNSHARE, PROBE_BPF, PROBE_FORK, _PROBE_MAX };
+       PROBE_UNSHARE, PROBE_BPF, PROBE_FORK, PROBE_NO_SUCH_SYSCALL, PROBE_MKNOD_FIFO, PROBE_MKNOD_CHR,
+       _PROBE_MAX };
 
 static int errno_of(long r) {
         return r < 0 ? errno : 0;
@@ -55,6 +58,12 @@ static void probe(scmp_filter_ctx ctx, int results[_PROBE_MAX]) {
                 if (k > 0)
                         (void) waitpid((pid_t) k, NULL, 0);
                 r[PROBE_FORK] = errno_of(k);
+                /* A number no kernel has yet: ENOSYS from the kernel, the profile's answer otherwise. */
+                r[PROBE_NO_SUCH_SYSCALL] = errno_of(syscall(1000));
+                /* In a directory that does not exist: ENOENT if the call reached the kernel. */
+                r[PROBE_MKNOD_FIFO] = errno_of(mknodat(AT_FDCWD, "/nonexistent/agentix/fifo", S_IFIFO | 0600, 0));
+                r[PROBE_MKNOD_CHR] = errno_of(mknodat(AT_FDCWD, "/nonexistent/agentix/null", S_IFCHR | 0600,
+                                                      makedev(1, 3)));
                 (void) !write(p[1], r, sizeof(r));
                 _exit(0);
         }
@@ -164,6 +173,10 @@ static void test_default_profile(void **state) {
         assert_int_equal(r[PROBE_UNAME], 0);
         assert_int_equal(r[PROBE_FORK], 0); /* clone without CLONE_NEW* passes the masked rules */
         assert_int_equal(r[PROBE_FCHDIR_12345], EBADF);
+        /* An allow-list: what it does not name (here a syscall no kernel has yet) is EPERM, not a kill. */
+        assert_int_equal(r[PROBE_NO_SUCH_SYSCALL], EPERM);
+        assert_int_equal(r[PROBE_MKNOD_FIFO], ENOENT);
+        assert_int_equal(r[PROBE_MKNOD_CHR], EPERM);
 }
 
 static void test_no_filter_baseline(void **state) {
@@ -175,6 +188,9 @@ static void test_no_filter_baseline(void **state) {
         seccomp_release(ctx);
         assert_int_equal(r[PROBE_CLONE3], EINVAL);
         assert_int_not_equal(r[PROBE_BPF], 0);
+        assert_int_equal(r[PROBE_NO_SUCH_SYSCALL], ENOSYS);
+        assert_int_equal(r[PROBE_MKNOD_FIFO], ENOENT);
+        assert_int_equal(r[PROBE_MKNOD_CHR], ENOENT);
         if (geteuid() == 0)
                 assert_int_equal(r[PROBE_MOUNT], ENOENT);
 }

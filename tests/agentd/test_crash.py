@@ -188,7 +188,7 @@ class PrivateDockerd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-ISOLATED_BRIDGE = "agentixtest0"
+ISOLATED_BRIDGE, EGRESS_BRIDGE = "agentixtest0", "agentixtest1"
 
 
 @test
@@ -201,8 +201,9 @@ def a_dockerd_restart_under_agentd_is_followed():
         docker("save", "-o", archive, BUSYBOX, ref, timeout=300)
         d.docker("load", "-q", "-i", archive)
         os.unlink(archive)
-        # Its own isolated bridge: the interface name agentix0 is the host dockerd's.
-        a = Agentd("dockerd", env_extra={"DOCKER_HOST": d.host, "AGENTIX_ISOLATED_BRIDGE": ISOLATED_BRIDGE},
+        # Its own bridges: the interface names agentix0 and agentix1 are the host dockerd's.
+        a = Agentd("dockerd", env_extra={"DOCKER_HOST": d.host, "AGENTIX_ISOLATED_BRIDGE": ISOLATED_BRIDGE,
+                                         "AGENTIX_EGRESS_BRIDGE": EGRESS_BRIDGE},
                    args=["--docker-timeout=5"])
         _, one = a.create()
         _, two = a.create()
@@ -242,8 +243,9 @@ def a_dockerd_restart_under_agentd_is_followed():
                 assert a.stop() == 0, a.log_text()[-3000:]
         finally:
             d.destroy()
-            subprocess.run(["ip", "link", "del", ISOLATED_BRIDGE], capture_output=True)
-            subprocess.run([os.environ["AGENTIX_FIREWALL"], "remove", ISOLATED_BRIDGE], check=True)
+            for bridge in (ISOLATED_BRIDGE, EGRESS_BRIDGE):
+                subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+                subprocess.run([os.environ["AGENTIX_FIREWALL"], "remove", bridge], check=True)
 
 
 if __name__ == "__main__":

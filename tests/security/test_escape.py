@@ -10,8 +10,13 @@ should.
   - a listener of the test's own on the isolated bridge's gateway and on every other address
     of the host (it listens on 0.0.0.0);
   - mount, unshare of user and mount namespaces, ptrace, a raw socket, mknod, loading a kernel
-    module, changing the hostname;
+    module, changing the hostname, kcmp and a syscall no kernel has yet (the worker's allow-list:
+    EPERM);
   - /proc/self/status: CapEff is the documented set, NoNewPrivs 1, Seccomp 2;
+  - egress lists: a sandbox reaches the CIDRs listed (listeners in a network namespace of the
+    test's own, on private and link-local addresses) and nothing else, the host's own addresses
+    never; an empty list is no network at all, the runtime still serving; the rules survive a
+    SIGKILL of agentd and leave nothing on the host;
   - new create keys with wrong types and values: InvalidConfig, nothing left behind.
 
 Under every runtime dockerd offers agentd (runc; runsc when registered): ESCAPE_RUNTIMES
@@ -32,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
 from harness import RpcClient, main, test  # noqa: E402
-from agentd_env import Agentd, bundle, docker, error_name, managed_containers  # noqa: E402
+from agentd_env import Agentd, bundle, docker, error_name, managed_containers, wait_until  # noqa: E402
 
 # The capabilities a sandbox's commands keep (agentd/backends/engine/docker-backend.c):
 # CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID, NET_BIND_SERVICE.
@@ -62,6 +67,8 @@ attempt("mknod", lambda: os.mknod("/tmp/escape-null", stat.S_IFCHR | 0o600, os.m
 fd = os.open("/dev/null", os.O_RDONLY)
 report("finit-module", libc.syscall(313, fd, b"", 0))  # x86_64 finit_module
 report("sethostname", libc.sethostname(b"escaped", 7))
+report("kcmp", libc.syscall(312, os.getpid(), 1, 0, 0, 0))  # x86_64 kcmp: not on the worker's allow-list
+report("no-such-syscall", libc.syscall(1000))  # one no kernel has yet: the allow-list says EPERM
 os.mkfifo("/tmp/escape-fifo")  # the control: FIFOs stay allowed
 for line in open("/proc/self/status"):
     if line.split(":")[0] in ("CapEff", "Seccomp"):
@@ -195,9 +202,11 @@ def check_denied_calls(runtime):
         assert rc == 0, out
         got = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
         tries = ["mount", "unshare-user", "unshare-mount", "ptrace-pid1", "raw-socket", "mknod", "finit-module",
-                 "sethostname"]
+                 "sethostname", "kcmp", "no-such-syscall"]
         for name in tries:
             assert got.get(name, ["?"])[0] == "denied", f"{runtime}: {name}: {got.get(name)}; all: {got}"
+        # The worker's profile is an allow-list: what it does not name gets EPERM, not ENOSYS or a kill.
+        assert got["no-such-syscall"] == ["denied", "EPERM"], f"{runtime}: {got['no-such-syscall']}"
         assert int(got["CapEff"][0], 16) == DOCUMENTED_CAPS, f"{runtime}: CapEff {got['CapEff']}"
         assert got["NoNewPrivs"] == ["1"], got
         assert got["Seccomp"] == ["2"], got
@@ -238,6 +247,8 @@ def the_task_container_runs_with_least_privilege():
         assert net["Options"]["com.docker.network.bridge.enable_icc"] == "false", net["Options"]
         firewall = os.environ["AGENTIX_FIREWALL"]
         assert subprocess.run([firewall, "status"]).returncode == 0, "agentd did not apply the firewall rules"
+        assert subprocess.run([firewall, "status", "--host-only", "agentix1"]).returncode == 0, \
+            "agentd did not apply the egress network's firewall rules"
     finally:
         s.delete()
 
@@ -401,6 +412,162 @@ for path in ("/etc/escape", "/root/escape", "/nix/escape", "/tmp/ok", "/work/ok"
             s.delete()
 
 
+class TestNetns:
+    """A network namespace of the test's own, reached from the host through a veth pair, with
+    listeners on a private address that egress lists name, another one they do not, and a
+    link-local one: the only places egress tests connect to."""
+
+    NAME = "agentixtest-egress"
+    HOST, LISTED, UNLISTED, LINK_LOCAL = "10.231.0.1", "10.231.0.2", "10.231.0.3", "169.254.77.2"
+    PORT = 7070
+
+    def __init__(self):
+        self.close()  # what an earlier run may have left
+        ip = lambda *a: subprocess.run(["ip", *a], check=True)
+        ip("netns", "add", self.NAME)
+        ip("link", "add", "agxeg-host", "type", "veth", "peer", "name", "agxeg-ns", "netns", self.NAME)
+        ip("addr", "add", f"{self.HOST}/29", "dev", "agxeg-host")
+        ip("link", "set", "agxeg-host", "up")
+        ip("route", "add", f"{self.LINK_LOCAL}/32", "dev", "agxeg-host")
+        for a in (self.LISTED, self.UNLISTED):
+            ip("-n", self.NAME, "addr", "add", f"{a}/29", "dev", "agxeg-ns")
+        ip("-n", self.NAME, "addr", "add", f"{self.LINK_LOCAL}/32", "dev", "agxeg-ns")
+        ip("-n", self.NAME, "link", "set", "agxeg-ns", "up")
+        ip("-n", self.NAME, "link", "set", "lo", "up")
+        ip("-n", self.NAME, "route", "add", "default", "via", self.HOST)
+        serve = ("import socket\ns = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                 f"s.bind(('0.0.0.0', {self.PORT})); s.listen(16)\n"
+                 "while True:\n    s.accept()[0].close()\n")
+        self.server = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.NAME}", "/usr/bin/python3", "-c", serve],
+                                       stdout=subprocess.DEVNULL)
+
+    def targets(self, *addresses):
+        return [f"{a}:{self.PORT}" for a in addresses]
+
+    def close(self):
+        if getattr(self, "server", None):
+            self.server.kill()
+            self.server.wait()
+        subprocess.run(["ip", "netns", "del", self.NAME], stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "link", "del", "agxeg-host"], stderr=subprocess.DEVNULL)
+
+
+def host_rules(ours_only=False):
+    """The host's iptables rules, without counters: what a sandbox must not leave behind
+    (ours_only: agentix's own, without Docker's rules for each published port)."""
+    out = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
+    return sorted(line for line in out.splitlines()
+                  if not line.startswith(("#", ":")) and (not ours_only or "AGENTIX" in line))
+
+
+def connect_from(sandbox, targets):
+    rc, out = sandbox.python(CONNECT, *targets)
+    assert rc == 0, out
+    return {line.split()[0]: line.split()[1] for line in out.splitlines()}
+
+
+def check_egress(runtime, ns, listener):
+    other = Sandbox(runtime=runtime)  # on the isolated network
+    listed = Sandbox(runtime=runtime, egress=dbus.Array([f"{ns.LISTED}/32"], signature="s"))
+    everything = Sandbox(runtime=runtime, egress=dbus.Array(["0.0.0.0/0"], signature="s"))
+    nothing = Sandbox(runtime=runtime, egress=dbus.Array([], signature="s"))
+    tries = denied = 0
+    try:
+        assert listed.address("agentix-egress") and nothing.address("agentix-egress")
+        gateway = listed.address("agentix-egress", "Gateway")
+        host = [f"{gateway}:{listener.port}", f"{ns.HOST}:{listener.port}"] + \
+            [f"{ip}:{listener.port}" for ip in host_addresses() if ip not in (gateway, ns.HOST)]
+        def never(me):  # the host, a sandbox on the isolated network, another on the egress network
+            peer = listed if me is not listed else nothing
+            return host + [f"{other.address('agentix-isolated')}:8000", f"{peer.address('agentix-egress')}:8000"]
+        expect = {
+            listed: dict(reached=ns.targets(ns.LISTED), denied=ns.targets(ns.UNLISTED, ns.LINK_LOCAL) + never(listed)),
+            everything: dict(reached=ns.targets(ns.LISTED, ns.UNLISTED, ns.LINK_LOCAL), denied=never(everything)),
+            nothing: dict(reached=[], denied=ns.targets(ns.LISTED, ns.UNLISTED, ns.LINK_LOCAL) + never(nothing)),
+        }
+        before = listener.accepted
+        for sandbox, want in expect.items():
+            got = connect_from(sandbox, want["reached"] + want["denied"])
+            for t in want["reached"]:
+                assert got[t] == "reached", f"{runtime}: egress {sandbox.id}: {t} not reached: {got}"
+            for t in want["denied"]:
+                assert got[t] != "reached", f"{runtime}: egress {sandbox.id}: reached {t}: {got}"
+            tries += len(want["denied"])
+            denied += sum(got[t] != "reached" for t in want["denied"])
+        assert listener.accepted == before, "the host's listener accepted a connection from an egress sandbox"
+        # With no network at all the runtime still serves (these calls went through it).
+        assert nothing.run("echo still serving") == (0, "still serving\n")
+        print(f"    {runtime}: egress lists: {tries} tries of what they do not name (host, peers, other "
+              f"addresses), {denied} denied; the listed reached")
+    finally:
+        for s in (other, listed, everything, nothing):
+            s.delete()
+
+
+@test
+def egress_lists_reach_what_they_name_and_nothing_else():
+    ns, listener = TestNetns(), Listener()
+    try:
+        for runtime in RUNTIMES:
+            check_egress(runtime, ns, listener)
+    finally:
+        listener.close()
+        ns.close()
+
+
+@test
+def egress_rules_survive_agentd_being_killed_and_leave_nothing_behind():
+    ns = TestNetns()
+    Sandbox(egress=dbus.Array([], signature="s")).delete()  # the egress network exists from here
+    rules, ours = host_rules(), host_rules(ours_only=True)
+    s = None
+    try:
+        s = Sandbox(egress=dbus.Array([f"{ns.LISTED}/32"], signature="s"))
+        info = json.loads(docker("inspect", f"agentix-{s.id}").stdout)[0]
+        netns = info["NetworkSettings"]["SandboxKey"]
+        assert info["Config"]["Labels"]["org.agentix.egress"] == f"{ns.LISTED}/32"
+        assert host_rules(ours_only=True) == ours, "an egress sandbox changed agentix's rules on the host"
+        # As if an agentd had been killed between start and rules: take them out; the unlisted
+        # address answers then (the control), until the next agentd sets them again at adoption.
+        subprocess.run(["nsenter", f"--net={netns}", "iptables", "-w", "5", "-D", "OUTPUT", "-j", "AGENTIX-EGRESS"],
+                       check=True)
+        assert connect_from(s, ns.targets(ns.UNLISTED)) == {ns.targets(ns.UNLISTED)[0]: "reached"}
+        agentd().kill_and_restart()
+        # Adopted again (its rules set again first, which they already were).
+        wait_until(lambda: s.id in agentd().ids(), 30, what="agentd to adopt the egress sandbox")
+        assert "adopted from docker (running)" in agentd().log_text()
+        got = connect_from(s, ns.targets(ns.LISTED, ns.UNLISTED))
+        assert got == {ns.targets(ns.LISTED)[0]: "reached", ns.targets(ns.UNLISTED)[0]: "refused"}, got
+        s_id = s.id
+        s.delete()
+        s = None
+        # (Docker unmounts the namespace's file in its own time; the rules go with the namespace.)
+        assert docker("inspect", f"agentix-{s_id}", check=False).returncode != 0
+        assert host_rules() == rules, "rules were left behind on the host"
+        print(f"    rules in the sandbox's own namespace ({netns}): set again at adoption, gone with it; "
+              f"the host's rules as before ({len(rules)} lines)")
+    finally:
+        if s:
+            s.delete()
+        ns.close()
+
+
+@test
+def the_manager_lists_the_runtimes_dockerd_has():
+    have = sorted(json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout))
+    a = Agentd("runtimes", config="[Runtimes]\nAllowed=runc\nDefault=runc\n")
+    try:
+        wait_until(lambda: len(a.manager_property("Runtimes")) > 0, 20, what="agentd to learn dockerd's runtimes")
+        got = {(str(b), str(r)): bool(ok) for b, r, ok in a.manager_property("Runtimes")}
+        assert sorted(r for b, r in got if b == "docker") == have, (got, have)
+        assert all(ok == (r == "runc") for (b, r), ok in got.items()), got
+        assert str(a.manager_property("DefaultRuntime")) == "runc"
+        listed = [f"{r} ({b}, {'allowed' if ok else 'not allowed'})" for (b, r), ok in got.items()]
+        print("    Runtimes:", ", ".join(listed))
+    finally:
+        a.stop()
+
+
 @test
 def the_isolated_network_is_made_again_when_it_went():
     """Removed by hand (no sandbox on it): the next create makes it anew, with its settings."""
@@ -428,7 +595,15 @@ def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
                            (dict(runtime="kata"), "Docker has no runtime 'kata' (it has: "),
                            (dict(read_only="yes"), "config key 'read_only' must be of type 'b'"),
                            (dict(user="root;rm"), "config key 'user' is UID[:GID]"),
-                           (dict(user="1000:1000:1"), "config key 'user' is UID[:GID]")):
+                           (dict(user="1000:1000:1"), "config key 'user' is UID[:GID]"),
+                           (dict(egress="10.0.0.0/8"), "config key 'egress' must be of type 'as'"),
+                           (dict(egress=dbus.Array(["10.0.0.0/33"], signature="s")), "'10.0.0.0/33' is not a CIDR"),
+                           (dict(egress=dbus.Array(["-j ACCEPT"], signature="s")), "'-j ACCEPT' is not a CIDR"),
+                           (dict(egress=dbus.Array(["example.com"], signature="s")), "'example.com' is not a CIDR"),
+                           (dict(egress=dbus.Array([f"10.0.{i}.0/24" for i in range(65)], signature="s")),
+                            "lists more than 64 CIDRs"),
+                           (dict(egress=dbus.Array([], signature="s"), network="bridge"),
+                            "config key 'egress' is for sandboxes on agentd's own network")):
         got, message = error_name(lambda: agentd().create(**config))
         assert got == "org.agentix.Agentd1.InvalidConfig" and needle in message, (config, got, message)
         if "kata" in str(config):

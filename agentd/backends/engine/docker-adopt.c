@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Finding the sandbox containers of an earlier agentd in Docker, by their labels. */
 #include "docker-backend.h"
+#include "firewall-helper.h"
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 typedef struct Adopt {
         DockerBackend *backend;
@@ -48,12 +50,15 @@ static const char *label(json_t *labels, const char *key) {
         return json_string_value(json_object_get(labels, key)) ?: "";
 }
 
-/* What agentd recorded at create, back from the container's labels and settings. */
-static void found(Adopt *a, json_t *inspect) {
+/* What agentd recorded at create, back from the container's labels and settings. egress_failed:
+ * its egress rules could not be set again (it goes). */
+static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         json_t *config = json_object_get(inspect, "Config"), *labels = json_object_get(config, "Labels"),
                *host = json_object_get(inspect, "HostConfig"), *st = json_object_get(inspect, "State");
         const char *status = json_string_value(json_object_get(st, "Status")), *port;
         _cleanup_free_ char *url = NULL;
+        const char *egress_label = json_string_value(json_object_get(labels, "org.agentix.egress"));
+        _cleanup_strv_free_ char **egress = NULL;
         AgentdFoundState state;
         bool ok = true;
         size_t i;
@@ -77,6 +82,12 @@ static void found(Adopt *a, json_t *inspect) {
 
         if (!spec.id || !place.container_id)
                 return;
+        if (egress_label) {
+                egress = calloc(1, sizeof(char *));
+                if (!egress || (egress_label[0] && strv_split_extend(&egress, egress_label) < 0))
+                        ok = false;
+                spec.egress = (const char *const *) egress;
+        }
         json_array_foreach(json_object_get(config, "Env"), i, e)
                 if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
                         spec.token = json_string_value(e) + 14;
@@ -85,18 +96,76 @@ static void found(Adopt *a, json_t *inspect) {
         if (port && asprintf(&url, "http://127.0.0.1:%s", port) < 0)
                 url = NULL;
         place.runtime_url = url;
-        if (!ok || !spec.token || !status || streq(status, "created"))
+        if (!ok || !spec.token || !status || streq(status, "created") || egress_failed)
                 state = AGENTD_FOUND_HALF_MADE;
         else
                 state = streq(status, "running") ? AGENTD_FOUND_RUNNING : AGENTD_FOUND_EXITED;
         a->found(a->userdata, &spec, &place, state);
 }
 
+typedef struct AdoptEgress {
+        Adopt *adopt;
+        json_t *inspect;
+} AdoptEgress;
+
+static void on_egress_set(void *userdata, int status, const char *output) {
+        AdoptEgress *e = userdata;
+        const char *id = json_string_value(json_object_get(json_object_get(json_object_get(e->inspect, "Config"),
+                                                                           "Labels"), "org.agentix.sandbox"));
+
+        if (status != 0)
+                log_warning("Sandbox %s: could not set its egress rules again (%s egress: %s%s%s): it is removed.",
+                            id ?: "?", firewall_helper_path(), status < 0 ? strerror(-status) : "failed",
+                            output[0] ? ": " : "", output);
+        found(e->adopt, e->inspect, status != 0);
+        json_decref(e->inspect);
+        adopt_unref(e->adopt);
+        free(e);
+}
+
+/* A running sandbox with an egress list: its rules live in its network namespace and outlast
+ * agentd, but an agentd killed between start and rules left none: set them (again) before it
+ * counts as found. */
+static bool egress_again(Adopt *a, json_t *inspect) {
+        json_t *labels = json_object_get(json_object_get(inspect, "Config"), "Labels");
+        const char *list = json_string_value(json_object_get(labels, "org.agentix.egress")),
+                   *netns = json_string_value(json_object_get(json_object_get(inspect, "NetworkSettings"), "SandboxKey"));
+        _cleanup_strv_free_ char **args = NULL;
+        FirewallJob *job;
+        AdoptEgress *e;
+        int r;
+
+        if (!list || !json_is_true(json_object_get(json_object_get(inspect, "State"), "Running")) || !netns ||
+            !netns[0])
+                return false;
+        if (!firewall_helper_allowed(true)) {
+                log_warning("Sandbox %s has an egress list, and this agentd may not set firewall rules: the rules it "
+                            "was made with stay.", label(labels, "org.agentix.sandbox"));
+                return false;
+        }
+        r = strv_extend(&args, "egress");
+        if (r >= 0)
+                r = strv_extend(&args, netns);
+        if (r >= 0 && list[0])
+                r = strv_split_extend(&args, list);
+        e = r >= 0 ? calloc(1, sizeof(*e)) : NULL;
+        if (!e) {
+                found(a, inspect, true);
+                return true;
+        }
+        *e = (AdoptEgress) { .adopt = a, .inspect = json_incref(inspect) };
+        a->pending++;
+        r = firewall_helper_start(a->backend->event, args, on_egress_set, e, &job);
+        if (r < 0)
+                on_egress_set(e, r, "");
+        return true;
+}
+
 static void on_inspect(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         Adopt *a = userdata;
 
-        if (status == 200)
-                found(a, body);
+        if (status == 200 && !egress_again(a, body))
+                found(a, body, false);
         else if (status != 404) /* 404: removed meanwhile */
                 a->error = status < 0 ? status : -EIO;
         adopt_unref(a);

@@ -5,6 +5,7 @@
 #include "curl-event.h"
 #include "docker-backend.h"
 #include "docker-client.h"
+#include "firewall-helper.h"
 #include "log.h"
 #include "strv.h"
 
@@ -44,6 +45,7 @@ typedef enum CreateStep {
         STEP_START,
         STEP_REMAKE,              /* the network went: remove the container, make the network again */
         STEP_INSPECT,
+        STEP_EGRESS,              /* agentix-firewall egress in the container's network namespace */
         STEP_HEALTH,
         STEP_CLEANUP,
 } CreateStep;
@@ -68,7 +70,10 @@ struct AgentdJob {
         unsigned carrier_waits;   /* looks at a carrier that another create is making */
         unsigned network_waits;   /* looks at the isolated network being made */
         bool network_retried;     /* it had gone: made again once */
-        const char *network;      /* NetworkMode, or NULL: the backend's default */
+        const char *network;      /* NetworkMode, or NULL: Docker's default */
+        DockerNetwork *own;       /* agentd's network it goes on (network is its name), or NULL */
+        FirewallJob *egress;      /* setting its egress rules */
+        bool egress_set;          /* they are in place */
         /* the failure being reported once the cleanup is done */
         const char *error_name;
         char *error_message;
@@ -103,8 +108,10 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
                 return NULL;
         docker_request_cancel(b->events);
         docker_request_cancel(b->events_probe);
+        docker_request_cancel(b->runtimes_request);
         sd_event_source_disable_unref(b->events_retry);
-        docker_network_free(b->network); /* its request goes before the client */
+        docker_network_free(b->isolated); /* their requests go before the client */
+        docker_network_free(b->egress);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
         json_decref(b->host_config);
@@ -133,6 +140,7 @@ static void job_free(CreateJob *j) {
                 curl_easy_cleanup(j->probe);
         }
         sd_event_source_disable_unref(j->timer);
+        firewall_job_cancel(j->egress);
         free(j->bundle_id);
         free(j->container_id);
         free(j->runtime_url);
@@ -233,6 +241,13 @@ static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.image", json_string(s->image));
         if (s->bound_to)
                 json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to));
+        if (s->egress) {
+                _cleanup_free_ char *list = strv_join((char **) s->egress, " ");
+                if (!list)
+                        return json_decref(l), NULL;
+                /* What docker-adopt.c applies again: the CIDRs, separated by spaces. */
+                json_object_set_new(l, "org.agentix.egress", json_string(list));
+        }
         return l;
 }
 
@@ -400,27 +415,27 @@ static void wait_for_carrier(CreateJob *j) {
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Out of memory");
 }
 
-/* The isolated network, made by this create or another one: go on once it is there. */
+/* agentd's network, made by this create or another one: go on once it is there. */
 static void network_step(CreateJob *j) {
         DockerBackend *b = j->backend;
 
-        switch (docker_network_state(b->network)) {
+        switch (docker_network_state(j->own)) {
         case NETWORK_READY:
                 j->step = STEP_INSPECT_CARRIER;
                 step(j);
                 return;
         case NETWORK_BROKEN:
-                job_fail(j, AGENTD_ERROR_START_FAILED, "No sandbox on the isolated network: %s",
-                         docker_network_error(b->network) ?: "its firewall rules are not in place");
+                job_fail(j, AGENTD_ERROR_START_FAILED, "No sandbox on %s: %s", j->network,
+                         docker_network_error(j->own) ?: "its firewall rules are not in place");
                 return;
         case NETWORK_UNKNOWN:
                 /* A failure seen after this create asked: report it; else ask (again). */
-                if (j->network_waits > 0 && docker_network_error(b->network)) {
-                        job_fail(j, AGENTD_ERROR_START_FAILED, "%s", docker_network_error(b->network));
+                if (j->network_waits > 0 && docker_network_error(j->own)) {
+                        job_fail(j, AGENTD_ERROR_START_FAILED, "%s", docker_network_error(j->own));
                         return;
                 }
-                docker_network_ensure(b->network);
-                if (docker_network_state(b->network) == NETWORK_READY) {
+                docker_network_ensure(j->own);
+                if (docker_network_state(j->own) == NETWORK_READY) {
                         network_step(j);
                         return;
                 }
@@ -429,7 +444,7 @@ static void network_step(CreateJob *j) {
                 break;
         }
         if (++j->network_waits > NETWORK_WAITS_MAX) {
-                job_fail(j, AGENTD_ERROR_START_FAILED, "The isolated network was not ready in %s within 30 s",
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Network %s was not ready in %s within 30 s", j->network,
                          b->service);
                 return;
         }
@@ -480,6 +495,42 @@ static void on_inspected(CreateJob *j, json_t *body) {
         j->deadline += HEALTH_TIMEOUT_USEC;
         j->probes = 1;
         probe(j);
+}
+
+static void on_egress_set(void *userdata, int status, const char *output) {
+        CreateJob *j = userdata;
+
+        j->egress = NULL;
+        if (status != 0)
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Could not set the sandbox's egress rules (%s egress: %s%s%s)",
+                     firewall_helper_path(), status < 0 ? strerror(-status) : "failed", output[0] ? ": " : "",
+                     output);
+        j->egress_set = true;
+        j->step = STEP_INSPECT; /* and on to /health */
+        step(j);
+}
+
+/* The container runs: its egress rules go into its network namespace before anything can run
+ * in it (the runtime only serves calls made with the token the create answers with). */
+static void start_egress(CreateJob *j, json_t *inspect) {
+        const char *netns = json_string_value(json_object_get(json_object_get(inspect, "NetworkSettings"), "SandboxKey"));
+        _cleanup_strv_free_ char **args = NULL;
+        int r;
+
+        if (!netns || !netns[0])
+                FAIL(j, AGENTD_ERROR_START_FAILED, "%s gave no network namespace for the sandbox: its egress rules "
+                     "cannot be set", j->backend->service);
+        r = strv_extend(&args, "egress");
+        if (r >= 0)
+                r = strv_extend(&args, netns);
+        for (const char *const *c = j->spec->egress; r >= 0 && *c; c++)
+                r = strv_extend(&args, *c);
+        if (r >= 0)
+                r = firewall_helper_start(j->backend->event, args, on_egress_set, j, &j->egress);
+        if (r < 0)
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot run %s to set the sandbox's egress rules: %s",
+                     firewall_helper_path(), strerror(-r));
+        j->step = STEP_EGRESS;
 }
 
 static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
@@ -600,11 +651,11 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 if (status == 404 && j->network &&
                     strstr(docker_error_message(status, body, error, buf, sizeof(buf)), j->network)) {
                         /* Docker starts a container whose network has gone only to say so. */
-                        if (j->network != docker_network_isolated_name() || j->network_retried)
+                        if (!j->own || j->network_retried)
                                 FAIL(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': %s has no network '%s'",
                                      service, j->network);
                         j->network_retried = true; /* removed by hand, say: made again, once */
-                        docker_network_forget(j->backend->network);
+                        docker_network_forget(j->own);
                         j->step = STEP_REMAKE;
                         break;
                 }
@@ -622,6 +673,10 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         case STEP_INSPECT:
                 if (status != 200)
                         FAIL_DOCKER(j, "looking at the sandbox's container", status, body, error);
+                if (s->egress && !j->egress_set) {
+                        start_egress(j, body);
+                        return;
+                }
                 on_inspected(j, body);
                 return;
         default:
@@ -658,7 +713,7 @@ static void step(CreateJob *j) {
                 r = send_step(j, "GET", "/info", NULL);
                 break;
         case STEP_NETWORK:
-                if (!j->network || !streq(j->network, docker_network_isolated_name())) {
+                if (!j->own) {
                         j->step = STEP_INSPECT_CARRIER;
                         step(j);
                 } else
@@ -725,17 +780,76 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
                 return -ENOMEM;
         *j = (CreateJob) { .backend = b, .spec = spec, .made = made, .userdata = userdata, .step = STEP_INSPECT_BUNDLE,
                            .network = spec->network };
-        /* "isolated" (the default where the backend has it) is agentd's own network. */
-        if ((!spec->network && b->network) || (spec->network && streq(spec->network, "isolated")))
-                j->network = docker_network_isolated_name();
         /* The caller holds the job before its first step can finish it. */
         *ret_job = j;
-        if (j->network == docker_network_isolated_name() && !b->network) {
-                job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': the %s backend has no isolated "
-                         "network; name one of its networks, or none", b->service);
+        /* "isolated" (the default where the backend has it) is agentd's own network; with an
+         * egress list, agentd's egress network. */
+        if (spec->egress) {
+                if (spec->network && !streq(spec->network, "isolated"))
+                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress' is for sandboxes on agentd's own "
+                                 "network, not on '%s' (leave 'network' out)", spec->network);
+                else if (!b->egress)
+                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': the %s backend has no egress "
+                                 "lists", b->service);
+                else if (!firewall_helper_allowed(true))
+                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': this agentd may not set "
+                                 "firewall rules (it needs CAP_NET_ADMIN and CAP_SYS_ADMIN, which the system's "
+                                 "agentd.service grants; a per-user agentd has no egress lists)");
+                else {
+                        j->own = b->egress;
+                        j->network = docker_network_name(j->own);
+                        step(j);
+                }
                 return 0;
         }
+        if ((!spec->network && b->isolated) || (spec->network && streq(spec->network, "isolated"))) {
+                if (!b->isolated) {
+                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'network': the %s backend has no "
+                                 "isolated network; name one of its networks, or none", b->service);
+                        return 0;
+                }
+                j->own = b->isolated;
+                j->network = docker_network_name(j->own);
+        }
         step(j);
+        return 0;
+}
+
+/* ---- runtimes ---------------------------------------------------------------------------- */
+
+static void on_runtimes(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        DockerBackend *b = userdata;
+
+        b->runtimes_request = NULL;
+        if (status != 200) {
+                log_debug("%s did not say which runtimes it has (%s); asked again at the next create that names one.",
+                          b->service, error ?: "refused");
+                return;
+        }
+        json_decref(b->runtimes);
+        b->runtimes = json_incref(json_object_get(body, "Runtimes"));
+}
+
+void docker_backend_ask_runtimes(DockerBackend *b) {
+        if (b->runtimes || b->runtimes_request)
+                return;
+        (void) docker_request(b->docker, "GET", "/info", NULL, 0, on_runtimes, b, &b->runtimes_request);
+}
+
+int docker_backend_runtimes(DockerBackend *b, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        const char *name;
+        json_t *v;
+
+        if (!json_is_object(b->runtimes))
+                return -EAGAIN;
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        json_object_foreach(b->runtimes, name, v)
+                if (strv_extend(&l, name) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 

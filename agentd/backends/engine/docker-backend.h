@@ -37,6 +37,9 @@ int docker_backend_adopt(DockerBackend *b, agentd_found_t found, void (*done)(vo
 int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userdata);
 void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
                                    void *userdata);
+int docker_backend_runtimes(DockerBackend *b, char ***ret);
+/* Ask the service which runtimes it has (GET /info), unless known or being asked. */
+void docker_backend_ask_runtimes(DockerBackend *b);
 
 /* Requests that take longer than this fail (default 30 s). */
 void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
@@ -57,7 +60,8 @@ void docker_backend_release(DockerBackend *b);
                               .remove = docker_backend_remove,                       \
                               .adopt = docker_backend_adopt,                         \
                               .watch = docker_backend_watch,                         \
-                              .prune = docker_backend_prune_carriers)
+                              .prune = docker_backend_prune_carriers,                \
+                              .runtimes = docker_backend_runtimes)
 
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
@@ -81,8 +85,10 @@ struct AgentdBackend {
         sd_event_source *events_retry;
         bool events_lost;
         long long events_since;   /* unix time of the last event seen */
-        /* the isolated network (docker-network.c); Podman's networks are not Docker's: there,
+        /* agentd's networks (docker-network.c); Podman's networks are not Docker's: there,
          * sandboxes go on its default network unless asked for another */
-        DockerNetwork *network;   /* NULL: this backend has no isolated network */
+        DockerNetwork *isolated;  /* NULL: this backend has no isolated network */
+        DockerNetwork *egress;    /* NULL: no egress lists here */
         json_t *runtimes;         /* GET /info's Runtimes, once asked; NULL again after a resync */
+        DockerRequest *runtimes_request;
 };

@@ -42,10 +42,13 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         }
         log_info("%s answers again: following its events, and looking at its containers.", b->service);
         b->events_lost = false;
-        if (b->network)
-                docker_network_forget(b->network); /* a new Docker may have lost it: look again */
+        if (b->isolated)
+                docker_network_forget(b->isolated); /* a new Docker may have lost them: look again */
+        if (b->egress)
+                docker_network_forget(b->egress);
         json_decref(b->runtimes);                  /* and may have other runtimes */
         b->runtimes = NULL;
+        docker_backend_ask_runtimes(b);
         b->on_event(b->event_userdata, NULL, "resync");
 }
 
@@ -83,6 +86,7 @@ int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userda
         b->on_event = on_event;
         b->event_userdata = userdata;
         b->events_since = (long long) time(NULL);
+        docker_backend_ask_runtimes(b);
         return events_connect(b);
 }
 

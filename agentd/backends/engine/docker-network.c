@@ -1,28 +1,32 @@
 /* SPDX-License-Identifier: MIT */
-/* The isolated network (network=isolated, the docker backend's default): a bridge agentd owns,
- * agentix-isolated on the interface agentix0 (or $AGENTIX_ISOLATED_BRIDGE), with traffic between
- * its containers off (enable_icc=false). The firewall rules that keep its sandboxes off the host's own addresses
- * and private ranges are agentix-firewall's (policy/firewall): agentd.service applies them
- * before agentd starts, and agentd applies them itself when it holds CAP_NET_ADMIN.
+/* agentd's own networks: bridges agentd owns, with traffic between their containers off
+ * (enable_icc=false).
+ *   - agentix-isolated (network=isolated, the docker backend's default), on the interface
+ *     agentix0 (or $AGENTIX_ISOLATED_BRIDGE): agentix-firewall's rules keep its sandboxes off
+ *     the host's own addresses and off private, shared and link-local ranges.
+ *   - agentix-egress (sandboxes with an egress list), on agentix1 (or $AGENTIX_EGRESS_BRIDGE):
+ *     only the host's own addresses are refused there; each sandbox carries its own allow-list
+ *     (docker-egress.c).
+ * agentd.service applies the rules (agentix-firewall, policy/firewall) before agentd starts;
+ * agentd applies them itself when it holds CAP_NET_ADMIN.
  *
  * The network is made once, by the first create that needs it; creates that come meanwhile
  * wait for that one (Docker does not keep two creates of one name apart reliably). */
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include "docker-network.h"
+#include "firewall-helper.h"
 #include "log.h"
 
-#define NETWORK_NAME "agentix-isolated"
-#define NETWORK_BRIDGE_DEFAULT "agentix0"
-#define NETWORK_BRIDGE_ENV "AGENTIX_ISOLATED_BRIDGE"
-#define CAP_NET_ADMIN_BIT 12
-
-extern char **environ;
+static const struct {
+        const char *name, *bridge_env, *bridge_default, *what;
+} kinds[] = {
+        [NETWORK_ISOLATED] = { "agentix-isolated", "AGENTIX_ISOLATED_BRIDGE", "agentix0", "the isolated network" },
+        [NETWORK_EGRESS] = { "agentix-egress", "AGENTIX_EGRESS_BRIDGE", "agentix1", "the egress network" },
+};
 
 struct DockerNetwork {
         DockerClient *docker;
+        NetworkKind kind;
+        const char *name;
         char *service;
         char *bridge;             /* its interface */
         NetworkState state;
@@ -30,18 +34,19 @@ struct DockerNetwork {
         char *error;
 };
 
-const char *docker_network_isolated_name(void) {
-        return NETWORK_NAME;
+const char *docker_network_name(const DockerNetwork *n) {
+        return n->name;
 }
 
-int docker_network_new(DockerClient *d, const char *service, DockerNetwork **ret, char **ret_error) {
-        const char *v = getenv(NETWORK_BRIDGE_ENV) ?: NETWORK_BRIDGE_DEFAULT;
+int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, DockerNetwork **ret,
+                       char **ret_error) {
+        const char *v = getenv(kinds[kind].bridge_env) ?: kinds[kind].bridge_default;
         size_t len = strlen(v);
         DockerNetwork *n;
 
         if (len == 0 || len > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len) {
                 if (asprintf(ret_error, "%s=%s: not an interface name (lowercase letters, digits, '-', '_'; at most "
-                             "15)", NETWORK_BRIDGE_ENV, v) < 0)
+                             "15)", kinds[kind].bridge_env, v) < 0)
                         *ret_error = NULL;
                 return -EINVAL;
         }
@@ -49,6 +54,8 @@ int docker_network_new(DockerClient *d, const char *service, DockerNetwork **ret
         if (!n)
                 return -ENOMEM;
         n->docker = d;
+        n->kind = kind;
+        n->name = kinds[kind].name;
         n->service = strdup(service);
         n->bridge = strdup(v);
         if (!n->service || !n->bridge) {
@@ -91,7 +98,7 @@ static void network_error(DockerNetwork *n, NetworkState state, const char *fmt,
         va_end(ap);
         n->state = state;
         log_full_errno(state == NETWORK_BROKEN ? LOG_ERR : LOG_WARNING, 0, "%s",
-                       n->error ?: "The isolated network cannot be used.");
+                       n->error ?: "One of agentd's networks cannot be used.");
 }
 
 #define network_failed(n, ...) network_error((n), NETWORK_UNKNOWN, __VA_ARGS__)
@@ -103,12 +110,11 @@ static void on_network_created(DockerClient *d, int status, json_t *body, const 
 
         n->request = NULL;
         if (status != 201 && status != 409) { /* 409: made meanwhile by someone else */
-                network_failed(n, "%s refused to make the isolated network %s: %s", n->service, NETWORK_NAME,
+                network_failed(n, "%s refused to make %s %s: %s", n->service, kinds[n->kind].what, n->name,
                                docker_error_message(status, body, error, buf, sizeof(buf)));
                 return;
         }
-        log_info("Made the isolated network %s (bridge %s, no traffic between sandboxes).", NETWORK_NAME,
-                 n->bridge);
+        log_info("Made %s %s (bridge %s, no traffic between sandboxes).", kinds[n->kind].what, n->name, n->bridge);
         n->state = NETWORK_READY;
 }
 
@@ -126,21 +132,20 @@ static void on_network_inspected(DockerClient *d, int status, json_t *body, cons
                            "false") ||
                     !streq(json_string_value(json_object_get(options, "com.docker.network.bridge.name")) ?: "",
                            n->bridge)) {
-                        network_failed(n, "%s's network %s is not agentd's isolated network (it lets containers "
-                                       "reach each other, or is not on bridge %s): remove it with `docker network rm "
-                                       "%s`, and agentd makes it anew", n->service, NETWORK_NAME, n->bridge,
-                                       NETWORK_NAME);
+                        network_failed(n, "%s's network %s is not agentd's (it lets containers reach each other, "
+                                       "or is not on bridge %s): remove it with `docker network rm %s`, and agentd "
+                                       "makes it anew", n->service, n->name, n->bridge, n->name);
                         return;
                 }
                 n->state = NETWORK_READY;
                 return;
         }
         if (status != 404) {
-                network_failed(n, "Cannot look up the isolated network %s in %s: %s", NETWORK_NAME, n->service,
+                network_failed(n, "Cannot look up %s %s in %s: %s", kinds[n->kind].what, n->name, n->service,
                                docker_error_message(status, body, error, buf, sizeof(buf)));
                 return;
         }
-        create = json_pack("{s:s, s:b, s:s, s:{s:s, s:s}, s:{s:s}}", "Name", NETWORK_NAME, "CheckDuplicate", 1,
+        create = json_pack("{s:s, s:b, s:s, s:{s:s, s:s}, s:{s:s}}", "Name", n->name, "CheckDuplicate", 1,
                            "Driver", "bridge", "Options", "com.docker.network.bridge.enable_icc", "false",
                            "com.docker.network.bridge.name", n->bridge, "Labels", "org.agentix.managed", "1");
         r = create ? docker_request(n->docker, "POST", "/networks/create", create, 0, on_network_created, n,
@@ -148,7 +153,7 @@ static void on_network_inspected(DockerClient *d, int status, json_t *body, cons
                    : -ENOMEM;
         json_decref(create);
         if (r < 0)
-                network_failed(n, "Cannot ask %s to make the isolated network: %s", n->service, strerror(-r));
+                network_failed(n, "Cannot ask %s to make %s: %s", n->service, kinds[n->kind].what, strerror(-r));
 }
 
 void docker_network_ensure(DockerNetwork *n) {
@@ -159,10 +164,12 @@ void docker_network_ensure(DockerNetwork *n) {
         free(n->error);
         n->error = NULL;
         n->state = NETWORK_MAKING;
-        r = docker_request(n->docker, "GET", "/networks/" NETWORK_NAME, NULL, 0, on_network_inspected, n,
-                           &n->request);
+        char path[64];
+
+        snprintf(path, sizeof(path), "/networks/%s", n->name);
+        r = docker_request(n->docker, "GET", path, NULL, 0, on_network_inspected, n, &n->request);
         if (r < 0)
-                network_failed(n, "Cannot ask %s about the isolated network: %s", n->service, strerror(-r));
+                network_failed(n, "Cannot ask %s about %s: %s", n->service, kinds[n->kind].what, strerror(-r));
 }
 
 void docker_network_forget(DockerNetwork *n) {
@@ -173,54 +180,29 @@ void docker_network_forget(DockerNetwork *n) {
         n->state = NETWORK_UNKNOWN;
 }
 
-/* CAP_NET_ADMIN in our effective set (/proc/self/status's CapEff)? */
-static bool may_change_firewall(void) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
-        char line[256];
-        unsigned long long caps;
-
-        while (f && fgets(line, sizeof(line), f))
-                if (sscanf(line, "CapEff: %llx", &caps) == 1)
-                        return caps & (1ULL << CAP_NET_ADMIN_BIT);
-        return false;
-}
-
 int docker_network_apply_firewall(DockerNetwork *n) {
-        const char *path = getenv("AGENTIX_FIREWALL") ?: AGENTIX_LIBEXECDIR "/agentix-firewall";
-        char *argv[] = { (char *) path, (char *) "apply", n->bridge, NULL };
-        posix_spawn_file_actions_t fa;
-        int status, r;
-        pid_t pid;
+        char *isolated[] = { (char *) "apply", n->bridge, NULL },
+             *egress[] = { (char *) "apply", (char *) "--host-only", n->bridge, NULL };
+        char **args = n->kind == NETWORK_EGRESS ? egress : isolated;
+        int r;
 
-        if (!may_change_firewall()) {
-                log_debug("No CAP_NET_ADMIN: the isolated network's firewall rules are agentd.service's to apply "
-                          "(ExecStartPre=agentix-firewall apply).");
+        if (!firewall_helper_allowed(false)) {
+                log_debug("No CAP_NET_ADMIN: the rules of %s are agentd.service's to apply (ExecStartPre=agentix-firewall "
+                          "apply).", n->name);
                 return 0;
         }
-        /* At start, before the event loop runs: a short child of our own, waited for here. */
-        if (posix_spawn_file_actions_init(&fa) != 0)
-                return -ENOMEM;
-        (void) posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        (void) posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
-        r = posix_spawn(&pid, path, &fa, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        if (r != 0) {
-                network_broken(n, "Cannot run %s to apply the isolated network's firewall rules: %s", path,
-                               strerror(r));
-                return -r;
+        r = firewall_helper_run(args);
+        if (r < 0) {
+                network_broken(n, "Cannot run %s to apply the firewall rules of %s: %s", firewall_helper_path(), n->name,
+                               strerror(-r));
+                return r;
         }
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR) {
-                        r = -errno;
-                        network_broken(n, "Cannot wait for %s: %s", path, strerror(-r));
-                        return r;
-                }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                network_broken(n, "%s apply %s failed (status %d; its output is in agentd's log): sandboxes on the "
-                               "isolated network would reach the host, so none is made", path, n->bridge,
-                               WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        if (r != 0) {
+                network_broken(n, "%s apply failed for %s (status %d; its output is in agentd's log): sandboxes on "
+                               "%s would reach the host, so none is made", firewall_helper_path(), n->bridge, r,
+                               n->name);
                 return -EIO;
         }
-        log_info("Applied the isolated network's firewall rules (%s apply %s).", path, n->bridge);
+        log_info("Applied the firewall rules of %s (bridge %s).", n->name, n->bridge);
         return 0;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The isolated network (network=isolated, the docker backend's default): a bridge agentd owns,
- * agentix-isolated, on an interface of its own name, with traffic between its containers off,
- * and agentix-firewall's rules keeping its sandboxes off the host. docker-network.c. */
+/* agentd's own networks: bridges agentd owns, on interfaces of their own names, with traffic
+ * between their containers off, and agentix-firewall's rules keeping their sandboxes off the
+ * host: agentix-isolated (the default) and agentix-egress (sandboxes with an egress list).
+ * docker-network.c. */
 
 #include "docker-client.h"
 
@@ -14,16 +15,22 @@ typedef enum NetworkState {
         NETWORK_BROKEN,           /* its firewall rules could not be applied: never usable */
 } NetworkState;
 
+typedef enum NetworkKind {
+        NETWORK_ISOLATED,         /* agentix-isolated: no host, no private ranges */
+        NETWORK_EGRESS,           /* agentix-egress: no host; each sandbox's own allow-list */
+} NetworkKind;
+
 typedef struct DockerNetwork DockerNetwork;
 
-/* The network of a backend talking to d (service: what messages call it), its bridge named by
- * $AGENTIX_ISOLATED_BRIDGE (default agentix0: one per dockerd on a host). On a bad name,
- * *ret_error says why. */
-int docker_network_new(DockerClient *d, const char *service, DockerNetwork **ret, char **ret_error);
+/* A network of a backend talking to d (service: what messages call it), its bridge named by
+ * $AGENTIX_ISOLATED_BRIDGE or $AGENTIX_EGRESS_BRIDGE (default agentix0, agentix1: one pair per
+ * dockerd on a host). On a bad name, *ret_error says why. */
+int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, DockerNetwork **ret,
+                       char **ret_error);
 DockerNetwork *docker_network_free(DockerNetwork *n);
 
 /* The Docker network's name (for NetworkMode). */
-const char *docker_network_isolated_name(void);
+const char *docker_network_name(const DockerNetwork *n);
 NetworkState docker_network_state(const DockerNetwork *n);
 /* Why it is not usable (after a failure), or NULL. */
 const char *docker_network_error(const DockerNetwork *n);
@@ -31,6 +38,6 @@ const char *docker_network_error(const DockerNetwork *n);
 void docker_network_ensure(DockerNetwork *n);
 /* Look again next time (Docker restarted: it may be gone). */
 void docker_network_forget(DockerNetwork *n);
-/* agentix-firewall apply, at start, when we may change the firewall (CAP_NET_ADMIN); on failure
- * the network is BROKEN. */
+/* agentix-firewall apply (--host-only for the egress network), at start, when we may change the
+ * firewall (CAP_NET_ADMIN); on failure the network is BROKEN. */
 int docker_network_apply_firewall(DockerNetwork *n);

@@ -20,14 +20,18 @@ static int docker_new(AgentdBackend **ret, char **ret_error) {
         r = docker_backend_new_from_env("Docker", socket, ret, ret_error);
         if (r < 0)
                 return r;
-        /* Sandboxes go on agentd's isolated network unless asked otherwise. Without its
-         * firewall rules none is made there (the error says why); other networks still work. */
-        r = docker_network_new((*ret)->docker, "Docker", &(*ret)->network, ret_error);
+        /* Sandboxes go on agentd's isolated network unless asked otherwise, on its egress
+         * network when they have an egress list. Without its firewall rules none is made on a
+         * network (the error says why); other networks still work. */
+        r = docker_network_new((*ret)->docker, "Docker", NETWORK_ISOLATED, &(*ret)->isolated, ret_error);
+        if (r >= 0)
+                r = docker_network_new((*ret)->docker, "Docker", NETWORK_EGRESS, &(*ret)->egress, ret_error);
         if (r < 0) {
                 docker_backend_free(*ret);
                 return r;
         }
-        (void) docker_network_apply_firewall((*ret)->network);
+        (void) docker_network_apply_firewall((*ret)->isolated);
+        (void) docker_network_apply_firewall((*ret)->egress);
         return 0;
 }
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 1
+#define AGENTD_BACKEND_ABI 2 /* 2: runtimes() */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -57,6 +57,8 @@ typedef struct AgentdSandboxSpec {
         const char *runtime;            /* the OCI runtime (runc, runsc), or NULL: the backend's default */
         bool read_only;                 /* a read-only root filesystem; /tmp and workdir writable */
         const char *user;               /* USER[:GROUP] the runtime and its commands run as, or NULL: root */
+        const char *const *egress;      /* CIDRs it may reach, NULL-terminated (empty: none, no network at
+                                         * all); NULL: no egress list, the network's own rules */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */
@@ -121,6 +123,10 @@ typedef struct AgentdBackendOps {
         int (*watch)(AgentdBackend *b, agentd_event_t on_event, void *userdata);
         /* A sandbox went: drop shared things (bundle carriers) no longer wanted and not in_use(). */
         void (*prune)(AgentdBackend *b, bool (*in_use)(const char *bundle_id, void *userdata), void *userdata);
+        /* The OCI runtimes the service offers (the `runtime` key's values), as a NULL-terminated
+         * malloc'ed list in *ret; -EAGAIN while not known yet (it asks at watch() and after a
+         * resync). */
+        int (*runtimes)(AgentdBackend *b, char ***ret);
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/* Running agentix-firewall: once, waited for, at start (the networks' rules), and on the loop for
+ * each sandbox with an egress list (a child watched through its pidfd, so agentd needs no
+ * SIGCHLD handling; its output read as it comes, so it never blocks on a full pipe). */
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "firewall-helper.h"
+#include "log.h"
+#include "macro.h"
+
+#define CAP_NET_ADMIN_BIT 12
+#define CAP_SYS_ADMIN_BIT 21
+#define OUTPUT_MAX 4096
+#define JOB_TIMEOUT_USEC (30ULL * 1000 * 1000)
+#define ARGS_MAX 128
+
+extern char **environ;
+
+struct FirewallJob {
+        pid_t pid;
+        int pidfd;
+        int output_fd;
+        sd_event_source *exit_source, *output_source, *timer;
+        char output[OUTPUT_MAX + 1];
+        size_t output_size;
+        firewall_done_t done;
+        void *userdata;
+};
+
+const char *firewall_helper_path(void) {
+        return getenv("AGENTIX_FIREWALL") ?: AGENTIX_LIBEXECDIR "/agentix-firewall";
+}
+
+bool firewall_helper_allowed(bool namespaces) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+        unsigned long long caps, need = 1ULL << CAP_NET_ADMIN_BIT;
+        char line[256];
+
+        if (namespaces)
+                need |= 1ULL << CAP_SYS_ADMIN_BIT;
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "CapEff: %llx", &caps) == 1)
+                        return (caps & need) == need;
+        return false;
+}
+
+/* argv for the helper: its path, then args. */
+static int make_argv(char *const *args, char **argv) {
+        size_t n = 0;
+
+        argv[n++] = (char *) firewall_helper_path();
+        for (; args && *args; args++) {
+                if (n >= ARGS_MAX)
+                        return -E2BIG;
+                argv[n++] = *args;
+        }
+        argv[n] = NULL;
+        return 0;
+}
+
+/* Spawn it with stdin from /dev/null and stdout, stderr to output_fd (or ours: -1). */
+static int spawn(char *const *args, int output_fd, pid_t *ret_pid) {
+        char *argv[ARGS_MAX + 2];
+        posix_spawn_file_actions_t fa;
+        int r;
+
+        r = make_argv(args, argv);
+        if (r < 0)
+                return r;
+        if (posix_spawn_file_actions_init(&fa) != 0)
+                return -ENOMEM;
+        (void) posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        if (output_fd >= 0)
+                (void) posix_spawn_file_actions_adddup2(&fa, output_fd, STDOUT_FILENO);
+        (void) posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+        r = posix_spawn(ret_pid, argv[0], &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        return -r;
+}
+
+static int exit_status(int status) {
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int firewall_helper_run(char *const *args) {
+        int status, r;
+        pid_t pid;
+
+        r = spawn(args, -1, &pid);
+        if (r < 0)
+                return r;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return exit_status(status);
+}
+
+static void job_free(FirewallJob *j) {
+        sd_event_source_disable_unref(j->exit_source);
+        sd_event_source_disable_unref(j->output_source);
+        sd_event_source_disable_unref(j->timer);
+        safe_close(j->pidfd);
+        safe_close(j->output_fd);
+        free(j);
+}
+
+/* Keep the first OUTPUT_MAX bytes, drop the rest; false at the end (or an error). */
+static bool read_output(FirewallJob *j) {
+        char discard[1024];
+        ssize_t n;
+
+        for (;;) {
+                bool keep = j->output_size < OUTPUT_MAX;
+
+                n = read(j->output_fd, keep ? j->output + j->output_size : discard,
+                         keep ? OUTPUT_MAX - j->output_size : sizeof(discard));
+                if (n > 0) {
+                        if (keep)
+                                j->output_size += (size_t) n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                return n < 0 && errno == EAGAIN;
+        }
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FirewallJob *j = userdata;
+
+        if (!read_output(j))
+                j->output_source = sd_event_source_disable_unref(j->output_source);
+        return 0;
+}
+
+static void finish(FirewallJob *j, int status) {
+        (void) read_output(j);
+        j->output[j->output_size] = '\0';
+        j->done(j->userdata, status, j->output);
+        job_free(j);
+}
+
+static int on_child_exit(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FirewallJob *j = userdata;
+        int status;
+        pid_t p;
+
+        p = waitpid(j->pid, &status, WNOHANG);
+        if (p == 0)
+                return 0; /* not yet (a spurious wake-up) */
+        finish(j, p < 0 ? -errno : exit_status(status));
+        return 0;
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        FirewallJob *j = userdata;
+
+        log_warning("%s took longer than 30 s: killed.", firewall_helper_path());
+        (void) kill(j->pid, SIGKILL); /* its exit comes through the pidfd */
+        j->timer = sd_event_source_disable_unref(j->timer);
+        return 0;
+}
+
+int firewall_helper_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
+                          FirewallJob **ret) {
+        _cleanup_close_ int write_end = -EBADF;
+        int pipefd[2], r;
+        FirewallJob *j;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (FirewallJob) { .pid = -1, .pidfd = -EBADF, .output_fd = -EBADF, .done = done, .userdata = userdata };
+        if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0) {
+                r = -errno;
+                job_free(j);
+                return r;
+        }
+        j->output_fd = pipefd[0];
+        write_end = pipefd[1];
+        r = spawn(args, write_end, &j->pid);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        j->pidfd = (int) syscall(SYS_pidfd_open, j->pid, 0);
+        if (j->pidfd < 0) {
+                r = -errno;
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0);
+                job_free(j);
+                return r;
+        }
+        r = sd_event_add_io(event, &j->exit_source, j->pidfd, EPOLLIN, on_child_exit, j);
+        if (r >= 0)
+                r = sd_event_add_io(event, &j->output_source, j->output_fd, EPOLLIN, on_output, j);
+        if (r >= 0)
+                r = sd_event_add_time_relative(event, &j->timer, CLOCK_MONOTONIC, JOB_TIMEOUT_USEC, 0, on_timeout, j);
+        if (r < 0) {
+                firewall_job_cancel(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+void firewall_job_cancel(FirewallJob *j) {
+        if (!j)
+                return;
+        if (j->pid > 0) {
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0); /* SIGKILL'd: at once */
+        }
+        job_free(j);
+}
