@@ -79,7 +79,7 @@ static void help(void) {
                "  create --image=IMAGE --bundle=BUNDLE [--cpus=N] [--memory=BYTES] [--pids=N]\n"
                "       [-e|--env=K=V]... [--label=K=V]... [--ttl=S] [--workdir=DIR]\n"
                "       [--network=NET] [--runtime=NAME] [--read-only] [--user=USER[:GROUP]]\n"
-               "       [--platform=P] [--setup=CMD]\n"
+               "       [--egress=CIDR]... [--no-egress] [--platform=P] [--setup=CMD]\n"
                "                          Create a sandbox through agentd; print its id\n"
                "  list                    List the sandboxes agentd shows you\n"
                "  status ID               Show a sandbox's properties\n"

@@ -14,13 +14,15 @@
 
 typedef struct CreateArgs {
         agentix_sandbox_config config;
-        char **env, **labels;
-        size_t n_env, n_labels;
+        char **env, **labels, **egress;
+        size_t n_env, n_labels, n_egress;
+        bool no_egress;
 } CreateArgs;
 
 static void create_args_done(CreateArgs *a) {
         free(a->env);
         free(a->labels);
+        free(a->egress);
 }
 
 #define CREATE_OPTIONS_HELP                                                                        \
@@ -40,6 +42,8 @@ static void create_args_done(CreateArgs *a) {
         "                          agentd's)\n"                                              \
         "     --read-only          A read-only root; /tmp and the workdir stay writable\n"   \
         "     --user=USER[:GROUP]  Run the runtime and its commands as this user\n"           \
+        "     --egress=CIDR        Reach only these addresses (and DNS); repeatable\n"      \
+        "     --no-egress          No network at all (the runtime still answers)\n"         \
         "     --platform=OS/ARCH   Run the image for this platform\n"                             \
         "     --setup=CMD          A command to run in it before it is handed over\n"
 
@@ -58,6 +62,8 @@ enum {
         ARG_RUNTIME,
         ARG_READ_ONLY,
         ARG_USER,
+        ARG_EGRESS,
+        ARG_NO_EGRESS,
 };
 
 #define CREATE_LONG_OPTIONS                                                     \
@@ -75,7 +81,9 @@ enum {
         { "setup", required_argument, NULL, ARG_SETUP },                        \
         { "runtime", required_argument, NULL, ARG_RUNTIME },                    \
         { "read-only", no_argument, NULL, ARG_READ_ONLY },                      \
-        { "user", required_argument, NULL, ARG_USER }
+        { "user", required_argument, NULL, ARG_USER },                          \
+        { "egress", required_argument, NULL, ARG_EGRESS },                      \
+        { "no-egress", no_argument, NULL, ARG_NO_EGRESS }
 
 /* "512M", "2G", "1048576". */
 static int parse_bytes(const char *s, uint64_t *ret) {
@@ -164,6 +172,13 @@ static int create_option(const char *verb, int c, CreateArgs *a) {
         case ARG_USER:
                 cf->user = optarg;
                 return 1;
+        case ARG_EGRESS:
+                if (env_append(&a->egress, &a->n_egress, optarg) < 0)
+                        return -fail_usage(verb, "invalid --egress '%s': expected a CIDR (ADDRESS[/PREFIX])", optarg);
+                return 1;
+        case ARG_NO_EGRESS:
+                a->no_egress = true;
+                return 1;
         default:
                 return 0;
         }
@@ -174,8 +189,13 @@ static int check_create_args(const char *verb, CreateArgs *a) {
                 return fail_usage(verb, "--image=IMAGE is required (the task image)");
         if (!a->config.bundle)
                 return fail_usage(verb, "--bundle=BUNDLE is required (a bundle image from agentixctl build)");
+        if (a->no_egress && a->n_egress > 0)
+                return fail_usage(verb, "--no-egress and --egress=CIDR exclude each other");
+        if (a->no_egress && !(a->egress = calloc(1, sizeof(char *))))
+                return fail(EXIT_SOFTWARE, "out of memory");
         a->config.env = (const char *const *) a->env;
         a->config.labels = (const char *const *) a->labels;
+        a->config.egress = (const char *const *) a->egress;
         return EXIT_OK;
 }
 

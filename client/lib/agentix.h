@@ -351,6 +351,10 @@ typedef struct agentix_sandbox_config {
         const char *runtime;            /* the OCI runtime: "runc", "runsc" (gVisor); NULL: agentd's default */
         bool read_only;                 /* a read-only root; /tmp and the workdir writable */
         const char *user;               /* USER[:GROUP] the runtime and its commands run as; NULL: root */
+        /* CIDRs it may reach ("10.0.0.0/8", "2001:db8::/32"), NULL-terminated; an empty list
+         * (a NULL first) is no network at all, the runtime still answering; NULL: no egress
+         * list (agentd's isolated network: no host, no private ranges, the rest of the world). */
+        const char *const *egress;
         uint64_t timeout_usec;          /* how long to wait for the create; 0: 120 s */
 } agentix_sandbox_config;
 

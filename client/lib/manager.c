@@ -92,6 +92,23 @@ static int append_pairs(sd_bus_message *msg, const char *key, const char *const 
         return r;
 }
 
+static int append_list(sd_bus_message *msg, const char *key, const char *const *l) {
+        int r;
+
+        r = sd_bus_message_open_container(msg, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "s", key);
+        if (r >= 0)
+                r = sd_bus_message_open_container(msg, 'v', "as");
+        if (r >= 0)
+                r = sd_bus_message_append_strv(msg, (char **) l);
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        if (r >= 0)
+                r = sd_bus_message_close_container(msg);
+        return r;
+}
+
 static int append_config(sd_bus_message *msg, const agentix_sandbox_config *c) {
         const struct {
                 const char *key, *value;
@@ -122,6 +139,8 @@ static int append_config(sd_bus_message *msg, const agentix_sandbox_config *c) {
                 r = append_pairs(msg, "env", c->env);
         if (r >= 0)
                 r = append_pairs(msg, "labels", c->labels);
+        if (r >= 0 && c->egress)
+                r = append_list(msg, "egress", c->egress);
         if (r >= 0)
                 r = sd_bus_message_close_container(msg);
         return r;

@@ -275,6 +275,29 @@ def gvisor_through_agentixctl_and_libagentix():
         subprocess.run([ctl, "delete", sid], env=env, timeout=60, check=True)
 
 
+@test
+def egress_through_agentixctl_and_libagentix():
+    """agentixctl create --egress=CIDR... and --no-egress (libagentix's egress list underneath)."""
+    env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=agentd().address)
+    ctl = os.environ["AGENTIXCTL"]
+    base = [ctl, "create", "--image", "agentix-test/busybox:1", "--bundle", bundle()]
+    for flags, label in ((["--egress=192.0.2.0/24", "--egress=2001:db8::/32"], "192.0.2.0/24 2001:db8::/32"),
+                         (["--no-egress"], "")):
+        r = subprocess.run(base + flags, capture_output=True, text=True, env=env, timeout=180)
+        assert r.returncode == 0, r.stderr
+        sid = r.stdout.strip()
+        try:
+            info = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+            assert info["Config"]["Labels"]["org.agentix.egress"] == label, info["Config"]["Labels"]
+            assert list(info["NetworkSettings"]["Networks"]) == ["agentix-egress"]
+        finally:
+            subprocess.run([ctl, "delete", sid], env=env, timeout=60, check=True)
+    r = subprocess.run(base + ["--no-egress", "--egress=10.0.0.0/8"], capture_output=True, text=True, env=env)
+    assert r.returncode == 64 and "exclude each other" in r.stderr, (r.returncode, r.stderr)  # EX_USAGE
+    r = subprocess.run(base + ["--egress=10.0.0.0/8", "--network=bridge"], capture_output=True, text=True, env=env)
+    assert r.returncode != 0 and "config key 'egress' is for sandboxes on agentd's own network" in r.stderr, r.stderr
+
+
 def runtime_works(runtime):
     """What a sandbox's runtime serves works the same under this runtime: exec (unary, stream,
     bidi, on a PTY), the fs calls, many-file upload and download, and a C module of the bundle

@@ -34,6 +34,9 @@ export interface SandboxConfig {
   readOnly?: boolean;
   /** USER[:GROUP] (numbers, or names the image knows) the runtime and its commands run as. */
   user?: string;
+  /** CIDRs it may reach (and DNS); []: no network at all, the runtime still answering;
+   * omitted: agentd's isolated network (no host, no private ranges). */
+  egress?: string[];
 }
 
 export interface SandboxInfo {
@@ -67,6 +70,7 @@ function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Varia
   if (config.cpus !== undefined) d.cpus = new Variant("d", config.cpus);
   if (config.bindToCaller) d.bind_to_caller = new Variant("b", true);
   if (config.readOnly) d.read_only = new Variant("b", true);
+  if (config.egress !== undefined) d.egress = new Variant("as", config.egress);
   return d;
 }
 

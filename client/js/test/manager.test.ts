@@ -32,6 +32,19 @@ it.skipIf(!runsc)("runs a sandbox under gVisor with runtime: runsc", async () =>
   expect(out).toBe("4.4.0\n42\n"); // gVisor's kernel answers, not the host's
 });
 
+it("passes an egress list: the sandbox goes on agentd's egress network with it", async () => {
+  const out = await session(manager, { image, bundle, egress: ["192.0.2.0/24", "2001:db8::/32"] }, async (rt, sandbox) => {
+    const info = JSON.parse(execFileSync("docker", ["inspect", `agentix-${sandbox.id}`], { encoding: "utf8" }))[0];
+    expect(info.Config.Labels["org.agentix.egress"]).toBe("192.0.2.0/24 2001:db8::/32");
+    expect(Object.keys(info.NetworkSettings.Networks)).toEqual(["agentix-egress"]);
+    return (await rt.exec("echo still answering")).output;
+  });
+  expect(out).toBe("still answering\n");
+  const err = await manager.create({ image, bundle, egress: ["example.com"] }).catch((e) => e);
+  expect(err.dbusName).toBe("org.agentix.Agentd1.InvalidConfig");
+  expect(err.message).toContain("'example.com' is not a CIDR");
+});
+
 it("deletes the sandbox when the callback throws", async () => {
   let id = "";
   await expect(session(manager, { image, bundle }, async (_rt, sandbox) => {

@@ -45,6 +45,7 @@ class SandboxConfig:
     runtime: str | None = None        # "runc", or "runsc" for gVisor
     read_only: bool = False           # a read-only root; /tmp and the workdir writable
     user: str | None = None           # USER[:GROUP] the runtime and its commands run as
+    egress: list | None = None        # CIDRs it may reach (and DNS); []: no network at all
 
     def to_dbus(self):
         import dbus
@@ -64,6 +65,8 @@ class SandboxConfig:
             d["bind_to_caller"] = dbus.Boolean(True)
         if self.read_only:
             d["read_only"] = dbus.Boolean(True)
+        if self.egress is not None:
+            d["egress"] = dbus.Array([str(c) for c in self.egress], signature="s")
         return dbus.Dictionary(d, signature="sv")
 
 

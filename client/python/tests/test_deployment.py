@@ -69,6 +69,25 @@ async def test_a_sandbox_under_gvisor(agentd):
 
 
 @pytest.mark.asyncio
+async def test_an_egress_list_goes_to_agentd(agentd):
+    import json
+    import subprocess
+    deployment = AgentdDeployment()
+    config = SandboxConfig(image=BUSYBOX, bundle=bundle(), egress=[])  # no network at all
+    async with session(deployment, config) as sandbox:
+        info = json.loads(subprocess.run(["docker", "inspect", f"agentix-{sandbox.id}"], capture_output=True,
+                                         text=True, check=True).stdout)[0]
+        assert info["Config"]["Labels"]["org.agentix.egress"] == ""
+        assert list(info["NetworkSettings"]["Networks"]) == ["agentix-egress"]
+        r = await sandbox.aexecute("echo still answering")
+        assert (r.output, r.exit_code) == ("still answering\n", 0)
+    with pytest.raises(AgentdError) as e:
+        await deployment.create(SandboxConfig(image=BUSYBOX, bundle=bundle(), egress=["10.0.0.0/99"]))
+    assert e.value.name == "InvalidConfig" and "'10.0.0.0/99' is not a CIDR" in e.value.message
+    deployment.close()
+
+
+@pytest.mark.asyncio
 async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
     deployment = AgentdDeployment()
     sid = None
