@@ -7,6 +7,7 @@ import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ChatResult } from "@langchain/core/outputs";
 import { createDeepAgent } from "deepagents";
+import { execFileSync } from "node:child_process";
 import { expect, it } from "vitest";
 
 import { AgentixSandbox } from "../src/deepagents.js";
@@ -35,10 +36,14 @@ class ScriptedModel extends BaseChatModel {
 const call = (id: string, name: string, args: Record<string, unknown>) =>
   new AIMessage({ content: "", tool_calls: [{ id, name, args, type: "tool_call" }] });
 
-it("a deep agent writes, edits, greps and runs a file in the sandbox", async () => {
+// Under runc, and under gVisor when dockerd has it (scripts/dockerd.sh registers runsc).
+const runtimes = ["runc"];
+if (execFileSync("docker", ["info", "--format", "{{json .Runtimes}}"], { encoding: "utf8" }).includes('"runsc"')) runtimes.push("runsc");
+
+it.each(runtimes)("a deep agent writes, edits, greps and runs a file in the sandbox (%s)", async (runtime) => {
   const manager = new SandboxManager();
   const sandbox = await AgentixSandbox.create({
-    manager, image: process.env.AGENTIX_TEST_IMAGE!, bundle: process.env.AGENTIX_TEST_BUNDLE!,
+    manager, image: process.env.AGENTIX_TEST_IMAGE!, bundle: process.env.AGENTIX_TEST_BUNDLE!, runtime,
     initialFiles: { "/work/README.md": "# a task\n" },
   });
   try {

@@ -88,6 +88,31 @@ async def test_an_egress_list_goes_to_agentd(agentd):
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+async def test_the_deepagents_operations_under_each_runtime(agentd, runtime):
+    if runtime == "runsc" and not runsc_registered():
+        pytest.skip("dockerd has no runsc (scripts/dockerd.sh registers it)")
+    deployment = AgentdDeployment()
+    async with session(deployment, SandboxConfig(image=BUSYBOX, bundle=bundle(), runtime=runtime)) as sb:
+        assert (await sb.awrite("/work/src/a.py", "import os\nprint('needle')\n")).error is None
+        r = await sb.aedit("/work/src/a.py", "needle", "thread")
+        assert (r.error, r.occurrences) == (None, 1)
+        assert await sb.aread("/work/src/a.py") == "     1\timport os\n     2\tprint('thread')"
+        up = await sb.aupload_files([("/work/top.py", b"x = 1\n"), ("/work/src/b.txt", b"a thread here\n")])
+        assert [u.error for u in up] == [None, None]
+        assert [(e["path"], e["is_dir"]) for e in await sb.als_info("/work")] == [("/work/src", True),
+                                                                                 ("/work/top.py", False)]
+        matches = await sb.agrep_raw("thread", "/work")
+        assert [(m["path"], m["line"]) for m in matches] == [("/work/src/a.py", 2), ("/work/src/b.txt", 1)]
+        assert sorted(e["path"] for e in await sb.aglob_info("*.py", "/work")) == ["src/a.py", "top.py"]
+        (down,) = await sb.adownload_files(["/work/src/b.txt"])
+        assert down.content == b"a thread here\n"
+        r = await sb.aexecute("python3 /work/src/a.py")
+        assert (r.output, r.exit_code) == ("thread\n", 0)
+    deployment.close()
+
+
+@pytest.mark.asyncio
 async def test_a_block_that_raises_still_deletes_its_sandbox(agentd):
     deployment = AgentdDeployment()
     sid = None
