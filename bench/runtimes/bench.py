@@ -9,8 +9,11 @@ privileges) created and used under each runtime, alternately.
   read 1MiB  fs::download of a 1 MiB file, one call
   dl 64MiB   fs::download of a 64 MiB file, one call
 
-Also create-to-ready of runc on Docker's plain bridge (network=bridge, the default before the
-isolated network): what agentd's network and firewall rules cost a create.
+Also create-to-ready of runc, in the same rounds, on Docker's plain bridge (network=bridge, the
+default before the isolated network), on a user-defined network of Docker's with no options
+(made by this bench): together, what agentd's networks cost a create, and how much of it is
+Docker's for any user-defined network; and with an egress list (egress=["0.0.0.0/0"]): what
+setting a sandbox's own rules costs.
 
 Prints medians and the runsc/runc ratio, then one JSON line.
 
@@ -27,9 +30,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "agentd"))
 from harness import RpcClient  # noqa: E402
-from agentd_env import Agentd, bundle  # noqa: E402
+from agentd_env import Agentd, bundle, docker  # noqa: E402
 
 RUNTIMES = ("runc", "runsc")
+PLAIN = "agentix-bench-plain"
+# The other networks a create is timed on (runc), and the create keys that put it there.
+NETWORKS = {"bridge": dict(network="bridge"), "plain": dict(network=PLAIN),
+            "egress": dict(egress=__import__("dbus").Array(["0.0.0.0/0"], signature="s"))}
 
 
 def median_ms(xs):
@@ -44,13 +51,14 @@ def main():
     bundle()
     agentd = Agentd("bench-runtimes")
     times = {r: {"create": [], "exec_true": [], "read_1mib": [], "download_64mib": []} for r in RUNTIMES}
+    networks = {n: [] for n in NETWORKS}
+    docker("network", "create", PLAIN)
     try:
-        bridge = []
         for i in range(a.creates):
-            for r in RUNTIMES + ("bridge",):
+            for r in RUNTIMES + tuple(NETWORKS):
                 t0 = time.perf_counter()
-                _, sid = agentd.create(runtime="runc", network="bridge") if r == "bridge" else agentd.create(runtime=r)
-                (bridge if r == "bridge" else times[r]["create"]).append(time.perf_counter() - t0)
+                _, sid = agentd.create(runtime="runc", **NETWORKS[r]) if r in NETWORKS else agentd.create(runtime=r)
+                (networks[r] if r in NETWORKS else times[r]["create"]).append(time.perf_counter() - t0)
                 agentd.manager().DeleteSandbox(sid, timeout=60)
         for r in RUNTIMES:
             _, sid = agentd.create(runtime=r)
@@ -78,15 +86,20 @@ def main():
                 agentd.manager().DeleteSandbox(sid, timeout=60)
     finally:
         agentd.stop()
+        docker("network", "rm", PLAIN, check=False)
     print(f"{'median (ms)':22} {'runc':>10} {'runsc':>10} {'runsc/runc':>11}")
     out = {}
     for key in ("create", "exec_true", "read_1mib", "download_64mib"):
         x, y = median_ms(times["runc"][key]), median_ms(times["runsc"][key])
         out[key] = {"runc_ms": x, "runsc_ms": y, "ratio": y / x, "n": len(times["runc"][key])}
         print(f"{key:22} {x:10.2f} {y:10.2f} {y / x:11.2f}")
-    x, y = median_ms(bridge), median_ms(times["runc"]["create"])
-    out["create_isolated_vs_bridge"] = {"bridge_ms": x, "isolated_ms": y, "difference_ms": y - x}
-    print(f"create, runc: Docker's bridge {x:.2f} ms, the isolated network {y:.2f} ms ({y - x:+.2f} ms)")
+    x, y = median_ms(networks["bridge"]), median_ms(times["runc"]["create"])
+    plain, egress = median_ms(networks["plain"]), median_ms(networks["egress"])
+    out["create_by_network"] = {"bridge_ms": x, "plain_user_network_ms": plain, "isolated_ms": y,
+                                "egress_ms": egress}
+    print(f"create, runc: Docker's bridge {x:.2f} ms, a plain user-defined network {plain:.2f} ms "
+          f"({plain - x:+.2f} ms), the isolated network {y:.2f} ms ({y - x:+.2f} ms; {y - plain:+.2f} ms against "
+          f"the plain one), with an egress list {egress:.2f} ms ({egress - y:+.2f} ms against isolated)")
     print(json.dumps(out))
 
 
