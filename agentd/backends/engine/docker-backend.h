@@ -66,8 +66,9 @@ void docker_backend_release(DockerBackend *b);
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 
-/* The backend's state, shared by its files: docker-backend.c (sandboxes), docker-events.c (the
- * event stream), docker-carriers.c (old carriers), docker-adopt.c (finding them again). */
+/* The backend's state, shared by its files: docker-backend.c (the backend, removes, runtimes),
+ * docker-create.c (creates), docker-events.c (the event stream), docker-carriers.c (old
+ * carriers), docker-adopt.c (finding them again), docker-network.c (agentd's networks). */
 struct AgentdBackend {
         sd_event *event;
         char *service;
