@@ -82,7 +82,7 @@ class Agentd:
     """agentd on a bus of its own, with its own agentd.conf (config: the file's text) and
     environment, in a directory every user can reach."""
 
-    def __init__(self, name, config="", env_extra=None, args=(), wait=True):
+    def __init__(self, name, config="", env_extra=None, args=(), wait=True, wrapper=()):
         self.dir = tempfile.mkdtemp(prefix=f"agentix-{name}-", dir=WORK)
         os.chmod(WORK, 0o755)
         os.chmod(self.dir, 0o755)
@@ -91,7 +91,7 @@ class Agentd:
             f.write(config)
         self.dbus_daemon, self.address = start_dbus_daemon(self.dir)
         self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address, **(env_extra or {}))
-        self.args = [AGENTD, f"--config={self.config}", *args]
+        self.args = [*wrapper, AGENTD, f"--config={self.config}", *args]  # wrapper: setpriv, say
         self.log_path = os.path.join(self.dir, "agentd.log")
         self.log = open(self.log_path, "ab")
         self.agentd = None

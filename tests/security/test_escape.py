@@ -26,9 +26,11 @@ Needs what tests/agentd/agentd_env.py needs, AGENTIX_FIREWALL, and a running doc
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import dbus
@@ -107,10 +109,11 @@ def agentd():
 class Sandbox:
     """A sandbox made through agentd, and a Socket.IO client into its runtime."""
 
-    def __init__(self, **config):
-        self.path, self.id = agentd().create(**config)
+    def __init__(self, via=None, **config):
+        self.agentd = via or agentd()
+        self.path, self.id = self.agentd.create(**config)
         self.id = str(self.id)
-        url, token = agentd().manager().GetRuntimeAccess(self.id)
+        url, token = self.agentd.manager().GetRuntimeAccess(self.id)
         self.client = RpcClient(str(url), str(token), transports=["websocket"])
 
     def run(self, command, timeout=60):
@@ -129,7 +132,7 @@ class Sandbox:
 
     def delete(self):
         self.client.close()
-        agentd().manager().DeleteSandbox(self.id, timeout=60)
+        self.agentd.manager().DeleteSandbox(self.id, timeout=60)
 
 
 def host_addresses():
@@ -572,6 +575,44 @@ def egress_rules_survive_agentd_being_killed_and_leave_nothing_behind():
     finally:
         if s:
             s.delete()
+        ns.close()
+
+
+@test
+def an_agentd_without_capabilities_gets_egress_rules_from_the_helper_service():
+    """As under systemd: agentd holds no capabilities; agentix-egress.socket's service (here
+    systemd-socket-activate running agentix-firewall egress-request per connection) sets the
+    rules. Without that socket, an egress create is InvalidConfig saying what is missing."""
+    ns = TestNetns()
+    workdir = tempfile.mkdtemp(prefix="agentix-egress-helper-")
+    sock = os.path.join(workdir, "egress.sock")
+    helper = subprocess.Popen(["systemd-socket-activate", "-l", sock, "--accept", "--inetd",
+                               os.environ["AGENTIX_FIREWALL"], "egress-request"], stderr=subprocess.DEVNULL)
+    no_caps = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+    a = b = s = None
+    try:
+        wait_until(lambda: os.path.exists(sock), 10, what="the helper's socket")
+        a = Agentd("egress-helper", env_extra={"AGENTIX_EGRESS_SOCKET": sock}, wrapper=no_caps)
+        with open(f"/proc/{a.agentd.pid}/status") as f:
+            caps = {line.split(":")[0]: line.split()[1] for line in f if line.startswith("Cap")}
+        assert int(caps["CapEff"], 16) == 0 and int(caps["CapBnd"], 16) == 0, caps
+        s = Sandbox(via=a, egress=dbus.Array([f"{ns.LISTED}/32"], signature="s"))
+        got = connect_from(s, ns.targets(ns.LISTED, ns.UNLISTED))
+        assert got == {ns.targets(ns.LISTED)[0]: "reached", ns.targets(ns.UNLISTED)[0]: "refused"}, got
+        b = Agentd("egress-nohelper", env_extra={"AGENTIX_EGRESS_SOCKET": sock + ".missing"}, wrapper=no_caps)
+        got, message = error_name(lambda: b.create(egress=dbus.Array([], signature="s")))
+        assert got == "org.agentix.Agentd1.InvalidConfig" and "start agentix-egress.socket" in message, \
+            (got, message)
+        print("    agentd with CapEff 0 and CapBnd 0: rules set by the helper service; without it, InvalidConfig")
+    finally:
+        if s:
+            s.delete()
+        for x in (a, b):
+            if x:
+                x.stop()
+        helper.terminate()
+        helper.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
         ns.close()
 
 

@@ -114,8 +114,8 @@ static void on_egress_set(void *userdata, int status, const char *output) {
                                                                            "Labels"), "org.agentix.sandbox"));
 
         if (status != 0)
-                log_warning("Sandbox %s: could not set its egress rules again (%s egress: %s%s%s): it is removed.",
-                            id ?: "?", firewall_helper_path(), status < 0 ? strerror(-status) : "failed",
+                log_warning("Sandbox %s: could not set its egress rules again (agentix-firewall egress: %s%s%s): "
+                            "it is removed.", id ?: "?", status < 0 ? strerror(-status) : "failed",
                             output[0] ? ": " : "", output);
         found(e->adopt, e->inspect, status != 0);
         json_decref(e->inspect);
@@ -138,9 +138,9 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         if (!list || !json_is_true(json_object_get(json_object_get(inspect, "State"), "Running")) || !netns ||
             !netns[0])
                 return false;
-        if (!firewall_helper_allowed(true)) {
-                log_warning("Sandbox %s has an egress list, and this agentd may not set firewall rules: the rules it "
-                            "was made with stay.", label(labels, "org.agentix.sandbox"));
+        if (!firewall_egress_possible()) {
+                log_warning("Sandbox %s has an egress list, and no one here sets egress rules for this agentd: the "
+                            "rules it was made with stay.", label(labels, "org.agentix.sandbox"));
                 return false;
         }
         r = strv_extend(&args, "egress");
@@ -155,7 +155,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         }
         *e = (AdoptEgress) { .adopt = a, .inspect = json_incref(inspect) };
         a->pending++;
-        r = firewall_helper_start(a->backend->event, args, on_egress_set, e, &job);
+        r = firewall_egress_start(a->backend->event, args, on_egress_set, e, &job);
         if (r < 0)
                 on_egress_set(e, r, "");
         return true;

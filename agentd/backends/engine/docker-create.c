@@ -453,9 +453,8 @@ static void on_egress_set(void *userdata, int status, const char *output) {
 
         j->egress = NULL;
         if (status != 0)
-                FAIL(j, AGENTD_ERROR_START_FAILED, "Could not set the sandbox's egress rules (%s egress: %s%s%s)",
-                     firewall_helper_path(), status < 0 ? strerror(-status) : "failed", output[0] ? ": " : "",
-                     output);
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Could not set the sandbox's egress rules (agentix-firewall "
+                     "egress: %s%s%s)", status < 0 ? strerror(-status) : "failed", output[0] ? ": " : "", output);
         j->egress_set = true;
         j->step = STEP_INSPECT; /* and on to /health */
         step(j);
@@ -477,10 +476,10 @@ static void start_egress(CreateJob *j, json_t *inspect) {
         for (const char *const *c = j->spec->egress; r >= 0 && *c; c++)
                 r = strv_extend(&args, *c);
         if (r >= 0)
-                r = firewall_helper_start(j->backend->event, args, on_egress_set, j, &j->egress);
+                r = firewall_egress_start(j->backend->event, args, on_egress_set, j, &j->egress);
         if (r < 0)
-                FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot run %s to set the sandbox's egress rules: %s",
-                     firewall_helper_path(), strerror(-r));
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot ask agentix-firewall to set the sandbox's egress rules: "
+                     "%s", strerror(-r));
         j->step = STEP_EGRESS;
 }
 
@@ -742,10 +741,10 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
                 else if (!b->egress)
                         job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': the %s backend has no egress "
                                  "lists", b->service);
-                else if (!firewall_helper_allowed(true))
-                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': this agentd may not set "
-                                 "firewall rules (it needs CAP_NET_ADMIN and CAP_SYS_ADMIN, which the system's "
-                                 "agentd.service grants; a per-user agentd has no egress lists)");
+                else if (!firewall_egress_possible())
+                        job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': no one here sets egress "
+                                 "rules for agentd (start agentix-egress.socket, or give agentd CAP_NET_ADMIN and "
+                                 "CAP_SYS_ADMIN)");
                 else {
                         j->own = b->egress;
                         j->network = docker_network_name(j->own);

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* Running agentix-firewall: once, waited for, at start (the networks' rules), and on the loop for
- * each sandbox with an egress list (a child watched through its pidfd, so agentd needs no
- * SIGCHLD handling; its output read as it comes, so it never blocks on a full pipe). */
+ * each sandbox with an egress list: asked through agentix-egress.socket (a privileged helper
+ * service, so agentd itself needs no capabilities), or run as a child (watched through its
+ * pidfd, so agentd needs no SIGCHLD handling). Either way its output is read as it comes, so
+ * nothing blocks on a full pipe. */
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,11 +23,13 @@
 #define OUTPUT_MAX 4096
 #define JOB_TIMEOUT_USEC (30ULL * 1000 * 1000)
 #define ARGS_MAX 128
+#define REQUEST_MAX 4096
+#define EGRESS_SOCKET_DEFAULT "/run/agentix/egress.sock"
 
 extern char **environ;
 
 struct FirewallJob {
-        pid_t pid;
+        pid_t pid;               /* -1: asked through the socket (output_fd) */
         int pidfd;
         int output_fd;
         sd_event_source *exit_source, *output_source, *timer;
@@ -34,6 +41,13 @@ struct FirewallJob {
 
 const char *firewall_helper_path(void) {
         return getenv("AGENTIX_FIREWALL") ?: AGENTIX_LIBEXECDIR "/agentix-firewall";
+}
+
+const char *firewall_egress_socket(void) {
+        const char *path = getenv("AGENTIX_EGRESS_SOCKET") ?: EGRESS_SOCKET_DEFAULT;
+        struct stat st;
+
+        return stat(path, &st) >= 0 && S_ISSOCK(st.st_mode) ? path : NULL;
 }
 
 bool firewall_helper_allowed(bool namespaces) {
@@ -130,19 +144,36 @@ static bool read_output(FirewallJob *j) {
         }
 }
 
-static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        FirewallJob *j = userdata;
-
-        if (!read_output(j))
-                j->output_source = sd_event_source_disable_unref(j->output_source);
-        return 0;
-}
-
 static void finish(FirewallJob *j, int status) {
         (void) read_output(j);
         j->output[j->output_size] = '\0';
         j->done(j->userdata, status, j->output);
         job_free(j);
+}
+
+/* The helper service's answer, complete: its last line "ok" is success. */
+static void finish_answer(FirewallJob *j) {
+        size_t n = j->output_size;
+
+        while (n > 0 && j->output[n - 1] == '\n')
+                n--;
+        j->output[n] = '\0';
+        if (n >= 2 && streq(j->output + n - 2, "ok") && (n == 2 || j->output[n - 3] == '\n')) {
+                j->output[n - 2] = '\0';
+                finish(j, 0);
+        } else
+                finish(j, 1);
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FirewallJob *j = userdata;
+
+        if (read_output(j))
+                return 0;
+        j->output_source = sd_event_source_disable_unref(j->output_source);
+        if (j->pid < 0)
+                finish_answer(j); /* the service closed the connection: it is done */
+        return 0;
 }
 
 static int on_child_exit(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -160,9 +191,14 @@ static int on_child_exit(sd_event_source *s, int fd, uint32_t revents, void *use
 static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         FirewallJob *j = userdata;
 
+        j->timer = sd_event_source_disable_unref(j->timer);
+        if (j->pid < 0) {
+                log_warning("%s did not answer within 30 s.", firewall_egress_socket() ?: "The egress helper");
+                finish(j, -ETIMEDOUT);
+                return 0;
+        }
         log_warning("%s took longer than 30 s: killed.", firewall_helper_path());
         (void) kill(j->pid, SIGKILL); /* its exit comes through the pidfd */
-        j->timer = sd_event_source_disable_unref(j->timer);
         return 0;
 }
 
@@ -207,6 +243,69 @@ int firewall_helper_start(sd_event *event, char *const *args, firewall_done_t do
         }
         *ret = j;
         return 0;
+}
+
+int firewall_helper_ask(sd_event *event, const char *socket_path, char *const *args, firewall_done_t done,
+                        void *userdata, FirewallJob **ret) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char request[REQUEST_MAX];
+        size_t n = 0;
+        FirewallJob *j;
+        ssize_t w;
+        int r;
+
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, socket_path);
+        for (char *const *a = args; a && *a; a++) {
+                int k = snprintf(request + n, sizeof(request) - n, "%s%s", n ? " " : "", *a);
+                if (k < 0 || (size_t) k >= sizeof(request) - n - 1)
+                        return -E2BIG;
+                n += (size_t) k;
+        }
+        request[n++] = '\n';
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (FirewallJob) { .pid = -1, .pidfd = -EBADF, .done = done, .userdata = userdata };
+        j->output_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (j->output_fd < 0 || connect(j->output_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0) {
+                r = -errno;
+                job_free(j);
+                return r;
+        }
+        /* One short line into a fresh stream socket's buffer: written at once, or not at all. */
+        w = send(j->output_fd, request, n, MSG_NOSIGNAL);
+        if (w != (ssize_t) n || shutdown(j->output_fd, SHUT_WR) < 0) {
+                r = w < 0 ? -errno : -EIO;
+                job_free(j);
+                return r;
+        }
+        r = sd_event_add_io(event, &j->output_source, j->output_fd, EPOLLIN, on_output, j);
+        if (r >= 0)
+                r = sd_event_add_time_relative(event, &j->timer, CLOCK_MONOTONIC, JOB_TIMEOUT_USEC, 0, on_timeout, j);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+bool firewall_egress_possible(void) {
+        return firewall_egress_socket() || firewall_helper_allowed(true);
+}
+
+int firewall_egress_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
+                          FirewallJob **ret) {
+        const char *socket_path = firewall_egress_socket();
+
+        if (socket_path)
+                return firewall_helper_ask(event, socket_path, args, done, userdata, ret);
+        if (!firewall_helper_allowed(true))
+                return -EPERM;
+        return firewall_helper_start(event, args, done, userdata, ret);
 }
 
 void firewall_job_cancel(FirewallJob *j) {

@@ -30,5 +30,19 @@ typedef void (*firewall_done_t)(void *userdata, int status, const char *output);
  * cancelled. Killed after 30 s. */
 int firewall_helper_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
                           FirewallJob **ret);
+/* agentix-egress.socket's path ($AGENTIX_EGRESS_SOCKET, else /run/agentix/egress.sock) when a
+ * socket is there: the privileged helper service that runs `agentix-firewall egress` for us. */
+const char *firewall_egress_socket(void);
+/* Ask that service with args (one line: "egress NETNS CIDR..."); done() with status 0 when it
+ * answered "ok", 1 with what it said otherwise, or -errno. */
+int firewall_helper_ask(sd_event *event, const char *socket_path, char *const *args, firewall_done_t done,
+                        void *userdata, FirewallJob **ret);
+/* Can a sandbox's egress rules be set: the service's socket is there, or we hold the
+ * capabilities to run the helper ourselves? */
+bool firewall_egress_possible(void);
+/* Set them (args: "egress", NETNS, CIDR...): through the service when its socket is there,
+ * else as our own child; -EPERM when neither can. */
+int firewall_egress_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
+                          FirewallJob **ret);
 /* Kill it (if still running), reap it, never call done(). NULL is fine. */
 void firewall_job_cancel(FirewallJob *j);
