@@ -71,7 +71,11 @@ it("lists its tools, each with an object schema and a description", async () => 
 });
 
 it("writes, runs, greps, edits, reads, lists and downloads in a sandbox it created", async () => {
-  const c = stdio.client;
+  await flow(stdio.client, sandbox);
+});
+
+/** What an agent does in a sandbox, each step checked. */
+async function flow(c: Client, sandbox: string): Promise<void> {
   expect(await ok(c, "write_file", { sandbox_id: sandbox, path: "/work/app.py", content: "print('hello from mcp')\n" }))
     .toBe("wrote /work/app.py");
   const [output, meta] = (await call(c, "execute", { sandbox_id: sandbox, command: "python3 /work/app.py" })).content
@@ -94,7 +98,7 @@ it("writes, runs, greps, edits, reads, lists and downloads in a sandbox it creat
   expect(JSON.parse(await ok(c, "download_files", { sandbox_id: sandbox, paths: ["/work/app.py", "/work/data.bin", "/work/nope"] })))
     .toEqual([{ path: "/work/app.py", text: "print('greetings from mcp')\n" }, { path: "/work/data.bin", base64: bytes },
               { path: "/work/nope", error: "file_not_found" }]);
-});
+}
 
 it("lists its sandboxes as resources and as a tool", async () => {
   const { resources } = await stdio.client.listResources();
@@ -196,7 +200,7 @@ it("serves Streamable HTTP behind a bearer token", async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
     const id = JSON.parse(await ok(client, "create_sandbox", { image, bundle })).id;
-    expect(await ok(client, "execute", { sandbox_id: id, command: "echo over http" })).toContain("over http");
+    await flow(client, id);
     expect(await ok(client, "delete_sandbox", { sandbox_id: id })).toBe(`deleted ${id}`);
     await client.close();
   } finally {
