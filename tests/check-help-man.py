@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """--help and the man page document the same options: every long option one lists, the other
-lists too. Usage: check-help-man.py BINARY MANPAGE"""
+lists too. Usage: check-help-man.py BINARY MANPAGE (a BINARY ending in .js runs under node)"""
 
 import re
 import subprocess
 import sys
 
 binary, manpage = sys.argv[1:3]
-help_text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+command = ["node", binary] if binary.endswith(".js") else [binary]
+help_text = subprocess.run([*command, "--help"], capture_output=True, text=True, check=True).stdout
 with open(manpage) as f:
     man_text = f.read()
 # The options are those the OPTIONS section lists (other sections may show other programs' own,

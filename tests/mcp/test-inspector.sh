@@ -3,7 +3,8 @@
 # tests/mcp/test-inspector.sh — the MCP Inspector's command line (npm
 # @modelcontextprotocol/inspector, pinned here; its standalone inspector-cli package does not
 # run outside the inspector's own tree) lists agentix-mcp's tools and resource templates, as the
-# README shows a user. Builds client/js first. Exits 77 (skip) without Node.js.
+# README shows a user; and agentix-mcp --help lists what agentix-mcp(1) does. Builds client/js
+# first. Exits 77 (skip) without Node.js.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 js=$here/../../client/js
@@ -17,6 +18,7 @@ for dir in "$js" "$here"; do
         fi
 done
 (cd "$js" && npx tsc -p tsconfig.json)
+/usr/bin/python3 "$here/../check-help-man.py" "$js/dist/mcp-main.js" "$here/../../man/agentix-mcp.1"
 inspect() { (cd "$here" && npx mcp-inspector --cli node "$js/dist/mcp-main.js" "$@"); }
 tools=$(inspect --method tools/list)
 /usr/bin/python3 - "$tools" <<'PY'
