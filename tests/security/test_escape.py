@@ -676,8 +676,16 @@ def bad_network_and_runtime_values_are_invalid_config_and_leave_nothing():
 
 
 if __name__ == "__main__":
+    status = 1
     try:
         main()
+    except SystemExit as e:
+        status = e.code
     finally:
         if AGENTD:
             AGENTD.stop()
+        # A failed test may leave a Socket.IO client's threads behind; they must not keep the
+        # suite from ending (and the test command from going on).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status if isinstance(status, int) else 1)
