@@ -9,12 +9,14 @@ import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mc
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 
-import { AgentdError, AgentixError, RemoteError, SandboxGone } from "./errors.js";
+import { AgentdError, AgentixError, ConnectionLost, RemoteError, SandboxGone, ServerUnreachable } from "./errors.js";
 import { SandboxManager, type SandboxConfig, type SandboxInfo } from "./manager.js";
 import { RuntimeClient, type FileResult } from "./runtime.js";
 
 /** Bytes of a command's output execute returns; the rest is dropped and `truncated` is true. */
 export const DEFAULT_MAX_OUTPUT = 256 * 1024;
+/** Runtime connections kept open at once; the least recently used one goes first. */
+const MAX_RUNTIMES = 64;
 
 export interface McpOptions {
   /** Attach to this one sandbox of agentd's instead of creating sandboxes… */
@@ -60,7 +62,11 @@ export class McpState {
 
   runtime(id: string): Promise<RuntimeClient> {
     let r = this.runtimes.get(id);
-    if (!r) {
+    if (r) {
+      this.runtimes.delete(id); // most recently used: last in the map's order
+      this.runtimes.set(id, r);
+    } else {
+      if (this.runtimes.size >= MAX_RUNTIMES) this.forget(this.runtimes.keys().next().value!);
       r = this.options.url
         ? RuntimeClient.connect(this.options.url, this.options.token ?? "")
         : this.manager().connect(id);
@@ -110,11 +116,15 @@ function json(value: unknown): CallToolResult {
   return text(JSON.stringify(value, null, 2));
 }
 
-/** Run a tool; any failure becomes a tool error naming what failed, never a crash. */
-async function tool(fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
+/** Run a tool; any failure becomes a tool error naming what failed, never a crash. A sandbox
+ * whose runtime cannot be reached (deleted, say) is connected to anew next time. */
+async function tool(fn: () => Promise<CallToolResult>, state?: McpState, sandboxId?: string): Promise<CallToolResult> {
   try {
     return await fn();
   } catch (e) {
+    if (state && (e instanceof ConnectionLost || e instanceof ServerUnreachable || e instanceof SandboxGone)) {
+      state.forget(state.attached ? state.sandboxId(undefined) : sandboxId ?? "");
+    }
     return { isError: true, content: [{ type: "text", text: errorText(e) }] };
   }
 }
@@ -152,6 +162,9 @@ const absPath = (what: string) => z.string().min(1).describe(`Absolute path of t
 export function createMcpServer(state: McpState): McpServer {
   const server = new McpServer({ name: "agentix", version: "0.1.0" });
   const maxOutput = state.options.maxOutput ?? DEFAULT_MAX_OUTPUT;
+  /** A tool on one sandbox's runtime (connected once, kept). */
+  const onSandbox = (sandboxId: string | undefined, fn: (rt: RuntimeClient) => Promise<CallToolResult>) =>
+    tool(async () => fn(await state.runtime(state.sandboxId(sandboxId))), state, sandboxId);
 
   if (!state.attached) {
     server.registerTool("create_sandbox", {
@@ -216,8 +229,7 @@ export function createMcpServer(state: McpState): McpServer {
       timeout: z.number().positive().optional().describe("Seconds before it is killed (default 1800)"),
       cwd: z.string().optional().describe("Working directory"),
     },
-  }, ({ sandbox_id, command, timeout, cwd }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, command, timeout, cwd }) => onSandbox(sandbox_id, async (rt) => {
     const r = await rt.exec(command, { timeout: timeout ?? 1800, cwd, max_output: maxOutput });
     return text(r.output, JSON.stringify({ exit_code: r.exit_code, truncated: r.truncated, timed_out: r.timed_out }));
   }));
@@ -229,8 +241,7 @@ export function createMcpServer(state: McpState): McpServer {
       offset: z.number().int().min(0).optional().describe("First line, counted from 0 (default 0)"),
       limit: z.number().int().positive().optional().describe("Lines to read (default 2000)"),
     },
-  }, ({ sandbox_id, path, offset, limit }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, path, offset, limit }) => onSandbox(sandbox_id, async (rt) => {
     const r = fsResult(await rt.fs<{ content?: string; error?: string | null; message?: string | null }>(
       "read", [path], { offset: offset ?? 0, limit: limit ?? 2000 }));
     return text(r.content || r.message || "(empty file)");
@@ -239,8 +250,7 @@ export function createMcpServer(state: McpState): McpServer {
   server.registerTool("write_file", {
     description: "Write a text file (made with its parent directories, replaced if it exists)",
     inputSchema: { sandbox_id: sandboxIdArg, path: absPath("file"), content: z.string().describe("The whole new content") },
-  }, ({ sandbox_id, path, content }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, path, content }) => onSandbox(sandbox_id, async (rt) => {
     fsResult(await rt.fs<{ error?: string | null; message?: string | null }>("write", [path, content], { overwrite: true }));
     return text(`wrote ${path}`);
   }));
@@ -253,8 +263,7 @@ export function createMcpServer(state: McpState): McpServer {
       new_string: z.string().describe("What replaces it"),
       replace_all: z.boolean().optional().describe("Replace every occurrence (default false)"),
     },
-  }, ({ sandbox_id, path, old_string, new_string, replace_all }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, path, old_string, new_string, replace_all }) => onSandbox(sandbox_id, async (rt) => {
     const r = fsResult(await rt.fs<{ occurrences?: number; error?: string | null; message?: string | null }>(
       "edit", [path, old_string, new_string], { replace_all: replace_all ?? false }));
     return text(`replaced ${r.occurrences ?? 0} occurrence(s) in ${path}`);
@@ -263,8 +272,7 @@ export function createMcpServer(state: McpState): McpServer {
   server.registerTool("ls", {
     description: "List a directory: each entry's path, whether it is a directory, size and modification time",
     inputSchema: { sandbox_id: sandboxIdArg, path: absPath("directory") },
-  }, ({ sandbox_id, path }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, path }) => onSandbox(sandbox_id, async (rt) => {
     const r = fsResult(await rt.fs<{ entries?: unknown[]; error?: string | null; message?: string | null }>("ls", [path]));
     return json(r.entries ?? []);
   }));
@@ -277,8 +285,7 @@ export function createMcpServer(state: McpState): McpServer {
       path: z.string().optional().describe("Directory or file to search (default /)"),
       glob: z.string().optional().describe("Only files whose name matches this pattern, e.g. *.py"),
     },
-  }, ({ sandbox_id, pattern, path, glob }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, pattern, path, glob }) => onSandbox(sandbox_id, async (rt) => {
     const r = fsResult(await rt.fs<{ matches?: unknown[]; error?: string | null; message?: string | null }>(
       "grep", [pattern], { path: path ?? "/", glob }));
     return json(r.matches ?? []);
@@ -291,8 +298,7 @@ export function createMcpServer(state: McpState): McpServer {
       pattern: z.string().min(1).describe("The pattern, relative to path, e.g. **/*.py"),
       path: z.string().optional().describe("Where to look (default /)"),
     },
-  }, ({ sandbox_id, pattern, path }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, pattern, path }) => onSandbox(sandbox_id, async (rt) => {
     const r = fsResult(await rt.fs<{ matches?: unknown[]; truncated?: boolean; error?: string | null; message?: string | null }>(
       "glob", [pattern], { path: path ?? "/" }));
     return json({ matches: r.matches ?? [], truncated: Boolean(r.truncated) });
@@ -308,14 +314,13 @@ export function createMcpServer(state: McpState): McpServer {
         base64: z.string().optional().describe("…or as base64 bytes"),
       })).min(1).max(1000),
     },
-  }, ({ sandbox_id, files }) => tool(async () => {
+  }, ({ sandbox_id, files }) => onSandbox(sandbox_id, async (rt) => {
     const list: [string, Uint8Array][] = files.map((f, i) => {
       if ((f.text === undefined) === (f.base64 === undefined)) {
         throw new ToolError("invalid_argument", `files[${i}]: give either text or base64`);
       }
       return [f.path, f.text !== undefined ? new TextEncoder().encode(f.text) : new Uint8Array(Buffer.from(f.base64!, "base64"))];
     });
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
     const results: FileResult[] = await rt.uploadFiles(list);
     return json(results.map((r, i) => ({ path: list[i][0], error: r.error })));
   }));
@@ -323,8 +328,7 @@ export function createMcpServer(state: McpState): McpServer {
   server.registerTool("download_files", {
     description: "Read whole files: each as text, or as base64 when it is not UTF-8 text, or its error",
     inputSchema: { sandbox_id: sandboxIdArg, paths: z.array(z.string().min(1)).min(1).max(1000).describe("Absolute paths") },
-  }, ({ sandbox_id, paths }) => tool(async () => {
-    const rt = await state.runtime(state.sandboxId(sandbox_id));
+  }, ({ sandbox_id, paths }) => onSandbox(sandbox_id, async (rt) => {
     const results = await rt.downloadFiles(paths);
     return json(results.map((r, i) => r.error
       ? { path: paths[i], error: r.error }
