@@ -130,7 +130,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         json_t *labels = json_object_get(json_object_get(inspect, "Config"), "Labels");
         const char *list = json_string_value(json_object_get(labels, "org.agentix.egress")),
                    *netns = json_string_value(json_object_get(json_object_get(inspect, "NetworkSettings"), "SandboxKey"));
-        _cleanup_strv_free_ char **args = NULL;
+        _cleanup_strv_free_ char **cidrs = calloc(1, sizeof(char *));
         FirewallJob *job;
         AdoptEgress *e;
         int r;
@@ -143,11 +143,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
                             "rules it was made with stay.", label(labels, "org.agentix.sandbox"));
                 return false;
         }
-        r = strv_extend(&args, "egress");
-        if (r >= 0)
-                r = strv_extend(&args, netns);
-        if (r >= 0 && list[0])
-                r = strv_split_extend(&args, list);
+        r = cidrs ? strv_split_extend(&cidrs, list) : -ENOMEM;
         e = r >= 0 ? calloc(1, sizeof(*e)) : NULL;
         if (!e) {
                 found(a, inspect, true);
@@ -155,7 +151,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         }
         *e = (AdoptEgress) { .adopt = a, .inspect = json_incref(inspect) };
         a->pending++;
-        r = firewall_egress_start(a->backend->event, args, on_egress_set, e, &job);
+        r = firewall_egress_start(a->backend->event, netns, cidrs, on_egress_set, e, &job);
         if (r < 0)
                 on_egress_set(e, r, "");
         return true;

@@ -76,6 +76,7 @@ struct AgentdJob {
         const char *network;      /* NetworkMode, or NULL: Docker's default */
         DockerNetwork *own;       /* agentd's network it goes on (network is its name), or NULL */
         FirewallJob *egress;      /* setting its egress rules */
+        json_t *inspected;        /* the container as it was when they were asked for */
         bool egress_set;          /* they are in place */
         /* the failure being reported once the cleanup is done */
         const char *error_name;
@@ -92,6 +93,7 @@ static void job_free(CreateJob *j) {
         }
         sd_event_source_disable_unref(j->timer);
         firewall_job_cancel(j->egress);
+        json_decref(j->inspected);
         free(j->bundle_id);
         free(j->container_id);
         free(j->runtime_url);
@@ -450,36 +452,33 @@ static void on_inspected(CreateJob *j, json_t *body) {
 
 static void on_egress_set(void *userdata, int status, const char *output) {
         CreateJob *j = userdata;
+        json_t *inspected;
 
         j->egress = NULL;
         if (status != 0)
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Could not set the sandbox's egress rules (agentix-firewall "
                      "egress: %s%s%s)", status < 0 ? strerror(-status) : "failed", output[0] ? ": " : "", output);
         j->egress_set = true;
-        j->step = STEP_INSPECT; /* and on to /health */
-        step(j);
+        inspected = TAKE_PTR(j->inspected);
+        on_inspected(j, inspected); /* and on to /health */
+        json_decref(inspected);
 }
 
 /* The container runs: its egress rules go into its network namespace before anything can run
  * in it (the runtime only serves calls made with the token the create answers with). */
 static void start_egress(CreateJob *j, json_t *inspect) {
         const char *netns = json_string_value(json_object_get(json_object_get(inspect, "NetworkSettings"), "SandboxKey"));
-        _cleanup_strv_free_ char **args = NULL;
         int r;
 
         if (!netns || !netns[0])
                 FAIL(j, AGENTD_ERROR_START_FAILED, "%s gave no network namespace for the sandbox: its egress rules "
                      "cannot be set", j->backend->service);
-        r = strv_extend(&args, "egress");
-        if (r >= 0)
-                r = strv_extend(&args, netns);
-        for (const char *const *c = j->spec->egress; r >= 0 && *c; c++)
-                r = strv_extend(&args, *c);
-        if (r >= 0)
-                r = firewall_egress_start(j->backend->event, args, on_egress_set, j, &j->egress);
+        r = firewall_egress_start(j->backend->event, netns, (char *const *) j->spec->egress, on_egress_set, j,
+                                  &j->egress);
         if (r < 0)
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot ask agentix-firewall to set the sandbox's egress rules: "
                      "%s", strerror(-r));
+        j->inspected = json_incref(inspect);
         j->step = STEP_EGRESS;
 }
 

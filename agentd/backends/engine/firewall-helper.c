@@ -17,6 +17,7 @@
 #include "firewall-helper.h"
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 #define CAP_NET_ADMIN_BIT 12
 #define CAP_SYS_ADMIN_BIT 21
@@ -50,17 +51,29 @@ const char *firewall_egress_socket(void) {
         return stat(path, &st) >= 0 && S_ISSOCK(st.st_mode) ? path : NULL;
 }
 
-bool firewall_helper_allowed(bool namespaces) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
-        unsigned long long caps, need = 1ULL << CAP_NET_ADMIN_BIT;
+/* Our effective capabilities (/proc/self/status's CapEff), read once: agentd never changes them. */
+static unsigned long long effective_capabilities(void) {
+        static unsigned long long caps;
+        static bool known;
         char line[256];
+
+        if (!known) {
+                _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
+
+                while (f && fgets(line, sizeof(line), f))
+                        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+                                break;
+                known = true;
+        }
+        return caps;
+}
+
+bool firewall_helper_allowed(bool namespaces) {
+        unsigned long long need = 1ULL << CAP_NET_ADMIN_BIT;
 
         if (namespaces)
                 need |= 1ULL << CAP_SYS_ADMIN_BIT;
-        while (f && fgets(line, sizeof(line), f))
-                if (sscanf(line, "CapEff: %llx", &caps) == 1)
-                        return (caps & need) == need;
-        return false;
+        return (effective_capabilities() & need) == need;
 }
 
 /* argv for the helper: its path, then args. */
@@ -202,6 +215,16 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* Read its output as it comes, and give it 30 s. */
+static int watch_output(FirewallJob *j, sd_event *event) {
+        int r;
+
+        r = sd_event_add_io(event, &j->output_source, j->output_fd, EPOLLIN, on_output, j);
+        if (r < 0)
+                return r;
+        return sd_event_add_time_relative(event, &j->timer, CLOCK_MONOTONIC, JOB_TIMEOUT_USEC, 0, on_timeout, j);
+}
+
 int firewall_helper_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
                           FirewallJob **ret) {
         _cleanup_close_ int write_end = -EBADF;
@@ -234,9 +257,7 @@ int firewall_helper_start(sd_event *event, char *const *args, firewall_done_t do
         }
         r = sd_event_add_io(event, &j->exit_source, j->pidfd, EPOLLIN, on_child_exit, j);
         if (r >= 0)
-                r = sd_event_add_io(event, &j->output_source, j->output_fd, EPOLLIN, on_output, j);
-        if (r >= 0)
-                r = sd_event_add_time_relative(event, &j->timer, CLOCK_MONOTONIC, JOB_TIMEOUT_USEC, 0, on_timeout, j);
+                r = watch_output(j, event);
         if (r < 0) {
                 firewall_job_cancel(j);
                 return r;
@@ -282,9 +303,7 @@ int firewall_helper_ask(sd_event *event, const char *socket_path, char *const *a
                 job_free(j);
                 return r;
         }
-        r = sd_event_add_io(event, &j->output_source, j->output_fd, EPOLLIN, on_output, j);
-        if (r >= 0)
-                r = sd_event_add_time_relative(event, &j->timer, CLOCK_MONOTONIC, JOB_TIMEOUT_USEC, 0, on_timeout, j);
+        r = watch_output(j, event);
         if (r < 0) {
                 job_free(j);
                 return r;
@@ -297,10 +316,19 @@ bool firewall_egress_possible(void) {
         return firewall_egress_socket() || firewall_helper_allowed(true);
 }
 
-int firewall_egress_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
-                          FirewallJob **ret) {
+int firewall_egress_start(sd_event *event, const char *netns, char *const *cidrs, firewall_done_t done,
+                          void *userdata, FirewallJob **ret) {
         const char *socket_path = firewall_egress_socket();
+        _cleanup_strv_free_ char **args = NULL;
+        int r;
 
+        r = strv_extend(&args, "egress");
+        if (r >= 0)
+                r = strv_extend(&args, netns);
+        for (char *const *c = cidrs; r >= 0 && c && *c; c++)
+                r = strv_extend(&args, *c);
+        if (r < 0)
+                return r;
         if (socket_path)
                 return firewall_helper_ask(event, socket_path, args, done, userdata, ret);
         if (!firewall_helper_allowed(true))

@@ -40,9 +40,10 @@ int firewall_helper_ask(sd_event *event, const char *socket_path, char *const *a
 /* Can a sandbox's egress rules be set: the service's socket is there, or we hold the
  * capabilities to run the helper ourselves? */
 bool firewall_egress_possible(void);
-/* Set them (args: "egress", NETNS, CIDR...): through the service when its socket is there,
- * else as our own child; -EPERM when neither can. */
-int firewall_egress_start(sd_event *event, char *const *args, firewall_done_t done, void *userdata,
-                          FirewallJob **ret);
+/* Set them for the network namespace file netns (allowing cidrs, NULL-terminated; none: no
+ * network): through the service when its socket is there, else as our own child; -EPERM when
+ * neither can. */
+int firewall_egress_start(sd_event *event, const char *netns, char *const *cidrs, firewall_done_t done,
+                          void *userdata, FirewallJob **ret);
 /* Kill it (if still running), reap it, never call done(). NULL is fine. */
 void firewall_job_cancel(FirewallJob *j);
