@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <ini.h>
 #include <math.h>
+#include <strings.h>
 
 #include "agentd-config.h"
 #include "macro.h"
@@ -182,6 +183,20 @@ static int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
         return 0;
 }
 
+/* yes/no, true/false, on/off, 1/0, as systemd reads them. */
+static int parse_boolean(const char *s) {
+        static const char *const yes[] = { "1", "yes", "y", "true", "t", "on" };
+        static const char *const no[] = { "0", "no", "n", "false", "f", "off" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0)
+                        return 1;
+                if (strcasecmp(s, no[i]) == 0)
+                        return 0;
+        }
+        return -EINVAL;
+}
+
 /* ---- the file ---------------------------------------------------------------------------- */
 
 typedef struct Parser {
@@ -235,8 +250,15 @@ static int sandboxes_key(Parser *p, const char *key, const char *value) {
                 *(streq(key, "MaxSandboxes") ? &c->max_sandboxes : &c->max_sandboxes_per_user) = v;
                 return 1;
         }
-        return parser_fail(p, "unknown key %s= in [Sandboxes] (DefaultTTL, MaxTTL, MaxSandboxes, MaxSandboxesPerUser)",
-                           key);
+        if (streq(key, "DeleteOnStop")) {
+                int b = parse_boolean(value);
+                if (b < 0)
+                        return parser_fail(p, "DeleteOnStop=%s is not a boolean (yes or no)", value);
+                c->delete_on_stop = b;
+                return 1;
+        }
+        return parser_fail(p, "unknown key %s= in [Sandboxes] (DefaultTTL, MaxTTL, MaxSandboxes, MaxSandboxesPerUser, "
+                           "DeleteOnStop)", key);
 }
 
 static int limits_key(Parser *p, const char *key, const char *value) {
@@ -501,6 +523,7 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         put_seconds(out, "MaxTTL", c->max_ttl_sec);
         put_count(out, "MaxSandboxes", c->max_sandboxes);
         put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
+        fprintf(out, "DeleteOnStop=%s\n", c->delete_on_stop ? "yes" : "no");
         fputs("\n[Limits]\n", out);
         fprintf(out, "DefaultCPUs=%g\n", c->defaults.cpus);
         put_size(out, "DefaultMemory", c->defaults.memory);

@@ -20,6 +20,7 @@ typedef struct AgentdConfig {
         uint64_t max_ttl_sec;            /* AGENTD_UNLIMITED: any */
         uint64_t max_sandboxes;
         uint64_t max_sandboxes_per_user;
+        bool delete_on_stop;             /* agentd deletes its sandboxes when it stops (else they run on) */
         /* [Limits]: what a create gets when it names none, and the most it may ask for */
         SandboxLimits defaults;
         SandboxLimits maxima;            /* cpus 0, memory/pids AGENTD_UNLIMITED: any */

@@ -18,6 +18,7 @@ typedef struct Backend {
         void *owner;             /* the Manager, for the backend's callbacks */
         bool adopting;           /* an adopt() is on its way */
         bool adopt_again;        /* and another was asked for meanwhile */
+        bool looked;             /* the first adopt() at start has ended (or could not start) */
 } Backend;
 
 /* Load each of names from dir; one that fails is kept with its error (never fatal here). */

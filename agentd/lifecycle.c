@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <malloc.h>
+#include <systemd/sd-daemon.h>
 #include <time.h>
 
 #include "agentd-errors.h"
@@ -7,6 +8,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "sandbox-setup.h"
+#include "strv.h"
 
 /* ---- signals ----------------------------------------------------------------------------- */
 
@@ -17,7 +19,7 @@ static void emit_new(Manager *m, Sandbox *s) {
 static void set_state(Manager *m, Sandbox *s, SandboxState state) {
         if (s->state == state)
                 return;
-        log_info("Sandbox %s: %s -> %s.", s->id, sandbox_state_to_string(s->state), sandbox_state_to_string(state));
+        log_sandbox_info(s, "Sandbox %s: %s -> %s.", s->id, sandbox_state_to_string(s->state), sandbox_state_to_string(state));
         s->state = state;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "State", "RuntimeUrl", "ContainerId",
                                               NULL);
@@ -76,7 +78,7 @@ static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
         while ((s = manager_find_sandbox(m, is_expired, &now))) {
                 char id[32];
 
-                log_info("Sandbox %s expired: deleting it.", s->id);
+                log_sandbox_info(s, "Sandbox %s expired: deleting it.", s->id);
                 snprintf(id, sizeof(id), "%s", s->id);
                 (void) lifecycle_delete(m, s, NULL);
                 s = manager_get_sandbox(m, id);
@@ -160,7 +162,7 @@ static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata
                 create_done(s, NULL, NULL);
                 return;
         }
-        log_warning("Sandbox %s: %s", s->id, error);
+        log_sandbox_warning(s, "Sandbox %s: %s", s->id, error);
         s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
         s->failure_message = strdup(error);
         set_state(m, s, SANDBOX_REMOVING);
@@ -182,7 +184,7 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
         }
         call = TAKE_PTR(s->create_call);
         if (error_name) {
-                log_warning("Sandbox %s: create failed: %s", s->id, message);
+                log_sandbox_warning(s, "Sandbox %s: create failed: %s", s->id, message);
                 if (call)
                         (void) sd_bus_reply_method_errorf(call, error_name, "%s", message);
                 sd_bus_message_unref(call);
@@ -221,7 +223,7 @@ static int on_caller_gone(sd_bus_track *track, void *userdata) {
                 ;
         if (!s)
                 return 0;
-        log_info("Sandbox %s: its creator left the bus (bind_to_caller): deleting it.", s->id);
+        log_sandbox_info(s, "Sandbox %s: its creator left the bus (bind_to_caller): deleting it.", s->id);
         s->track = sd_bus_track_unref(s->track);
         (void) lifecycle_delete(m, s, NULL);
         return 0;
@@ -281,10 +283,10 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                         return r;
                 }
         }
-        log_info("Sandbox %s: creating for uid %u on %s (image %s, bundle %s).", s->id, (unsigned) owner,
-                 backend->name, config->image, config->bundle);
         s->manager = m;
         s->backend = backend;
+        log_sandbox_info(s, "Sandbox %s: creating for uid %u on %s (image %s, bundle %s).", s->id, (unsigned) owner,
+                         backend->name, config->image, config->bundle);
         sandbox_fill_spec(s);
         emit_new(m, s);
         /* Answered by create_done(), which may run before this returns (and free s). */
@@ -323,7 +325,7 @@ static void on_removed(void *userdata, const char *error_name, const char *messa
         Backend *b = s->backend;
 
         if (error_name) {
-                log_warning("Sandbox %s: removing its container failed: %s", s->id, message);
+                log_sandbox_warning(s, "Sandbox %s: removing its container failed: %s", s->id, message);
                 for (size_t i = 0; i < s->n_delete_calls; i++) {
                         (void) sd_bus_reply_method_errorf(s->delete_calls[i], error_name, "%s", message);
                         sd_bus_message_unref(s->delete_calls[i]);
@@ -429,10 +431,10 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         else if (streq(action, "start"))
                 set_state(m, s, SANDBOX_RUNNING);
         else if (streq(action, "oom"))
-                log_warning("Sandbox %s ran out of memory (its limit is %llu bytes).", s->id,
+                log_sandbox_warning(s, "Sandbox %s ran out of memory (its limit is %llu bytes).", s->id,
                             (unsigned long long) s->config->limits.memory);
         else if (streq(action, "destroy")) {
-                log_info("Sandbox %s: its container was removed outside agentd.", s->id);
+                log_sandbox_info(s, "Sandbox %s: its container was removed outside agentd.", s->id);
                 drop(m, s);
         }
 }
@@ -462,7 +464,7 @@ static int on_name_has_owner(sd_bus_message *reply, void *userdata, sd_bus_error
         if (!sd_bus_message_is_method_error(reply, NULL))
                 (void) sd_bus_message_read(reply, "b", &has);
         if (!has && s->state != SANDBOX_REMOVING) {
-                log_info("Sandbox %s: its creator %s left the bus while agentd was away (bind_to_caller): deleting it.",
+                log_sandbox_info(s, "Sandbox %s: its creator %s left the bus while agentd was away (bind_to_caller): deleting it.",
                          s->id, s->bound_to);
                 s->track = sd_bus_track_unref(s->track);
                 (void) lifecycle_delete(s->manager, s, NULL);
@@ -482,7 +484,7 @@ static void bind_again(Manager *m, Sandbox *s) {
                                              "org.freedesktop.DBus", "NameHasOwner", on_name_has_owner, s, "s",
                                              s->bound_to);
         if (r < 0)
-                log_warning("Sandbox %s: cannot watch its creator %s on the bus: it stays until it expires.", s->id,
+                log_sandbox_warning(s, "Sandbox %s: cannot watch its creator %s on the bus: it stays until it expires.", s->id,
                             s->bound_to);
 }
 
@@ -515,8 +517,8 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         }
         /* Half-made (a create that never started it), expired, or without what a sandbox needs. */
         if (state == AGENTD_FOUND_HALF_MADE || spec->expires_at * 1000000ULL <= now_realtime_usec()) {
-                log_info("Removing %s's container of sandbox %s: %s.", b->name, spec->id,
-                         state == AGENTD_FOUND_HALF_MADE ? "its create never finished" : "expired");
+                log_sandbox_id_full(spec->id, spec->owner, b->name, LOG_INFO, "Removing %s's container of sandbox %s: %s.",
+                                    b->name, spec->id, state == AGENTD_FOUND_HALF_MADE ? "its create never finished" : "expired");
                 (void) b->ops->remove(b->state, spec->id, NULL, NULL);
                 return;
         }
@@ -534,11 +536,24 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
                 sandbox_free(s);
                 return;
         }
-        log_info("Sandbox %s of uid %u adopted from %s (%s).", s->id, (unsigned) s->owner, b->name,
+        log_sandbox_info(s, "Sandbox %s of uid %u adopted from %s (%s).", s->id, (unsigned) s->owner, b->name,
                  sandbox_state_to_string(s->state));
         emit_new(m, s);
         if (s->bound_to)
                 bind_again(m, s);
+}
+
+/* Every backend looked at once: ready (once). */
+static void check_ready(Manager *m) {
+        void (*ready)(Manager *m) = m->on_ready;
+
+        for (size_t i = 0; i < m->n_backends; i++)
+                if (m->backends[i]->state && !m->backends[i]->looked)
+                        return;
+        if (ready) {
+                m->on_ready = NULL;
+                ready(m);
+        }
 }
 
 static bool is_unconfirmed(Sandbox *s, void *userdata) {
@@ -556,7 +571,7 @@ static void on_adopted(void *userdata, int error) {
                 s->unconfirmed = false;
                 if (error < 0 || !sandbox_state_is_settled(s->state))
                         continue;
-                log_info("Sandbox %s: its container is gone from %s.", s->id, b->name);
+                log_sandbox_info(s, "Sandbox %s: its container is gone from %s.", s->id, b->name);
                 drop(m, s);
         }
         b->adopting = false;
@@ -567,6 +582,8 @@ static void on_adopted(void *userdata, int error) {
         }
         schedule_reaper(m);
         prune(m, b);
+        b->looked = true;
+        check_ready(m);
 }
 
 /* Look at everything the backend holds: adopt, confirm, remove (one walk at a time). */
@@ -576,8 +593,10 @@ static void reconcile(Backend *b) {
         Sandbox *s;
         int r;
 
-        if (!b->state || !b->ops->adopt)
+        if (!b->state || !b->ops->adopt) {
+                b->looked = true;
                 return;
+        }
         if (b->adopting) {
                 b->adopt_again = true;
                 return;
@@ -588,6 +607,7 @@ static void reconcile(Backend *b) {
         r = b->ops->adopt(b->state, on_found, on_adopted, b);
         if (r < 0) {
                 b->adopting = false;
+                b->looked = true;
                 log_warning("Backend %s: cannot look at its sandboxes: %s", b->name, strerror(-r));
         }
 }
@@ -606,7 +626,60 @@ int lifecycle_start(Manager *m) {
                                 log_warning("Backend %s: cannot follow its events: %s", b->name, strerror(-r));
                 }
         }
+        check_ready(m);
         return 0;
+}
+
+static bool is_removing(Sandbox *s, void *userdata) {
+        return s->state == SANDBOX_REMOVING;
+}
+
+static int on_deleted_all(sd_event_source *es, void *userdata) {
+        Manager *m = userdata;
+
+        if (manager_find_sandbox(m, is_removing, NULL))
+                return 0;
+        if (strmap_size(m->sandboxes) == 0)
+                log_info("Every sandbox is deleted (DeleteOnStop=yes): stopping.");
+        else
+                log_warning("%zu sandbox(es) could not be deleted (see above); stopping all the same.",
+                            strmap_size(m->sandboxes));
+        return sd_event_exit(m->event, 0);
+}
+
+static int on_delete_all_timeout(sd_event_source *es, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        log_warning("%zu sandbox(es) still being deleted when agentd stops; their containers stay (the next agentd "
+                    "deletes the expired ones).", strmap_size(m->sandboxes));
+        return sd_event_exit(m->event, 0);
+}
+
+int lifecycle_delete_all_then_exit(Manager *m, uint64_t timeout_usec) {
+        _cleanup_strv_free_ char **ids = NULL;
+        size_t state = 0;
+        Sandbox *s;
+        int r;
+
+        if (strmap_size(m->sandboxes) == 0)
+                return 0;
+        log_info("Deleting %zu sandbox(es) before agentd stops (DeleteOnStop=yes).", strmap_size(m->sandboxes));
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Deleting every sandbox (DeleteOnStop=yes)");
+        /* Each once, by id: a delete may end (and free the record) before lifecycle_delete()
+         * returns, and one the backend refused stays (failed) until the timeout. */
+        while ((s = strmap_iterate(m->sandboxes, &state)))
+                if (s->state != SANDBOX_REMOVING && strv_extend(&ids, s->id) < 0)
+                        return -ENOMEM;
+        for (char **id = ids; id && *id; id++)
+                if ((s = manager_get_sandbox(m, *id)))
+                        (void) lifecycle_delete(m, s, NULL);
+        if (!manager_find_sandbox(m, is_removing, NULL))
+                return 0;
+        r = sd_event_add_post(m->event, NULL, on_deleted_all, m);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, timeout_usec, 0, on_delete_all_timeout, m);
+        return r < 0 ? r : 1;
 }
 
 void lifecycle_stop(Manager *m) {

@@ -17,7 +17,13 @@ int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *err
 
 /* Adopt the sandboxes an earlier agentd left in Docker (their labels say whose they are and
  * until when), remove the half-made (never started) and the expired ones, then follow the
- * backend's events. */
+ * backend's events. m->on_ready (if set) is called once every backend has been looked at
+ * (adopted, or it could not say within its timeout): agentd takes its bus name then, so that
+ * no client sees a restarted agentd without the sandboxes it is about to adopt. */
 int lifecycle_start(Manager *m);
+/* agentd is asked to stop and agentd.conf says DeleteOnStop=yes: delete every sandbox, and leave
+ * the event loop once none is left or after timeout_usec. 0 when there is nothing to delete
+ * (leave now). */
+int lifecycle_delete_all_then_exit(Manager *m, uint64_t timeout_usec);
 /* Stop every job in flight (before manager_free()). */
 void lifecycle_stop(Manager *m);

@@ -3,6 +3,8 @@
 #include <getopt.h>
 #include <signal.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "log.h"
 #include "lifecycle.h"
 #include "manager-dbus.h"
@@ -11,6 +13,9 @@ static bool arg_user = false;
 static bool arg_show_config = false;
 static uint64_t arg_docker_timeout_usec = 0;
 static const char *arg_config = AGENTD_CONFIG_DEFAULT;
+
+/* Within systemd's default TimeoutStopSec= (90 s). */
+#define AGENTD_STOP_DELETE_TIMEOUT_USEC (60ULL * 1000 * 1000)
 
 static void help(void) {
         printf("Usage: agentd [OPTIONS]\n"
@@ -135,6 +140,57 @@ static int load_config(AgentdConfig **ret) {
         return 0;
 }
 
+/* SIGTERM/SIGINT: leave the loop, after deleting every sandbox when agentd.conf says
+ * DeleteOnStop=yes (the sandboxes run on otherwise: they have TTLs, and the next agentd adopts
+ * them). A second signal does not wait. */
+static int on_stop_signal(sd_event_source *es, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+        static bool stopping = false;
+        int r;
+
+        if (stopping || !m->config->delete_on_stop)
+                return sd_event_exit(m->event, 0);
+        stopping = true;
+        m->stopping = true; /* no new creates meanwhile */
+        r = lifecycle_delete_all_then_exit(m, AGENTD_STOP_DELETE_TIMEOUT_USEC);
+        if (r <= 0) {
+                if (r < 0)
+                        log_error_errno(r, "Cannot delete the sandboxes before stopping: %m");
+                return sd_event_exit(m->event, 0);
+        }
+        return 0;
+}
+
+static int on_reload_signal(sd_event_source *es, const struct signalfd_siginfo *si, void *userdata) {
+        (void) manager_dbus_reload(userdata, NULL);
+        return 0;
+}
+
+static int on_name_acquired(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        Manager *m = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+
+        if (e) {
+                log_error("Failed to own %s on the bus (another agentd, or the bus policy?): %s", BUS_NAME, e->message);
+                return sd_event_exit(m->event, -sd_bus_error_get_errno(e) ?: -EACCES);
+        }
+        log_info("agentd %s on the %s bus as %s.", AGENTIX_VERSION, arg_user ? "session" : "system", BUS_NAME);
+        (void) sd_notify(false, "READY=1");
+        manager_notify_status(m);
+        return 0;
+}
+
+/* The sandboxes an earlier agentd left are adopted: clients may come (the ones D-Bus activation
+ * queued get their answers now). */
+static void on_ready(Manager *m) {
+        int r = sd_bus_request_name_async(m->bus, NULL, BUS_NAME, 0, on_name_acquired, m);
+
+        if (r < 0) {
+                log_error_errno(r, "Failed to ask for %s on the bus: %m", BUS_NAME);
+                (void) sd_event_exit(m->event, r);
+        }
+}
+
 static bool any_backend_loaded(Backend **l, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (l[i]->state)
@@ -170,14 +226,15 @@ int main(int argc, char *argv[]) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
         r = sd_event_default(&event);
         if (r < 0)
                 goto finish;
-        (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
-        (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);
+        /* WATCHDOG=1 from the loop itself, at half of WatchdogSec= (nothing when it is unset). */
+        (void) sd_event_set_watchdog(event, true);
 
         /* The backends take this loop as sd_event_default(). Loaded before the bus: with none,
          * there is nothing to offer on it. */
@@ -200,21 +257,25 @@ int main(int argc, char *argv[]) {
         n_backends = 0;
         if (r < 0)
                 goto finish;
+        m->config_path = arg_config;
+        m->timeout_from_command_line = arg_docker_timeout_usec > 0;
         r = manager_dbus_register(m);
         if (r < 0)
                 goto finish;
-        r = lifecycle_start(m);
+        r = sd_event_add_signal(event, NULL, SIGTERM, on_stop_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGINT, on_stop_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGHUP, on_reload_signal, m);
         if (r < 0)
                 goto finish;
         r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
                 goto finish;
-        r = sd_bus_request_name(bus, BUS_NAME, 0);
-        if (r < 0) {
-                log_error_errno(r, "Failed to own %s on the bus (another agentd, or the bus policy?): %m", BUS_NAME);
+        m->on_ready = on_ready;
+        r = lifecycle_start(m);
+        if (r < 0)
                 goto finish;
-        }
-        log_info("agentd %s on the %s bus as %s.", AGENTIX_VERSION, arg_user ? "session" : "system", BUS_NAME);
         r = sd_event_loop(event);
 finish:
         if (r < 0 && r != -ENOENT)

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
 #include "agentd-errors.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -36,6 +39,9 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         uid_t uid;
         int r;
 
+        if (m->stopping)
+                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE,
+                                         "agentd is stopping (deleting its sandboxes): try again when it is back.");
         r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID, &creds);
         if (r >= 0)
                 r = sd_bus_creds_get_euid(creds, &uid);
@@ -117,6 +123,42 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
 }
 
+int manager_dbus_reload(Manager *m, sd_bus_error *error) {
+        _cleanup_free_ char *why = NULL;
+        struct timespec ts;
+        int r;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading %s",
+                          (unsigned long long) ts.tv_sec * 1000000ULL + (unsigned long long) ts.tv_nsec / 1000, m->config_path);
+        r = manager_reload(m, &why);
+        (void) sd_notify(false, "READY=1");
+        manager_notify_status(m);
+        if (r < 0) {
+                log_error("Reload failed, the configuration in effect is unchanged: %s", why ?: strerror(-r));
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "Reload failed, the configuration in effect is unchanged: %s", why ?: strerror(-r));
+        }
+        log_info("Reloaded %s.", m->config_path);
+        (void) sd_bus_emit_properties_changed(m->bus, MANAGER_PATH, MANAGER_INTERFACE, "DefaultBackend", "DefaultRuntime",
+                                              NULL);
+        return 0;
+}
+
+static int method_reload(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        uid_t uid;
+        int r;
+
+        r = sender_uid(msg, &uid);
+        if (r < 0)
+                return r;
+        if (uid != 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                         "Only root may reload agentd (you are uid %u).", (unsigned) uid);
+        r = manager_dbus_reload(userdata, error);
+        return r < 0 ? r : sd_bus_reply_method_return(msg, "");
+}
+
 /* a(sss): each backend Load= names, "loaded" or "failed", and its file or why it failed. */
 static int property_backends(sd_bus *bus, const char *path, const char *interface, const char *property,
                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
@@ -171,9 +213,9 @@ static int property_default_backend(sd_bus *bus, const char *path, const char *i
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Backends", "a(sss)", property_backends, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("DefaultBackend", "s", property_default_backend, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("DefaultBackend", "s", property_default_backend, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Runtimes", "a(ssb)", property_runtimes, 0, 0),
-        SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
                                  method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,
@@ -184,6 +226,7 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
                                  method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_VTABLE_END

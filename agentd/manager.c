@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
+#include <systemd/sd-daemon.h>
+
 #include "agentd-errors.h"
+#include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "strv.h"
 
 int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Backend **backends, size_t n_backends,
                 Manager **ret) {
@@ -36,7 +40,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         while ((s = strmap_iterate(m->sandboxes, &state))) {
-                manager_remove_sandbox(m, s);
+                (void) strmap_remove(m->sandboxes, s->id, strlen(s->id));
                 sandbox_free(s);
                 state = 0;
         }
@@ -55,12 +59,18 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
 }
 
 int manager_add_sandbox(Manager *m, Sandbox *s) {
-        return strmap_put(m->sandboxes, s->id, strlen(s->id), s);
+        int r = strmap_put(m->sandboxes, s->id, strlen(s->id), s);
+
+        if (r >= 0)
+                manager_notify_status(m);
+        return r;
 }
 
 void manager_remove_sandbox(Manager *m, Sandbox *s) {
-        if (strmap_get(m->sandboxes, s->id, strlen(s->id)) == s)
+        if (strmap_get(m->sandboxes, s->id, strlen(s->id)) == s) {
                 (void) strmap_remove(m->sandboxes, s->id, strlen(s->id));
+                manager_notify_status(m);
+        }
 }
 
 Sandbox *manager_find_sandbox(Manager *m, bool (*match)(Sandbox *s, void *userdata), void *userdata) {
@@ -106,4 +116,62 @@ Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error) 
                 return NULL;
         }
         return b;
+}
+
+static bool str_eq_null(const char *a, const char *b) {
+        return a == b || (a && b && streq(a, b));
+}
+
+static bool strv_equal(char **a, char **b) {
+        for (; a && *a && b && *b; a++, b++)
+                if (!streq(*a, *b))
+                        return false;
+        return strv_isempty(a) && strv_isempty(b);
+}
+
+/* Keep the value in effect (swapped into the new configuration, the old one freed). */
+#define KEEP_FOR_RESTART(field, equal, what)                                                       \
+        do {                                                                                       \
+                typeof(old->field) _t_ = old->field;                                               \
+                if (!(equal))                                                                      \
+                        log_notice("Reload: %s changed; agentd takes it at its next start.", what); \
+                old->field = new->field;                                                           \
+                new->field = _t_;                                                                  \
+        } while (0)
+
+int manager_reload(Manager *m, char **ret_error) {
+        AgentdConfig *new = NULL, *old = m->config;
+        int r;
+
+        r = agentd_config_new(&new);
+        if (r < 0)
+                return r;
+        r = agentd_config_load(new, m->config_path, ret_error);
+        if (r < 0) {
+                agentd_config_free(new);
+                return r;
+        }
+        if (!backends_find(m->backends, m->n_backends, new->default_backend) ||
+            !backends_find(m->backends, m->n_backends, new->default_backend)->state) {
+                if (asprintf(ret_error, "%s (and its drop-ins): [Backends] Default=%s is not a backend this agentd "
+                             "has loaded (a change of Load= needs a restart)", m->config_path, new->default_backend) < 0)
+                        *ret_error = NULL;
+                agentd_config_free(new);
+                return -EINVAL;
+        }
+        /* The backends read these once, at load. */
+        KEEP_FOR_RESTART(backends, strv_equal(old->backends, new->backends), "[Backends] Load=");
+        KEEP_FOR_RESTART(backend_dir, streq(old->backend_dir, new->backend_dir), "[Backends] Directory=");
+        KEEP_FOR_RESTART(backend_timeout_usec, old->backend_timeout_usec == new->backend_timeout_usec ||
+                         m->timeout_from_command_line, "[Backends] Timeout=");
+        KEEP_FOR_RESTART(docker_socket, str_eq_null(old->docker_socket, new->docker_socket), "[Docker] Socket=");
+        KEEP_FOR_RESTART(podman_socket, str_eq_null(old->podman_socket, new->podman_socket), "[Podman] Socket=");
+        m->config = new;
+        agentd_config_free(old);
+        return 0;
+}
+
+void manager_notify_status(Manager *m) {
+        (void) sd_notifyf(false, "STATUS=%zu sandbox%s", strmap_size(m->sandboxes),
+                          strmap_size(m->sandboxes) == 1 ? "" : "es");
 }

@@ -22,6 +22,10 @@ typedef struct Manager {
         size_t n_backends;
         StrMap *sandboxes;        /* id -> Sandbox */
         AgentdConfig *config;
+        const char *config_path;  /* what a reload reads again */
+        bool timeout_from_command_line; /* --docker-timeout= (over [Backends] Timeout=) */
+        bool stopping;            /* deleting every sandbox before it stops: no new creates */
+        void (*on_ready)(struct Manager *m); /* once every backend's sandboxes are adopted */
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 
@@ -42,3 +46,12 @@ Sandbox *manager_find_sandbox(Manager *m, bool (*match)(Sandbox *s, void *userda
 uint64_t manager_count_sandboxes_of(Manager *m, uid_t uid);
 /* The loaded backend called name, or NULL with an InvalidConfig/BackendUnavailable error. */
 Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error);
+
+/* Read config_path (and its drop-ins) again and put it in effect: limits, TTLs, counts,
+ * runtimes, the default backend (one that is loaded) and DeleteOnStop= at once, for the creates
+ * that follow. What the backends took at start ([Backends] Load=, Directory=, Timeout=, the
+ * sockets) waits for a restart (said in the log). A bad file changes nothing: -EINVAL, and
+ * *ret_error names file, line and key. Sandboxes are not touched. */
+int manager_reload(Manager *m, char **ret_error);
+/* Tell the service manager (sd_notify STATUS=) how many sandboxes agentd has. */
+void manager_notify_status(Manager *m);

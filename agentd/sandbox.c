@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -189,4 +190,23 @@ int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error) {
                                          "Sandbox %s belongs to uid %u, not to you (uid %u).", s->id, (unsigned) s->owner,
                                          (unsigned) uid);
         return 0;
+}
+
+int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int level, int error, const char *file,
+                         int line, const char *fmt, ...) {
+        char id_field[64], owner_field[32], backend_field[64];
+        const char *fields[4] = { id_field, owner_field };
+        va_list ap;
+        int r;
+
+        snprintf(id_field, sizeof(id_field), "SANDBOX_ID=%s", id);
+        snprintf(owner_field, sizeof(owner_field), "OWNER_UID=%u", (unsigned) owner);
+        if (backend) {
+                snprintf(backend_field, sizeof(backend_field), "BACKEND=%s", backend);
+                fields[2] = backend_field;
+        }
+        va_start(ap, fmt);
+        r = log_internalv_fields(level, error, file, line, fields, fmt, ap);
+        va_end(ap);
+        return r;
 }

@@ -11,6 +11,7 @@
 #include <systemd/sd-bus.h>
 
 #include "agentix/agentd-backend.h"
+#include "log.h"
 #include "sandbox-config.h"
 
 typedef struct Backend Backend;
@@ -82,6 +83,19 @@ int sender_uid(sd_bus_message *m, uid_t *ret);
 static inline bool sandbox_visible_to(const Sandbox *s, uid_t uid) {
         return uid == 0 || uid == s->owner;
 }
+
+/* A log line about one sandbox. In the journal it carries SANDBOX_ID=, OWNER_UID= and BACKEND=
+ * (backend may be NULL), so `journalctl SANDBOX_ID=…` tells one sandbox's story. */
+int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int level, int error, const char *file,
+                         int line, const char *fmt, ...) _printf_(8, 9);
+#define log_sandbox_id_full(id, owner, backend, level, ...)                                              \
+        ((level) <= log_get_max_level()                                                                  \
+                 ? (void) sandbox_log_internal(id, owner, backend, level, 0, __FILE__, __LINE__, __VA_ARGS__) \
+                 : (void) 0)
+#define log_sandbox_full(s, level, ...) \
+        log_sandbox_id_full((s)->id, (s)->owner, (s)->backend ? (s)->backend->name : NULL, level, __VA_ARGS__)
+#define log_sandbox_info(s, ...) log_sandbox_full(s, LOG_INFO, __VA_ARGS__)
+#define log_sandbox_warning(s, ...) log_sandbox_full(s, LOG_WARNING, __VA_ARGS__)
 
 /* Has the caller (sender of m) the right to act on s: its owner, or root? Sets NotOwner. */
 int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error);

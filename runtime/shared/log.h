@@ -6,6 +6,8 @@
  * strerror of that errno, not of whatever errno happens to hold. */
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <syslog.h>
 
 #include "macro.h"
@@ -15,7 +17,15 @@ int log_get_max_level(void);
 void log_set_prefix(const char *prefix);
 void log_parse_env(void); /* AGENTIX_LOG_LEVEL=debug|info|notice|warning|err */
 
-int log_internal(int level, int error, const char *file, int line, const char *fmt, ...) _printf_(5, 6);
+/* fields: NULL, or up to 8 extra "KEY=value" journal fields, NULL-terminated. Where stderr is
+ * the journal's stream (a systemd service) a message goes to the journal with them (and
+ * PRIORITY, CODE_FILE, CODE_LINE, ERRNO, SYSLOG_IDENTIFIER); elsewhere it is one stderr line. */
+int log_internal_fields(int level, int error, const char *file, int line, const char *const *fields,
+                        const char *fmt, ...) _printf_(6, 7);
+int log_internalv_fields(int level, int error, const char *file, int line, const char *const *fields,
+                         const char *fmt, va_list ap) _printf_(6, 0);
+#define log_internal(level, error, file, line, ...) log_internal_fields(level, error, file, line, NULL, __VA_ARGS__)
+bool log_stderr_is_journal(void);
 
 #define log_full_errno(level, error, ...)                                               \
         ({                                                                              \

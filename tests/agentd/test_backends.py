@@ -11,6 +11,7 @@ and podman (Debian's, with runc)."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -146,6 +147,59 @@ def a_backend_that_cannot_load_is_listed_with_why_and_the_rest_serve():
                                                                    DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent"),
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and "No backend could be loaded" in r.stderr, r.stderr
+
+
+@test
+def reload_takes_a_good_file_keeps_the_old_one_for_a_bad_one_and_names_what_waits_for_a_restart():
+    """Manager.Reload() and SIGHUP (tests/systemd does the same through systemctl)."""
+    a = Agentd("reload", "[Sandboxes]\nMaxSandboxesPerUser=4\n[Backends]\nLoad=docker podman\n",
+               env_extra={"CONTAINER_HOST": "unix:///nonexistent/podman.sock"})
+    monitor = subprocess.Popen(["busctl", "--system", "--json=short", "monitor", NAME], env=a.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(0.3)  # the monitor is in place
+    _, kept = a.create()
+    try:
+        def write(text):
+            with open(a.config, "w") as f:
+                f.write(text)
+
+        write("[Sandboxes]\nMaxSandboxesPerUser=1\n[Runtimes]\nDefault=runc\n[Backends]\nLoad=docker podman\n"
+              "Timeout=7s\n")
+        a.manager().Reload()
+        assert a.manager_property("DefaultRuntime") == "runc"
+        name, message = error_name(a.create)  # the one kept counts: 1 is the most now
+        assert name == f"{NAME}.TooManySandboxes" and "MaxSandboxesPerUser=" in message, (name, message)
+        assert "Reload: [Backends] Timeout= changed; agentd takes it at its next start." in a.log_text()
+        # A bad file, a default backend that did not load: nothing changes, and the error names it.
+        write("[Sandboxes]\nMaxSandboxesPerUser=9\n\n[Runtimes]\nDefault=runsc\nAllowed=runc runsc\nBogus=1\n")
+        name, message = error_name(a.manager().Reload)
+        assert name == f"{NAME}.InvalidConfig" and message == (
+            f"Reload failed, the configuration in effect is unchanged: {a.config}:7: unknown key Bogus= in [Runtimes] "
+            "(Allowed, Default)"), message
+        write("[Backends]\nLoad=docker podman\nDefault=podman\n")
+        name, message = error_name(a.manager().Reload)
+        assert name == f"{NAME}.InvalidConfig" and "Default=podman is not a backend this agentd has loaded" in message, \
+            message
+        assert a.manager_property("DefaultRuntime") == "runc" and a.manager_property("DefaultBackend") == "docker"
+        assert a.log_text().count("Reload failed, the configuration in effect is unchanged") == 2, a.log_text()
+        # SIGHUP reloads too; the sandbox made before lives on through all of it.
+        write("")
+        a.agentd.send_signal(signal.SIGHUP)
+        wait_until(lambda: a.manager_property("DefaultRuntime") == "", 10, what="the reload SIGHUP asked for")
+        assert kept in a.ids()
+        _, second = a.create()
+        a.manager().DeleteSandbox(second, timeout=60)
+        # PropertiesChanged told watchers what the good reloads changed (runc, then "" again).
+        time.sleep(0.5)
+        monitor.terminate()
+        said = [json.loads(line)["payload"]["data"] for line in monitor.communicate(timeout=10)[0].splitlines()
+                if '"member":"PropertiesChanged"' in line and MANAGER_PATH + '"' in line]
+        runtimes = [d[1]["DefaultRuntime"]["data"] for d in said if d[0] == MANAGER and "DefaultRuntime" in d[1]]
+        assert runtimes == ["runc", ""], said
+    finally:
+        monitor.kill()
+        a.manager().DeleteSandbox(kept, timeout=60)
+        assert a.stop() == 0, a.log_text()
 
 
 # ---- an out-of-tree backend --------------------------------------------------------------------
