@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The registry with the modules compiled into the worker. Apart from the rest of the registry
  * because the built-ins call the worker's agentix_call_* API: only programs that run calls
- * link this (and with it libmod_sandbox, libmod_fs and the worker's call code). */
+ * link this (and with it libmod_sandbox, libmod_fs, libmod_runtime and the worker's call code). */
 
 #include "macro.h"
 #include "module-registry.h"
@@ -10,6 +10,7 @@ int module_registry_new(const char *module_dir, ModuleRegistry **ret) {
         static const agentix_module *const builtins[] = {
                 &agentix_builtin_sandbox,
                 &agentix_builtin_fs,
+                &agentix_builtin_runtime,
         };
 
         return module_registry_new_with(module_dir, builtins, ELEMENTSOF(builtins), ret);

@@ -44,3 +44,4 @@ int module_registry_resolve(ModuleRegistry *r, const char *callable, agentix_sha
 /* Built-in module tables (runtime/modules/). */
 extern const agentix_module agentix_builtin_sandbox;
 extern const agentix_module agentix_builtin_fs;
+extern const agentix_module agentix_builtin_runtime;

@@ -301,6 +301,9 @@ static void options_from_env(Options *o) {
 
 /* The token, taken out of the environment at start (take_token()). */
 static char *server_token = NULL;
+/* $AGENTIX_CLAIMABLE=1: agentd made this runtime for a pool; runtime::claim may change its
+ * token once (rpc-claim.h). Taken out of the environment too. */
+static bool server_claimable = false;
 
 /* Keep the token from what the server runs: out of the environment the worker and its commands
  * inherit, and, with the server not dumpable, /proc/<its pid>/environ and mem belong to root,
@@ -315,6 +318,8 @@ static int take_token(void) {
                 memset((char *) t, 'x', strlen(t));
                 (void) unsetenv("AGENTIX_TOKEN");
         }
+        server_claimable = getenv("AGENTIX_CLAIMABLE") && streq(getenv("AGENTIX_CLAIMABLE"), "1");
+        (void) unsetenv("AGENTIX_CLAIMABLE");
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return log_error_errno(errno, "Failed to make the server non-dumpable: %m");
         return 0;
@@ -516,6 +521,7 @@ static int setup(Server *srv, Options *o) {
                 static const SioNamespace main_ns = { .name = "/" };
                 RpcConfig rpc_config = {
                         .token = server_token,
+                        .claimable = server_claimable,
                         .max_message = o->max_message,
                         .max_calls = o->max_calls,
                         .max_results = o->max_results,

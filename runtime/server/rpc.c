@@ -7,6 +7,7 @@
 #include "frame.h"
 #include "log.h"
 #include "mp-check.h"
+#include "rpc-claim.h"
 #include "rpc.h"
 #include "sio-packet.h"
 #include "strmap.h"
@@ -38,6 +39,7 @@ typedef struct RpcSocket {
         SioSocket *socket;
         RpcCall *calls;
         RpcCall *due; /* calls with output to credit to the worker (out_due > 0) */
+        struct RpcSocket *prev, *next; /* every connected socket (a claim ends the others) */
 } RpcSocket;
 
 struct RpcCall {
@@ -73,6 +75,8 @@ struct RpcCall {
         const char *terminal_event;
         Blob *terminal;
 
+        char *claim_token; /* runtime::claim: the token the server takes once the worker is done */
+
         sd_event_source *deadline;
         sd_event_source *orphan_timer; /* running with no client attached: cancel when it fires */
         RpcCall *results_prev, *results_next; /* oldest first */
@@ -98,6 +102,10 @@ struct Rpc {
         unsigned rapid_deaths;
         sd_event_source *respawn_timer;
         bool stopping; /* shutting down: no more calls, no respawn */
+
+        RpcSocket *sockets;
+        RpcCall *claiming; /* the runtime::claim under way */
+        bool claimed;      /* by agentd, once: its token is the claimer's */
 };
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -328,6 +336,9 @@ static void call_free(RpcCall *c) {
         sd_event_source_disable_unref(c->deadline);
         sd_event_source_disable_unref(c->orphan_timer);
         blob_unref(c->terminal);
+        if (rpc->claiming == c)
+                rpc->claiming = NULL;
+        free(c->claim_token);
         free(c);
 }
 
@@ -358,6 +369,35 @@ static void results_enforce_bounds(Rpc *rpc) {
 
 /* Decide the call's terminal event; deliver it if a client is attached; keep it until acked.
  * The envelope is shared between the connection's queue and the cache: never copied. */
+/* The worker has applied the claim's env and workdir (ok): the token is the claimer's from now
+ * on, and every connection made with the old one ends, but the claimer's, which gets the answer
+ * (agentd closes it). */
+static void claim_finish(RpcCall *c, bool ok) {
+        Rpc *rpc = c->rpc;
+        size_t n = 0;
+
+        rpc->claiming = NULL;
+        if (!ok) {
+                free(c->claim_token);
+                c->claim_token = NULL;
+                return;
+        }
+        free(rpc->token);
+        rpc->token = TAKE_PTR(c->claim_token);
+        rpc->config.token = rpc->token;
+        rpc->claimed = true;
+        for (RpcSocket *o = rpc->sockets; o; o = o->next)
+                n++;
+        _cleanup_free_ SioSocket **others = calloc(n + 1, sizeof(SioSocket *));
+        n = 0;
+        for (RpcSocket *o = rpc->sockets; others && o; o = o->next)
+                if (o != c->owner)
+                        others[n++] = o->socket;
+        for (size_t i = 0; i < n; i++)
+                sio_socket_close_connection(others[i], "the runtime was claimed: its token changed");
+        log_info("Claimed by agentd: a new token, %zu other connection(s) closed.", n);
+}
+
 static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
         Rpc *rpc = c->rpc;
 
@@ -372,6 +412,8 @@ static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
         c->terminal = blob_ref(envelope);
         if (!envelope)
                 log_oom();
+        if (c->claim_token)
+                claim_finish(c, streq(event, EV_RESULT) && envelope);
 
         if (c->owner && envelope) {
                 /* Items the client has not seen yet go first: order within a call is kept. */
@@ -560,6 +602,7 @@ static void call_resume_on(RpcCall *c, RpcSocket *o) {
 }
 
 static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
+        _cleanup_free_ char *claim_token_new = NULL;
         SioSocket *s = o->socket;
         const char *id, *callable, *shape;
         size_t id_len, callable_len, shape_len;
@@ -639,6 +682,22 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
                 return;
         }
 
+        if (claim_is_call(callable, callable_len)) {
+                const char *why = NULL;
+                if (!rpc->config.claimable)
+                        why = "this runtime is not agentd's to claim (it was not made for a pool)";
+                else if (rpc->claimed || rpc->claiming)
+                        why = "this runtime was claimed already";
+                else if (rpc->n_running > 0)
+                        why = "runtime::claim needs a runtime with no call running";
+                else if (!(claim_token_new = claim_token(e->map, &why)) && !why)
+                        why = "out of memory";
+                if (why) {
+                        emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = why });
+                        return;
+                }
+        }
+
         if (!worker_link_running(rpc->worker)) {
                 rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
                 r = worker_link_start(rpc->worker);
@@ -678,6 +737,10 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         c->in_worker = true;
         rpc->n_in_worker++;
         rpc->n_running++;
+        if (claim_token_new) {
+                c->claim_token = TAKE_PTR(claim_token_new);
+                rpc->claiming = c;
+        }
         call_attach(c, o);
         /* The window is open: this first ack (taken: 0) also tells the client that this server
          * does flow control, before any item of the call can reach it. */
@@ -848,23 +911,35 @@ static const char *on_authorize(SioServer *server, const json_t *auth, void *use
 
 static void on_connected(SioSocket *s, const json_t *auth, void *userdata) {
         RpcSocket *o = calloc(1, sizeof(*o));
+        Rpc *rpc = userdata;
 
         if (!o) {
                 sio_socket_close_connection(s, "out of memory");
                 return;
         }
         o->socket = s;
+        o->next = rpc->sockets;
+        if (rpc->sockets)
+                rpc->sockets->prev = o;
+        rpc->sockets = o;
         sio_socket_set_userdata(s, o);
 }
 
 static void on_disconnect(SioSocket *s, const char *reason, void *userdata) {
         RpcSocket *o = sio_socket_get_userdata(s);
+        Rpc *rpc = userdata;
 
         if (!o)
                 return;
         /* Calls outlive the connection: they keep running and keep their results for resume. */
         while (o->calls)
                 call_detach(o->calls);
+        if (o->prev)
+                o->prev->next = o->next;
+        else
+                rpc->sockets = o->next;
+        if (o->next)
+                o->next->prev = o->prev;
         sio_socket_set_userdata(s, NULL);
         free(o);
 }

@@ -22,6 +22,7 @@ typedef struct RpcConfig {
         unsigned forget_window;     /* acked/evicted call_ids remembered to refuse re-runs */
         uint64_t orphan_timeout_usec; /* a running call with no client for this long is cancelled
                                        * (0: never) */
+        bool claimable;             /* agentd keeps it in a pool: runtime::claim is allowed, once */
 } RpcConfig;
 
 int rpc_new(sd_event *event, const RpcConfig *config, Rpc **ret);

@@ -18,6 +18,7 @@ import socketio
 from harness import RpcClient, RpcError, Server, in_order, main, server_binary, test, wait_until
 
 TOKEN = "s3cret-token"
+CLAIM = "runtime::claim"
 MODULE_DIR = os.environ.get("AGENTIX_TEST_MODULE_DIR", "")
 TRANSPORTS = (["websocket"], ["polling"])
 
@@ -66,6 +67,50 @@ def auth_wrong_and_missing_token_refused():
                     raise AssertionError(f"connected with token {token!r} over {transports}")
             c = Client(s, transports)
             c.close()
+
+
+@test
+def a_claim_swaps_the_token_sets_env_and_workdir_and_ends_the_other_connections():
+    """runtime::claim, as agentd makes it when a create takes a pooled sandbox."""
+    new = "claimed-" + uuid.uuid4().hex
+    workdir = tempfile.mkdtemp(prefix="agentix-claim-") + "/made/by/claim"
+    with server() as s:  # a runtime not made for a pool refuses
+        c = Client(s)
+        e = c.error(c.start(CLAIM, kwargs={"token": new}))
+        assert e["type"] == "BadRequest" and "not agentd's to claim" in e["message"], e
+        c.close()
+    with server(env={"AGENTIX_CLAIMABLE": "1"}) as s:
+        bystander, claimer = Client(s), Client(s)
+        # Taken out of the environment, as the token is.
+        assert claimer.call("sandbox::exec", command="echo ${AGENTIX_CLAIMABLE:-unset}")["output"] == "unset\n"
+        closed = threading.Event()
+        bystander.sio.on("disconnect", lambda *a: closed.set(), namespace="/rpc")
+        busy = claimer.start("sandbox::exec", kwargs={"command": "sleep 1"})
+        e = claimer.error(claimer.start(CLAIM, kwargs={"token": new}))
+        assert e["type"] == "BadRequest" and "no call running" in e["message"], e
+        assert claimer.terminal(busy, 15)[0] == "call:result"
+        for bad, needle in (({}, "keyword argument 'token'"), ({"token": "short"}, "16 to 256 characters"),
+                            ({"token": "with space in it.."}, "printable ASCII")):
+            e = claimer.error(claimer.start(CLAIM, kwargs=bad))
+            assert e["type"] == "BadRequest" and needle in e["message"], (bad, e)
+        e = claimer.error(claimer.start(CLAIM, kwargs={"token": new, "workdir": "relative"}))
+        assert e["type"] == "ValueError" and "absolute" in e["message"], e
+        assert claimer.call(CLAIM, token=new, env={"AGENTIX_CLAIMED": "yes"}, workdir=workdir) == {}
+        # Connections made with the old token end; the old token no longer gets in; the new does.
+        assert closed.wait(5), "the bystander's connection stayed"
+        try:
+            Client(s)
+        except socketio.exceptions.ConnectionError:
+            pass
+        else:
+            raise AssertionError("the old token still connects")
+        owner = Client(s, token=new)
+        got = owner.call("sandbox::exec", command="echo $AGENTIX_CLAIMED; pwd")
+        assert got["output"] == f"yes\n{workdir}\n", got
+        e = owner.error(owner.start(CLAIM, kwargs={"token": "again-" + uuid.uuid4().hex}))
+        assert e["type"] == "BadRequest" and "claimed already" in e["message"], e
+        owner.close()
+        claimer.close()
 
 
 @test
