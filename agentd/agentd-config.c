@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "agentd-config.h"
+#include "config-values.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -59,142 +60,9 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         free(c->default_runtime);
         free(c->docker_socket);
         free(c->podman_socket);
+        pool_configs_free(c->pools, c->n_pools);
         free(c);
         return NULL;
-}
-
-/* ---- values ------------------------------------------------------------------------------ */
-
-static int parse_timespan_usec(const char *s, uint64_t *ret) {
-        static const struct { const char *suffix; uint64_t usec; } units[] = {
-                { "us", 1 }, { "ms", 1000 }, { "s", 1000000 }, { "sec", 1000000 }, { "m", 60000000 },
-                { "min", 60000000 }, { "h", 3600000000ULL }, { "hr", 3600000000ULL }, { "d", 86400000000ULL },
-                { "w", 604800000000ULL },
-        };
-        uint64_t total = 0;
-        bool any = false;
-
-        if (streq(s, "infinity")) {
-                *ret = AGENTD_UNLIMITED;
-                return 0;
-        }
-        for (const char *p = s;;) {
-                unsigned long long n;
-                uint64_t unit = 1000000; /* a bare number is seconds */
-                size_t len;
-                char *end;
-
-                p += strspn(p, " \t");
-                if (!*p)
-                        break;
-                if (!isdigit((unsigned char) *p))
-                        return -EINVAL;
-                errno = 0;
-                n = strtoull(p, &end, 10);
-                if (errno)
-                        return -ERANGE;
-                p = end;
-                len = strspn(p, "abcdefghijklmnopqrstuvwxyz");
-                if (len > 0) {
-                        size_t i;
-                        for (i = 0; i < ELEMENTSOF(units); i++)
-                                if (strlen(units[i].suffix) == len && strneq(p, units[i].suffix, len))
-                                        break;
-                        if (i == ELEMENTSOF(units))
-                                return -EINVAL;
-                        unit = units[i].usec;
-                        p += len;
-                }
-                if (n > (UINT64_MAX - 1 - total) / unit)
-                        return -ERANGE;
-                total += n * unit;
-                any = true;
-        }
-        if (!any)
-                return -EINVAL;
-        *ret = total;
-        return 0;
-}
-
-/* "2h", "90s", "1d 12h", "infinity" → seconds. */
-static int parse_timespan_sec(const char *s, uint64_t *ret) {
-        uint64_t usec;
-        int r = parse_timespan_usec(s, &usec);
-
-        if (r < 0)
-                return r;
-        *ret = usec == AGENTD_UNLIMITED ? AGENTD_UNLIMITED : usec / 1000000;
-        return 0;
-}
-
-/* "infinity" (1, *ret AGENTD_UNLIMITED), or the decimal number s starts with (0, *end after it). */
-static int parse_leading_number(const char *s, uint64_t *ret, char **end) {
-        unsigned long long n;
-
-        if (streq(s, "infinity")) {
-                *ret = AGENTD_UNLIMITED;
-                return 1;
-        }
-        if (!isdigit((unsigned char) *s))
-                return -EINVAL;
-        errno = 0;
-        n = strtoull(s, end, 10);
-        if (errno)
-                return -ERANGE;
-        *ret = n;
-        return 0;
-}
-
-/* "512M", "2G", "1073741824", "infinity" → bytes (K, M, G, T: powers of 1024). */
-static int parse_size(const char *s, uint64_t *ret) {
-        unsigned shift = 0;
-        uint64_t n;
-        char *end;
-        int r;
-
-        r = parse_leading_number(s, &n, &end);
-        if (r != 0) {
-                *ret = n;
-                return r < 0 ? r : 0;
-        }
-        if (*end) {
-                const char *p = strchr("KMGT", *end);
-                if (!p || !(end[1] == 0 || (end[1] == 'i' && end[2] == 'B' && !end[3]) || (end[1] == 'B' && !end[2])))
-                        return -EINVAL;
-                shift = 10 * (unsigned) (p - "KMGT" + 1);
-        }
-        if (n > (UINT64_MAX - 1) >> shift)
-                return -ERANGE;
-        *ret = n << shift;
-        return 0;
-}
-
-static int parse_count(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
-        uint64_t n;
-        char *end;
-        int r;
-
-        r = parse_leading_number(s, &n, &end);
-        if (r < 0)
-                return r;
-        if (r == 0 && (*end || n < min || n > max))
-                return -ERANGE;
-        *ret = n;
-        return 0;
-}
-
-/* yes/no, true/false, on/off, 1/0, as systemd reads them. */
-static int parse_boolean(const char *s) {
-        static const char *const yes[] = { "1", "yes", "y", "true", "t", "on" };
-        static const char *const no[] = { "0", "no", "n", "false", "f", "off" };
-
-        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
-                if (strcasecmp(s, yes[i]) == 0)
-                        return 1;
-                if (strcasecmp(s, no[i]) == 0)
-                        return 0;
-        }
-        return -EINVAL;
 }
 
 /* ---- the file ---------------------------------------------------------------------------- */
@@ -205,15 +73,6 @@ typedef struct Parser {
 } Parser;
 
 #define parser_fail(p, ...) message_set_first(&(p)->error, 0, __VA_ARGS__)
-
-static bool backend_name_ok(const char *s) {
-        if (strempty(s) || strlen(s) > 64)
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!(islower((unsigned char) *p) || isdigit((unsigned char) *p) || *p == '-' || *p == '_'))
-                        return false;
-        return true;
-}
 
 static int set_string(Parser *p, char **field, const char *value) {
         char *v = strdup(value);
@@ -269,14 +128,12 @@ static int limits_key(Parser *p, const char *key, const char *value) {
         uint64_t v;
 
         if (streq(what, "CPUs")) {
-                char *end;
                 double d;
                 if (!dflt && streq(value, "infinity")) {
                         l->cpus = 0;
                         return 1;
                 }
-                d = strtod(value, &end);
-                if (end == value || *end || !isfinite(d) || d < 0.01 || d > 4096)
+                if (parse_cpus(value, &d) < 0)
                         return parser_fail(p, "%s=%s is not a number of CPUs from 0.01 to 4096%s", key, value,
                                            dflt ? "" : " or infinity");
                 l->cpus = d;
@@ -334,13 +191,6 @@ static int backends_key(Parser *p, const char *key, const char *value) {
                 return 1;
         }
         return parser_fail(p, "unknown key %s= in [Backends] (Directory, Load, Default, Timeout)", key);
-}
-
-/* An OCI runtime's name as dockerd's daemon.json spells them: runc, runsc, io.containerd.runc.v2. */
-static bool runtime_name_ok(const char *s) {
-        size_t n = strlen(s);
-
-        return n > 0 && n <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == n;
 }
 
 static int runtimes_key(Parser *p, const char *key, const char *value) {
@@ -454,6 +304,60 @@ static int verify(const AgentdConfig *c, const char *path, char **ret_error) {
         return -EINVAL;
 }
 
+/* A pool's sandboxes are made as a create would make them: the limits its file does not name
+ * are [Limits]' defaults, and none may be above the maxima or name a runtime not allowed. */
+static int resolve_pools(AgentdConfig *c, const char *dir, char **ret_error) {
+        uint64_t total = 0;
+
+        for (size_t i = 0; i < c->n_pools; i++) {
+                PoolConfig *p = c->pools[i];
+                SandboxLimits *l = &p->sandbox->limits;
+                const char *what = NULL;
+
+                if (!p->limits_set[0])
+                        l->cpus = c->defaults.cpus;
+                if (!p->limits_set[1])
+                        l->memory = c->defaults.memory;
+                if (!p->limits_set[2])
+                        l->pids = c->defaults.pids;
+                total += p->size;
+                if (c->maxima.cpus > 0 && l->cpus > c->maxima.cpus)
+                        what = "CPUs= is above agentd.conf's MaxCPUs=";
+                else if (l->memory > c->maxima.memory)
+                        what = "Memory= is above agentd.conf's MaxMemory=";
+                else if (l->pids > c->maxima.pids)
+                        what = "Pids= is above agentd.conf's MaxPids=";
+                else if (p->sandbox->runtime && c->allowed_runtimes &&
+                         !strv_contains(c->allowed_runtimes, p->sandbox->runtime))
+                        what = "Runtime= names a runtime that agentd.conf's [Runtimes] Allowed= does not allow";
+                else if (total > c->max_sandboxes)
+                        what = "the pools' Size= add up to more than agentd.conf's MaxSandboxes=";
+                if (what) {
+                        if (asprintf(ret_error, "%s/%s.pool: %s", dir, p->name, what) < 0)
+                                *ret_error = NULL;
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static int load_pools(AgentdConfig *c, const char *path, char **ret_error) {
+        _cleanup_free_ char *copy = strdup(path), *dir = NULL;
+        const char *slash;
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+        slash = strrchr(copy, '/');
+        if (asprintf(&dir, "%.*s/pools.d", slash ? (int) (slash - copy) : 1, slash ? copy : ".") < 0)
+                return -ENOMEM;
+        pool_configs_free(c->pools, c->n_pools);
+        c->pools = NULL;
+        c->n_pools = 0;
+        r = pool_configs_load_dir(dir, &c->pools, &c->n_pools, ret_error);
+        return r < 0 ? r : resolve_pools(c, dir, ret_error);
+}
+
 int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
         _cleanup_free_ char *dir = NULL;
         struct dirent **list = NULL;
@@ -487,28 +391,12 @@ int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
                 free(list[i]);
         }
         free(list);
-        return r < 0 ? r : verify(c, path, ret_error);
+        if (r >= 0)
+                r = verify(c, path, ret_error);
+        return r < 0 ? r : load_pools(c, path, ret_error);
 }
 
 /* ---- showing it -------------------------------------------------------------------------- */
-
-static void put_count(FILE *out, const char *key, uint64_t v) {
-        if (v == AGENTD_UNLIMITED)
-                fprintf(out, "%s=infinity\n", key);
-        else
-                fprintf(out, "%s=%llu\n", key, (unsigned long long) v);
-}
-
-static void put_size(FILE *out, const char *key, uint64_t v) {
-        if (v == AGENTD_UNLIMITED)
-                fprintf(out, "%s=infinity\n", key);
-        else if (v % (1ULL << 30) == 0)
-                fprintf(out, "%s=%lluG\n", key, (unsigned long long) (v >> 30));
-        else if (v % (1ULL << 20) == 0)
-                fprintf(out, "%s=%lluM\n", key, (unsigned long long) (v >> 20));
-        else
-                fprintf(out, "%s=%llu\n", key, (unsigned long long) v);
-}
 
 static void put_seconds(FILE *out, const char *key, uint64_t v) {
         if (v == AGENTD_UNLIMITED)
@@ -521,19 +409,19 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fputs("[Sandboxes]\n", out);
         put_seconds(out, "DefaultTTL", c->default_ttl_sec);
         put_seconds(out, "MaxTTL", c->max_ttl_sec);
-        put_count(out, "MaxSandboxes", c->max_sandboxes);
-        put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
+        config_put_count(out, "MaxSandboxes", c->max_sandboxes);
+        config_put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
         fprintf(out, "DeleteOnStop=%s\n", c->delete_on_stop ? "yes" : "no");
         fputs("\n[Limits]\n", out);
         fprintf(out, "DefaultCPUs=%g\n", c->defaults.cpus);
-        put_size(out, "DefaultMemory", c->defaults.memory);
-        put_count(out, "DefaultPids", c->defaults.pids);
+        config_put_size(out, "DefaultMemory", c->defaults.memory);
+        config_put_count(out, "DefaultPids", c->defaults.pids);
         if (c->maxima.cpus > 0)
                 fprintf(out, "MaxCPUs=%g\n", c->maxima.cpus);
         else
                 fputs("MaxCPUs=infinity\n", out);
-        put_size(out, "MaxMemory", c->maxima.memory);
-        put_count(out, "MaxPids", c->maxima.pids);
+        config_put_size(out, "MaxMemory", c->maxima.memory);
+        config_put_count(out, "MaxPids", c->maxima.pids);
         fprintf(out, "\n[Backends]\nDirectory=%s\nLoad=", c->backend_dir);
         for (char **n = c->backends; n && *n; n++)
                 fprintf(out, "%s%s", n == c->backends ? "" : " ", *n);
@@ -545,5 +433,9 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fprintf(out, "\nDefault=%s\n", c->default_runtime ?: "");
         fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
+        for (size_t i = 0; i < c->n_pools; i++) {
+                fprintf(out, "\n# pools.d/%s.pool\n", c->pools[i]->name);
+                pool_config_format(c->pools[i], out);
+        }
         return ferror(out) ? -EIO : 0;
 }

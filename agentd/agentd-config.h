@@ -10,9 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "pool-config.h"
 #include "sandbox-config.h"
 
-#define AGENTD_UNLIMITED UINT64_MAX
+#include "config-values.h"
 
 typedef struct AgentdConfig {
         /* [Sandboxes] */
@@ -36,13 +37,17 @@ typedef struct AgentdConfig {
         /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
         char *docker_socket;
         char *podman_socket;
+        /* pools.d/ *.pool beside the file: warm pools, limits resolved against [Limits] */
+        PoolConfig **pools;
+        size_t n_pools;
 } AgentdConfig;
 
 /* The built-in defaults. */
 int agentd_config_new(AgentdConfig **ret);
 AgentdConfig *agentd_config_free(AgentdConfig *c);
 
-/* Read path (a missing file is no error) and then path.d/ *.conf over c. On a bad file,
+/* Read path (a missing file is no error), then path.d/ *.conf over c, then the pools in
+ * pools.d/ beside path. On a bad file,
  * *ret_error says "FILE:LINE: what" and -EINVAL is returned. */
 int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error);
 /* Read one file (for tests and fuzzing); name is what errors call it. */
