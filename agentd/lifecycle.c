@@ -7,6 +7,9 @@
 #include "backend.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "claim-state.h"
+#include "pool.h"
+#include "sandbox-claim.h"
 #include "sandbox-setup.h"
 #include "strv.h"
 
@@ -50,6 +53,9 @@ static void trim_when_idle(Manager *m) {
 /* The sandbox is gone: unregister it, say so, free it. */
 static void drop(Manager *m, Sandbox *s) {
         stop_making(s);
+        s->claim = sandbox_claim_free(s->claim);
+        if (s->pool_name)
+                (void) claim_state_remove(s->id);
         manager_remove_sandbox(m, s);
         (void) sd_bus_emit_signal(m->bus, MANAGER_PATH, MANAGER_INTERFACE, "SandboxRemoved", "so", s->id, s->path);
         sandbox_free(s);
@@ -229,6 +235,83 @@ static int on_caller_gone(sd_bus_track *track, void *userdata) {
         return 0;
 }
 
+/* bind_to_caller: follow the creator of call on the bus. */
+static int bind_to_creator(Manager *m, Sandbox *s, sd_bus_message *call) {
+        int r = sd_bus_track_new(m->bus, &s->track, on_caller_gone, m);
+
+        if (r >= 0)
+                r = sd_bus_track_add_sender(s->track, call);
+        if (r >= 0 && !(s->bound_to = strdup(sd_bus_message_get_sender(call))))
+                r = -ENOMEM;
+        return r;
+}
+
+static void on_claimed(SandboxClaim *claim, const char *error, bool already_claimed, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->claim = sandbox_claim_free(s->claim);
+        if (error) {
+                log_sandbox_warning(s, "Sandbox %s: claiming it from pool %s failed: %s", s->id, s->pool_name, error);
+                s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
+                s->failure_message = strdup(error);
+                set_state(s->manager, s, SANDBOX_REMOVING);
+                if (!s->failure_name || !s->failure_message || backend_remove(s, on_failed_removed) < 0)
+                        create_done(s, AGENTD_ERROR_START_FAILED, error);
+                return;
+        }
+        log_sandbox_info(s, "Sandbox %s: claimed from pool %s for uid %u.", s->id, s->pool_name, (unsigned) s->owner);
+        create_done(s, NULL, NULL);
+}
+
+/* A ready member of pool p serves the create: it becomes the caller's, with a token minted now
+ * (the start token goes to the runtime once, in the claim, and nowhere else), its TTL from now,
+ * and the create's env, workdir, labels, setup and bind_to_caller. What the claim decides is
+ * written down before the runtime hears of it (claim-state.h). */
+static int claim(Manager *m, Sandbox *s, SandboxConfig *config, uid_t owner, sd_bus_message *call,
+                 sd_bus_error *error) {
+        _cleanup_free_ char *start_token = TAKE_PTR(s->token);
+        uint64_t now = now_realtime_usec();
+        ClaimState st;
+        int r;
+
+        sandbox_config_free(s->config);
+        s->config = config;
+        s->owner = owner;
+        s->created_at = now;
+        s->expires_at = now + (config->ttl_sec ?: m->config->default_ttl_sec) * 1000000ULL;
+        s->state = SANDBOX_CREATING;
+        r = sandbox_new_token(&s->token);
+        if (r >= 0 && config->bind_to_caller)
+                r = bind_to_creator(m, s, call);
+        if (r >= 0) {
+                st = (ClaimState) { .id = s->id, .owner = owner, .token = s->token, .created_at = s->created_at,
+                                    .expires_at = s->expires_at, .pool = s->pool_name, .bound_to = s->bound_to,
+                                    .env = config->env, .workdir = config->workdir, .labels = config->labels };
+                r = claim_state_save(&st);
+                if (r < 0)
+                        log_sandbox_warning(s, "Sandbox %s: cannot record its claim in %s: %s", s->id,
+                                            claim_state_dir(), strerror(-r));
+        }
+        if (r >= 0)
+                r = manager_add_sandbox(m, s);
+        if (r < 0) {
+                if (start_token)
+                        explicit_bzero(start_token, strlen(start_token));
+                pool_member_discard(NULL, s);
+                return sd_bus_error_setf(error, AGENTD_ERROR_START_FAILED, "Cannot claim a pooled sandbox: %s",
+                                         strerror(-r));
+        }
+        sandbox_fill_spec(s);
+        emit_new(m, s);
+        s->create_call = sd_bus_message_ref(call);
+        r = sandbox_claim_run(m->event, s->runtime_url, start_token, s->token, config->env, config->workdir, on_claimed,
+                              s, &s->claim);
+        explicit_bzero(start_token, strlen(start_token));
+        if (r < 0)
+                on_claimed(NULL, "Cannot start the claim", false, s);
+        return 0;
+}
+
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error) {
         Backend *backend;
         Sandbox *s;
@@ -239,18 +322,26 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                 sandbox_config_free(config);
                 return -ENXIO;
         }
-        if (strmap_size(m->sandboxes) >= m->config->max_sandboxes) {
-                sandbox_config_free(config);
-                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
-                                         "agentd runs %llu sandboxes, the most it may (MaxSandboxes= in agentd.conf): "
-                                         "delete one first.", (unsigned long long) m->config->max_sandboxes);
-        }
         if (manager_count_sandboxes_of(m, owner) >= m->config->max_sandboxes_per_user) {
                 sandbox_config_free(config);
                 return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
                                          "uid %u has %llu sandboxes, the most one user may have (MaxSandboxesPerUser= in "
                                          "agentd.conf): delete one first.", (unsigned) owner,
                                          (unsigned long long) m->config->max_sandboxes_per_user);
+        }
+        {
+                Pool *pool = NULL;
+                Sandbox *member = pools_take(m, config, &pool);
+                if (member)
+                        return claim(m, member, config, owner, call, error);
+        }
+        /* The pools' sandboxes count: they are made and hold their resources. */
+        if (strmap_size(m->sandboxes) + pools_count(m) >= m->config->max_sandboxes) {
+                sandbox_config_free(config);
+                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
+                                         "agentd runs %llu sandboxes, the most it may (MaxSandboxes= in agentd.conf, "
+                                         "warm pools included): delete one first.",
+                                         (unsigned long long) m->config->max_sandboxes);
         }
         r = sandbox_new(config, owner, m->config->default_ttl_sec, &s);
         if (r < 0) {
@@ -272,11 +363,7 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                 return r;
         }
         if (config->bind_to_caller) {
-                r = sd_bus_track_new(m->bus, &s->track, on_caller_gone, m);
-                if (r >= 0)
-                        r = sd_bus_track_add_sender(s->track, call);
-                if (r >= 0 && !(s->bound_to = strdup(sd_bus_message_get_sender(call))))
-                        r = -ENOMEM;
+                r = bind_to_creator(m, s, call);
                 if (r < 0) {
                         manager_remove_sandbox(m, s);
                         sandbox_free(s);
@@ -450,9 +537,88 @@ static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char
         c->bundle = strdup(spec->bundle ?: "");
         c->backend = strdup(backend);
         c->limits = (SandboxLimits) { .cpus = spec->cpus, .memory = spec->memory, .pids = spec->pids };
-        if (!c->image || !c->bundle || !c->backend)
+        if (!c->image || !c->bundle || !c->backend || (spec->runtime && !(c->runtime = strdup(spec->runtime))) ||
+            (spec->network && !(c->network = strdup(spec->network))) ||
+            (spec->platform && !(c->platform = strdup(spec->platform))))
                 return sandbox_config_free(c);
         return c;
+}
+
+static void bind_again(Manager *m, Sandbox *s);
+
+static void on_claim_finished(SandboxClaim *claim, const char *error, bool already_claimed, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->claim = sandbox_claim_free(s->claim);
+        if (!error)
+                log_sandbox_info(s, "Sandbox %s: its claim is made (agentd had stopped before the runtime had it).",
+                                 s->id);
+        else if (!already_claimed)
+                log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim: %s", s->id, error);
+}
+
+/* A pool's sandbox found at start. With a claim recorded it is the claimer's (owner, token,
+ * expiry from the record; the claim is made again, in case agentd died before the runtime
+ * had it: a runtime claimed already says so). Without, it goes back to its pool, or away. */
+static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
+                               AgentdFoundState state) {
+        ClaimState *st = NULL;
+        SandboxConfig *c = config_from_spec(spec, b->name);
+        Sandbox *s = NULL;
+        int r;
+
+        r = claim_state_load(spec->id, &st);
+        if (r < 0 && r != -ENOENT)
+                log_sandbox_id_full(spec->id, spec->owner, b->name, LOG_WARNING,
+                                    "Sandbox %s: its claim record cannot be read (%s): removing it.", spec->id,
+                                    strerror(-r));
+        if (!c || (r < 0 && r != -ENOENT) || state != AGENTD_FOUND_RUNNING) {
+                sandbox_config_free(c);
+                claim_state_free(st);
+                (void) claim_state_remove(spec->id);
+                (void) b->ops->remove(b->state, spec->id, NULL, NULL);
+                return;
+        }
+        if (st) {
+                c->env = TAKE_PTR(st->env);
+                c->labels = TAKE_PTR(st->labels);
+                c->workdir = TAKE_PTR(st->workdir);
+        }
+        r = sandbox_restore(c, st ? st->owner : 0, spec->id, st ? st->token : spec->token,
+                            st ? st->created_at : spec->created_at * 1000000ULL,
+                            st ? st->expires_at : spec->expires_at * 1000000ULL, &s);
+        if (r < 0) {
+                sandbox_config_free(c);
+                claim_state_free(st);
+                return;
+        }
+        s->manager = m;
+        s->backend = b;
+        s->state = SANDBOX_RUNNING;
+        if (sandbox_set_place(s, place) < 0 || !(s->pool_name = strdup(spec->pool)) ||
+            (st && st->bound_to && !(s->bound_to = strdup(st->bound_to)))) {
+                claim_state_free(st);
+                sandbox_free(s);
+                return;
+        }
+        sandbox_fill_spec(s);
+        if (!st) {
+                pools_adopt_member(m, s, spec->pool);
+                return;
+        }
+        claim_state_free(st);
+        if (manager_add_sandbox(m, s) < 0) {
+                sandbox_free(s);
+                return;
+        }
+        log_sandbox_info(s, "Sandbox %s of uid %u (claimed from pool %s) adopted from %s.", s->id, (unsigned) s->owner,
+                         s->pool_name, b->name);
+        emit_new(m, s);
+        if (s->bound_to)
+                bind_again(m, s);
+        if (sandbox_claim_run(m->event, s->runtime_url, spec->token, s->token, s->config->env, s->config->workdir,
+                              on_claim_finished, s, &s->claim) < 0)
+                log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim.", s->id);
 }
 
 /* Adopted with bind_to_caller: delete it if its creator left the bus while agentd was away. */
@@ -515,6 +681,12 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
                         confirm(m, s, state);
                 return;
         }
+        if (spec->pool && pools_has_member(m, spec->id))
+                return; /* a resync: it is in its pool already */
+        if (spec->pool && state != AGENTD_FOUND_HALF_MADE) {
+                adopt_pool_sandbox(m, b, spec, place, state);
+                return;
+        }
         /* Half-made (a create that never started it), expired, or without what a sandbox needs. */
         if (state == AGENTD_FOUND_HALF_MADE || spec->expires_at * 1000000ULL <= now_realtime_usec()) {
                 log_sandbox_id_full(spec->id, spec->owner, b->name, LOG_INFO, "Removing %s's container of sandbox %s: %s.",
@@ -552,6 +724,7 @@ static void check_ready(Manager *m) {
                         return;
         if (ready) {
                 m->on_ready = NULL;
+                pools_refill(m); /* what adoption did not bring back */
                 ready(m);
         }
 }
@@ -613,9 +786,12 @@ static void reconcile(Backend *b) {
 }
 
 int lifecycle_start(Manager *m) {
+        int r = pools_start(m); /* before adoption: the members found go back into them */
+
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < m->n_backends; i++) {
                 Backend *b = m->backends[i];
-                int r;
 
                 if (!b->state)
                         continue;

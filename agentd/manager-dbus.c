@@ -6,6 +6,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "manager-dbus.h"
+#include "pool.h"
 #include "sandbox-dbus.h"
 #include "strv.h"
 
@@ -123,6 +124,26 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
 }
 
+/* a(suu): each pool agentd.conf's pools.d names, its ready sandboxes and its Size=. */
+static int method_list_pools(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(suu)");
+        for (size_t i = 0; r >= 0 && i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+                if (p->config)
+                        r = sd_bus_message_append(reply, "(suu)", p->config->name, (uint32_t) p->n_ready,
+                                                  (uint32_t) p->config->size);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+}
+
 int manager_dbus_reload(Manager *m, sd_bus_error *error) {
         _cleanup_free_ char *why = NULL;
         struct timespec ts;
@@ -226,6 +247,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
                                  method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("ListPools", "", , "a(suu)", SD_BUS_PARAM(pools), method_list_pools,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),

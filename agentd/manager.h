@@ -26,6 +26,8 @@ typedef struct Manager {
         bool timeout_from_command_line; /* --docker-timeout= (over [Backends] Timeout=) */
         bool stopping;            /* deleting every sandbox before it stops: no new creates */
         void (*on_ready)(struct Manager *m); /* once every backend's sandboxes are adopted */
+        struct Pool **pools;      /* warm pools (pool.h), one per pools.d file, and those draining */
+        size_t n_pools;
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 

@@ -42,6 +42,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 v = sandbox_state_to_string(s->state);
         else if (streq(property, "ContainerId"))
                 v = s->container_id ?: "";
+        else if (streq(property, "Pool"))
+                v = s->pool_name ?: "";
         return sd_bus_message_append(reply, "s", v);
 }
 
@@ -100,6 +102,7 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("CreatedAt", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ExpiresAt", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("ContainerId", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Pool", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,
                                  SD_BUS_VTABLE_UNPRIVILEGED),

@@ -6,6 +6,7 @@
 #include "agentd-bus.h"
 #include "agentd-errors.h"
 #include "macro.h"
+#include "sandbox-claim.h"
 #include "sandbox.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
@@ -40,6 +41,10 @@ static int random_hex(size_t n_bytes, char **ret) {
                 sprintf(s + 2 * i, "%02x", buf[i]);
         *ret = s;
         return 0;
+}
+
+int sandbox_new_token(char **ret) {
+        return random_hex(32, ret);
 }
 
 int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
@@ -112,6 +117,7 @@ void sandbox_fill_spec(Sandbox *s) {
                 .read_only = c->read_only,
                 .user = c->user,
                 .egress = (const char *const *) c->egress,
+                .pool = s->pool_name,
         };
 }
 
@@ -163,6 +169,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->runtime_url);
         free(s->failure_name);
         free(s->failure_message);
+        free(s->pool_name);
+        sandbox_claim_free(s->claim);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);

@@ -53,6 +53,9 @@ typedef struct Sandbox {
         char *bound_to;           /* its unique name, kept by the backend for a restarted agentd */
         sd_bus_slot *owner_check; /* adopted: is that creator still on the bus? */
         bool unconfirmed;         /* a resync has not seen it in the backend yet */
+        struct Pool *pool;        /* a warm pool's member (owned by no one, not registered), or NULL */
+        char *pool_name;          /* the pool it was made for (kept once claimed: the Pool property) */
+        struct SandboxClaim *claim; /* runtime::claim on its way */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
@@ -68,6 +71,8 @@ int sandbox_new(SandboxConfig *config, uid_t owner, uint64_t default_ttl_sec, Sa
  * were; state running. Takes config; copies the strings. */
 int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const char *token, uint64_t created_at,
                     uint64_t expires_at, Sandbox **ret);
+/* A fresh runtime token (64 hex digits), as a new sandbox gets. */
+int sandbox_new_token(char **ret);
 /* Fill s->spec from the record (before the backend's create). */
 void sandbox_fill_spec(Sandbox *s);
 /* Take the backend's place of s (its runtime URL, container and bundle ids). */

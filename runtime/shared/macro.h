@@ -50,6 +50,12 @@
                         func(*p);                               \
         }
 
+/* free() that gives NULL back: `p = mfree(p);`. */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline void freep(void *p) {
         free(*(void **) p);
 }

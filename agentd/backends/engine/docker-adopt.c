@@ -46,6 +46,10 @@ static uint64_t label_u64(json_t *labels, const char *key, bool *ok) {
         return n;
 }
 
+static const char *empty_to_null(const char *s) {
+        return s && *s ? s : NULL;
+}
+
 static const char *label(json_t *labels, const char *key) {
         return json_string_value(json_object_get(labels, key)) ?: "";
 }
@@ -71,6 +75,10 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                 .image = label(labels, "org.agentix.image"),
                 .bundle = label(labels, "org.agentix.bundle"),
                 .bound_to = json_string_value(json_object_get(labels, "org.agentix.bound-to")),
+                .pool = json_string_value(json_object_get(labels, "org.agentix.pool")),
+                .runtime = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.runtime"))),
+                .network = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.network"))),
+                .platform = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.platform"))),
                 .cpus = json_integer_value(json_object_get(host, "NanoCpus")) / 1e9,
                 .memory = json_integer_value(json_object_get(host, "Memory")),
                 .pids = json_integer_value(json_object_get(host, "PidsLimit")),

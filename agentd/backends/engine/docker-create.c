@@ -194,6 +194,13 @@ static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.image", json_string(s->image));
         if (s->bound_to)
                 json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to));
+        if (s->pool) {
+                /* What a pool compares at adoption: the network and runtime as agentd named them. */
+                json_object_set_new(l, "org.agentix.pool", json_string(s->pool));
+                json_object_set_new(l, "org.agentix.network", json_string(s->network ?: ""));
+                json_object_set_new(l, "org.agentix.runtime", json_string(s->runtime ?: ""));
+                json_object_set_new(l, "org.agentix.platform", json_string(s->platform ?: ""));
+        }
         if (s->egress) {
                 _cleanup_free_ char *list = strv_join((char **) s->egress, " ");
                 if (!list)
@@ -211,10 +218,12 @@ static json_t *task_container_json(CreateJob *j) {
         json_t *c, *envj;
 
         snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
-        if (strv_extend(&env, token) < 0)
+        if (strv_extend(&env, token) < 0 || (s->pool && strv_extend(&env, "AGENTIX_CLAIMABLE=1") < 0))
                 return NULL;
         for (const char *const *e = s->env; e && *e; e++)
-                if (!strneq(*e, "AGENTIX_TOKEN=", 14) && strv_extend(&env, *e) < 0)
+                /* The token and claimability are agentd's to set, never the caller's. */
+                if (!strneq(*e, "AGENTIX_TOKEN=", 14) && !strneq(*e, "AGENTIX_CLAIMABLE=", 18) &&
+                    strv_extend(&env, *e) < 0)
                         return NULL;
         envj = json_array();
         for (char **e = env; envj && *e; e++)

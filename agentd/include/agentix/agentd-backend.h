@@ -59,6 +59,8 @@ typedef struct AgentdSandboxSpec {
         const char *user;               /* USER[:GROUP] the runtime and its commands run as, or NULL: root */
         const char *const *egress;      /* CIDRs it may reach, NULL-terminated (empty: none, no network at
                                          * all); NULL: no egress list, the network's own rules */
+        const char *pool;               /* made for agentd's warm pool of this name (the runtime gets
+                                         * AGENTIX_CLAIMABLE=1), or NULL; given back by adopt() */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: MIT */
+#include "backend.h"
+#include "log.h"
+#include "pool.h"
+#include "strv.h"
+
+/* Pool members carry no expiry of their own: a claim sets the claimer's. Docker's label needs
+ * a number; this one is far enough. */
+#define POOL_MEMBER_TTL_SEC (100ULL * 365 * 24 * 3600)
+
+/* ---- what a member is made with ---------------------------------------------------------- */
+
+static const char *network_name(const char *n) {
+        return n && !streq(n, "isolated") ? n : "isolated";
+}
+
+static bool str_same(const char *a, const char *b) {
+        return a == b || (a && b && streq(a, b));
+}
+
+/* Could a member made with pool's configuration serve a create asking for want? Only what a
+ * pool fixes in advance counts; env, workdir, labels, ttl, setup and bind_to_caller are the
+ * claim's to apply. */
+static bool config_served_by(const SandboxConfig *pool, const SandboxConfig *want) {
+        return streq(pool->image, want->image) && streq(pool->bundle, want->bundle) &&
+               str_same(pool->platform, want->platform) && str_same(pool->backend, want->backend) &&
+               streq(network_name(pool->network), network_name(want->network)) &&
+               str_same(pool->runtime, want->runtime) && pool->limits.cpus == want->limits.cpus &&
+               pool->limits.memory == want->limits.memory && pool->limits.pids == want->limits.pids && !want->user &&
+               !want->read_only && !want->egress;
+}
+
+static int strdup_or_null(char **field, const char *v) {
+        if (v && !(*field = strdup(v)))
+                return -ENOMEM;
+        return 0;
+}
+
+/* A configuration as a pool file says it, with the backend and runtime a create naming neither
+ * would get. */
+static SandboxConfig *resolve(const PoolConfig *pc, const AgentdConfig *c) {
+        const SandboxConfig *t = pc->sandbox;
+        SandboxConfig *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return NULL;
+        m->limits = t->limits;
+        if (strdup_or_null(&m->image, t->image) < 0 || strdup_or_null(&m->bundle, t->bundle) < 0 ||
+            strdup_or_null(&m->platform, t->platform) < 0 || strdup_or_null(&m->network, t->network) < 0 ||
+            strdup_or_null(&m->runtime, t->runtime ?: c->default_runtime) < 0 ||
+            strdup_or_null(&m->backend, c->default_backend) < 0)
+                return sandbox_config_free(m);
+        return m;
+}
+
+static SandboxConfig *member_config(const Pool *p) {
+        return resolve(p->config, p->manager->config);
+}
+
+/* ---- the lists --------------------------------------------------------------------------- */
+
+static int list_add(Sandbox ***l, size_t *n, Sandbox *s) {
+        Sandbox **nl = realloc(*l, (*n + 1) * sizeof(Sandbox *));
+
+        if (!nl)
+                return -ENOMEM;
+        *l = nl;
+        nl[(*n)++] = s;
+        return 0;
+}
+
+static bool list_remove(Sandbox **l, size_t *n, Sandbox *s) {
+        for (size_t i = 0; i < *n; i++)
+                if (l[i] == s) {
+                        memmove(l + i, l + i + 1, (*n - i - 1) * sizeof(Sandbox *));
+                        (*n)--;
+                        return true;
+                }
+        return false;
+}
+
+static size_t making_total(Manager *m) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < m->n_pools; i++)
+                n += m->pools[i]->n_making;
+        return n;
+}
+
+size_t pools_count(Manager *m) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < m->n_pools; i++)
+                n += m->pools[i]->n_ready + m->pools[i]->n_making;
+        return n;
+}
+
+static Pool *pool_find(Manager *m, const char *name) {
+        for (size_t i = 0; i < m->n_pools; i++)
+                if (m->pools[i]->config && streq(m->pools[i]->config->name, name))
+                        return m->pools[i];
+        return NULL;
+}
+
+/* A pool whose file went, once its last member is settled. */
+static void pool_free_if_done(Pool *p) {
+        Manager *m = p->manager;
+
+        if (p->config || p->n_making > 0 || p->n_ready > 0)
+                return;
+        for (size_t i = 0; i < m->n_pools; i++)
+                if (m->pools[i] == p) {
+                        memmove(m->pools + i, m->pools + i + 1, (m->n_pools - i - 1) * sizeof(Pool *));
+                        m->n_pools--;
+                        break;
+                }
+        sd_event_source_disable_unref(p->retry);
+        sandbox_config_free(p->template);
+        free(p->ready);
+        free(p->making);
+        free(p->error);
+        free(p);
+}
+
+/* ---- members ----------------------------------------------------------------------------- */
+
+static void on_member_removed(void *userdata, const char *error_name, const char *message) {
+        Sandbox *s = userdata;
+
+        if (error_name)
+                log_sandbox_warning(s, "Pool member %s: removing its container failed: %s", s->id, message);
+        sandbox_free(s);
+}
+
+void pool_member_discard(Pool *p, Sandbox *s) {
+        s->pool = NULL;
+        if (s->backend->ops->remove(s->backend->state, s->id, on_member_removed, s) < 0)
+                sandbox_free(s);
+        if (p)
+                pool_free_if_done(p);
+}
+
+static void schedule_retry(Pool *p);
+
+static void member_failed(Pool *p, const char *message) {
+        /* Said once per cause, not once per attempt. */
+        if (!p->error || !streq(p->error, message)) {
+                log_warning("Pool %s cannot make sandboxes (trying again, backing off): %s",
+                            p->config ? p->config->name : "(removed)", message);
+                free(p->error);
+                p->error = strdup(message);
+        }
+        p->failures++;
+        schedule_retry(p);
+}
+
+static void on_member_made(void *userdata, const AgentdSandboxPlace *place, const char *error_name,
+                           const char *message) {
+        Sandbox *s = userdata;
+        Pool *p = s->pool;
+        Manager *m = p->manager;
+
+        s->create_job = NULL;
+        list_remove(p->making, &p->n_making, s);
+        if (!error_name && sandbox_set_place(s, place) < 0) {
+                error_name = "oom";
+                message = "Out of memory";
+        }
+        if (error_name) {
+                /* The backend removed what it made. */
+                member_failed(p, message ?: "the backend gave no reason");
+                sandbox_free(s);
+                pool_free_if_done(p);
+                pools_refill(m);
+                return;
+        }
+        s->state = SANDBOX_RUNNING;
+        /* Its pool's file changed or went while it was being made: not what a create would get. */
+        if (!p->config || !config_served_by(p->template, s->config) || p->n_ready >= p->config->size ||
+            list_add(&p->ready, &p->n_ready, s) < 0) {
+                /* Made for a file that changed since: the next is made as it says now. Anything
+                 * else would repeat: back off as from a failure. */
+                bool changed = !p->config || !config_served_by(p->template, s->config);
+                if (!changed)
+                        member_failed(p, "a sandbox it made could not join it");
+                pool_member_discard(p, s);
+                pools_refill(m);
+                return;
+        }
+        p->failures = 0;
+        if (p->error) {
+                log_info("Pool %s makes sandboxes again.", p->config->name);
+                p->error = mfree(p->error);
+        }
+        log_sandbox_info(s, "Pool %s: sandbox %s is ready (%zu of %llu).", p->config->name, s->id, p->n_ready,
+                         (unsigned long long) p->config->size);
+        pools_refill(m);
+}
+
+static int member_make(Pool *p) {
+        Manager *m = p->manager;
+        SandboxConfig *config = member_config(p);
+        Backend *b;
+        Sandbox *s;
+        int r;
+
+        if (!config)
+                return -ENOMEM;
+        b = manager_get_backend(m, config->backend, NULL);
+        if (!b) {
+                sandbox_config_free(config);
+                return -ENXIO;
+        }
+        r = sandbox_new(config, 0, POOL_MEMBER_TTL_SEC, &s);
+        if (r < 0) {
+                sandbox_config_free(config);
+                return r;
+        }
+        s->manager = m;
+        s->backend = b;
+        s->pool = p;
+        s->pool_name = strdup(p->config->name);
+        if (!s->pool_name || list_add(&p->making, &p->n_making, s) < 0) {
+                sandbox_free(s);
+                return -ENOMEM;
+        }
+        sandbox_fill_spec(s);
+        log_sandbox_full(s, LOG_DEBUG, "Pool %s: making sandbox %s.", p->config->name, s->id);
+        r = b->ops->create(b->state, &s->spec, on_member_made, s, &s->create_job);
+        if (r < 0) {
+                s->create_job = NULL;
+                list_remove(p->making, &p->n_making, s);
+                sandbox_free(s);
+                return r;
+        }
+        return 0;
+}
+
+/* ---- filling ----------------------------------------------------------------------------- */
+
+static int on_retry(sd_event_source *es, uint64_t usec, void *userdata) {
+        Pool *p = userdata;
+
+        p->retry = sd_event_source_disable_unref(p->retry);
+        pools_refill(p->manager);
+        return 0;
+}
+
+static void schedule_retry(Pool *p) {
+        uint64_t delay = POOL_BACKOFF_MIN_USEC;
+
+        for (unsigned i = 1; i < p->failures && delay < POOL_BACKOFF_MAX_USEC; i++)
+                delay *= 2;
+        delay = MIN(delay, POOL_BACKOFF_MAX_USEC);
+        p->retry = sd_event_source_disable_unref(p->retry);
+        if (sd_event_add_time(p->manager->event, &p->retry, CLOCK_MONOTONIC, now_usec() + delay,
+                              100 * 1000, on_retry, p) < 0)
+                log_warning("Pool %s: cannot arm its retry timer.", p->config ? p->config->name : "(removed)");
+}
+
+void pools_refill(Manager *m) {
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+
+                if (!p->config || p->retry || m->stopping)
+                        continue;
+                while (p->n_ready + p->n_making < p->config->size && making_total(m) < POOL_MAKING_MAX &&
+                       strmap_size(m->sandboxes) + pools_count(m) < m->config->max_sandboxes) {
+                        int r = member_make(p);
+                        if (r < 0) {
+                                member_failed(p, strerror(-r));
+                                break;
+                        }
+                }
+        }
+}
+
+/* ---- taking ------------------------------------------------------------------------------ */
+
+Sandbox *pools_take(Manager *m, const SandboxConfig *config, Pool **ret_pool) {
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+                Sandbox *s;
+
+                if (!p->config || p->n_ready == 0 || !config_served_by(p->ready[0]->config, config))
+                        continue;
+                s = p->ready[0];
+                list_remove(p->ready, &p->n_ready, s);
+                s->pool = NULL;
+                *ret_pool = p;
+                pools_refill(m);
+                return s;
+        }
+        return NULL;
+}
+
+void pools_adopt_member(Manager *m, Sandbox *s, const char *pool_name) {
+        Pool *p = pool_find(m, pool_name);
+
+        s->manager = m;
+        if (!p || !config_served_by(p->template, s->config) || p->n_ready >= p->config->size ||
+            list_add(&p->ready, &p->n_ready, s) < 0) {
+                log_sandbox_info(s, "Pool member %s of %s is not what the pool makes now: removing it.", s->id,
+                                 pool_name);
+                pool_member_discard(NULL, s);
+                return;
+        }
+        s->pool = p;
+        log_sandbox_info(s, "Pool %s: sandbox %s adopted (%zu of %llu ready).", pool_name, s->id, p->n_ready,
+                         (unsigned long long) p->config->size);
+}
+
+/* ---- the pools themselves ---------------------------------------------------------------- */
+
+static int pool_add(Manager *m, const PoolConfig *config) {
+        Pool *p = calloc(1, sizeof(*p)), **l;
+
+        if (!p)
+                return -ENOMEM;
+        l = realloc(m->pools, (m->n_pools + 1) * sizeof(Pool *));
+        if (!l) {
+                free(p);
+                return -ENOMEM;
+        }
+        m->pools = l;
+        *p = (Pool) { .manager = m, .config = config, .template = resolve(config, m->config) };
+        if (!p->template) {
+                free(p);
+                return -ENOMEM;
+        }
+        m->pools[m->n_pools++] = p;
+        log_info("Pool %s: keeping %llu sandbox(es) of %s with bundle %s ready.", config->name,
+                 (unsigned long long) config->size, config->sandbox->image, config->sandbox->bundle);
+        return 0;
+}
+
+int pools_start(Manager *m) {
+        for (size_t i = 0; i < m->config->n_pools; i++) {
+                int r = pool_add(m, m->config->pools[i]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+bool pools_has_member(Manager *m, const char *id) {
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+                for (size_t j = 0; j < p->n_ready; j++)
+                        if (streq(p->ready[j]->id, id))
+                                return true;
+                for (size_t j = 0; j < p->n_making; j++)
+                        if (streq(p->making[j]->id, id))
+                                return true;
+        }
+        return false;
+}
+
+/* Its members beyond keep (the newest first: the oldest have waited longest and are as good). */
+static void pool_shrink(Pool *p, size_t keep) {
+        while (p->n_ready > keep) {
+                Sandbox *s = p->ready[p->n_ready - 1];
+                p->n_ready--;
+                pool_member_discard(NULL, s);
+        }
+}
+
+void pools_sync(Manager *m, const AgentdConfig *old) {
+        /* Pools whose file changed or went: their ready members go; those being made go when made. */
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+                const PoolConfig *now = NULL;
+
+                for (size_t j = 0; p->config && j < m->config->n_pools; j++)
+                        if (streq(m->config->pools[j]->name, p->config->name))
+                                now = m->config->pools[j];
+                if (!now) {
+                        if (p->config)
+                                log_info("Pool %s: its file is gone; removing its %zu ready sandbox(es).",
+                                         p->config->name, p->n_ready);
+                        p->config = NULL;
+                        pool_shrink(p, 0);
+                        continue;
+                }
+                SandboxConfig *t = resolve(now, m->config);
+                if (!t) {
+                        log_oom();
+                        continue;
+                }
+                sandbox_config_free(p->template);
+                p->template = t;
+                p->config = now;
+                if (p->n_ready > 0 && !config_served_by(t, p->ready[0]->config)) {
+                        log_info("Pool %s: its configuration changed; replacing its sandboxes.", now->name);
+                        pool_shrink(p, 0);
+                } else if (p->n_ready > now->size)
+                        pool_shrink(p, now->size);
+                p->failures = 0;
+                p->retry = sd_event_source_disable_unref(p->retry);
+                p->error = mfree(p->error);
+        }
+        for (size_t j = 0; j < m->config->n_pools; j++)
+                if (!pool_find(m, m->config->pools[j]->name))
+                        (void) pool_add(m, m->config->pools[j]);
+        /* Settled pools without a file go now. */
+        for (size_t i = m->n_pools; i > 0; i--)
+                pool_free_if_done(m->pools[i - 1]);
+        pools_refill(m);
+        (void) old;
+}
+
+void pools_free(Manager *m) {
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+
+                for (size_t j = 0; j < p->n_making; j++) {
+                        Sandbox *s = p->making[j];
+                        if (s->create_job)
+                                s->backend->ops->cancel(s->create_job);
+                        sandbox_free(s);
+                }
+                for (size_t j = 0; j < p->n_ready; j++)
+                        sandbox_free(p->ready[j]);
+                sd_event_source_disable_unref(p->retry);
+                sandbox_config_free(p->template);
+                free(p->ready);
+                free(p->making);
+                free(p->error);
+                free(p);
+        }
+        free(m->pools);
+        m->pools = NULL;
+        m->n_pools = 0;
+}

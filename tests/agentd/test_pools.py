@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Warm pools (pools.d/NAME.pool): agentd keeps sandboxes ready, invisible and owned by no one;
+a create that matches takes one (a token minted at the claim, the create's env and workdir,
+the TTL from then); the pool refills; reloads resize and replace pools; a SIGKILLed agentd
+finds its claims again (and finishes one it had recorded but not made), and its pools' members.
+
+Needs what agentd_env.py needs."""
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import RpcClient, main, test, wait_until  # noqa: E402
+from agentd_env import (BUSYBOX, MANAGER, NAME, SANDBOX, Agentd, bundle, cleanup, docker,  # noqa: E402
+                        error_name, managed_containers)
+
+STATE = tempfile.mkdtemp(prefix="agentix-pools-state-")
+AGENTD = None
+
+
+def pool_file(name, size, **keys):
+    text = f"[Pool]\nSize={size}\nImage={BUSYBOX}\nBundle={bundle()}\n" + "".join(f"{k}={v}\n" for k, v in keys.items())
+    os.makedirs(os.path.join(AGENTD.dir, "pools.d"), exist_ok=True)
+    path = os.path.join(AGENTD.dir, "pools.d", f"{name}.pool")
+    if size is None:
+        os.unlink(path)
+        return
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def agentd():
+    global AGENTD
+    if AGENTD is None:
+        bundle()
+        AGENTD = Agentd("pools", "[Sandboxes]\nMaxSandboxes=20\n", env_extra={"STATE_DIRECTORY": STATE})
+    return AGENTD
+
+
+def pools():
+    return {str(n): (int(r), int(s)) for n, r, s in agentd().manager().ListPools()}
+
+
+def members(pool="small"):
+    """{container name: start token} of the pool's containers (claimed ones included)."""
+    out = docker("ps", "-a", "--filter", f"label=org.agentix.pool={pool}", "--format", "{{.Names}}").stdout.split()
+    got = {}
+    for name in out:
+        env = json.loads(docker("inspect", name).stdout)[0]["Config"]["Env"]
+        got[name] = next(e.split("=", 1)[1] for e in env if e.startswith("AGENTIX_TOKEN="))
+    return got
+
+
+def claimed_ids():
+    return {f[:-5] for f in os.listdir(os.path.join(STATE, "claims"))} if os.path.isdir(os.path.join(STATE, "claims")) \
+        else set()
+
+
+def sandbox_props(path):
+    obj = agentd().conn.get_object(NAME, path)
+    return dbus.Interface(obj, "org.freedesktop.DBus.Properties").GetAll(SANDBOX)
+
+
+def refused(url, token):
+    try:
+        RpcClient(url, token).close()
+    except Exception:
+        return True
+    return False
+
+
+@test
+def a_pool_fills_and_stays_out_of_sight():
+    a = agentd()
+    pool_file("small", 2, Memory="256M")
+    a.manager().Reload()
+    wait_until(lambda: pools().get("small") == (2, 2), 60, interval=0.2, what="the pool to fill")
+    assert len(members()) == 2
+    assert a.ids() == set(), a.ids()  # nobody's: not listed, no object
+    for name in members():
+        labels = json.loads(docker("inspect", name).stdout)[0]["Config"]["Labels"]
+        assert labels["org.agentix.pool"] == "small" and labels["org.agentix.owner"] == "0", labels
+
+
+@test
+def a_create_that_matches_takes_a_ready_one_with_a_new_token():
+    a = agentd()
+    before = members()
+    path, sid = a.create(memory=dbus.UInt64(256 << 20), env=dbus.Dictionary({"GREETING": "hi"}, signature="ss"),
+                         workdir="/work/here", ttl=dbus.UInt64(600))
+    props = sandbox_props(path)
+    assert props["Pool"] == "small" and props["State"] == "running", props
+    assert f"agentix-{sid}" in before, (sid, before)  # one of the ready ones, not a new container
+    assert abs(int(props["ExpiresAt"]) / 1e6 - (time.time() + 600)) < 30, props["ExpiresAt"]
+    url, token = map(str, a.manager().GetRuntimeAccess(sid))
+    start_token = before[f"agentix-{sid}"]
+    assert token != start_token
+    assert refused(url, start_token), "the start token still gets in"
+    c = RpcClient(url, token)
+    try:
+        got = c.call("sandbox::exec", command="echo $GREETING; pwd; echo ${AGENTIX_CLAIMABLE:-none}")["output"]
+        assert got == "hi\n/work/here\nnone\n", got
+    finally:
+        c.close()
+    assert claimed_ids() == {sid}
+    # The pool makes another behind; a create it cannot serve (other memory) is made cold.
+    wait_until(lambda: pools()["small"] == (2, 2), 60, interval=0.2, what="the refill")
+    path2, cold = a.create(memory=dbus.UInt64(300 << 20))
+    assert sandbox_props(path2)["Pool"] == "" and cold not in {n[8:] for n in members()}
+    a.manager().DeleteSandbox(cold, timeout=60)
+    a.claimed = sid
+
+
+@test
+def a_killed_agentd_finds_its_claims_and_its_pools_again():
+    a = agentd()
+    sid = a.claimed
+    url, token = map(str, a.manager().GetRuntimeAccess(sid))
+    ready = set(members()) - {f"agentix-{sid}"}
+    a.kill_and_restart()
+    # The claimed one: same owner, token, pool; the ready ones: back in their pool, not remade.
+    assert tuple(map(str, a.manager().GetRuntimeAccess(sid))) == (url, token)
+    assert sandbox_props(a.manager().GetSandbox(sid))["Pool"] == "small"
+    assert pools()["small"] == (2, 2), pools()
+    assert set(members()) - {f"agentix-{sid}"} == ready
+
+
+@test
+def a_claim_recorded_but_not_made_is_finished_by_the_next_agentd():
+    """As if agentd died after writing the claim and before the runtime had it."""
+    a = agentd()
+    a.agentd.kill()
+    a.agentd.wait(10)
+    name, start_token = sorted((n, t) for n, t in members().items() if n[8:] not in claimed_ids())[0]
+    sid, new_token = name[8:], "f" * 64
+    os.makedirs(os.path.join(STATE, "claims"), exist_ok=True)
+    now = int(time.time() * 1e6)
+    with open(os.path.join(STATE, "claims", f"{sid}.json"), "w") as f:
+        json.dump({"id": sid, "owner": 0, "token": new_token, "created_at": now, "expires_at": now + 600_000_000,
+                   "pool": "small", "env": ["FINISHED=yes"], "workdir": "/finished", "labels": []}, f)
+    a.start()
+    url, token = map(str, a.manager().GetRuntimeAccess(sid))
+    assert token == new_token
+    wait_until(lambda: refused(url, start_token), 10, interval=0.2, what="the claim to be made")
+    c = RpcClient(url, new_token)
+    try:
+        assert c.call("sandbox::exec", command="echo $FINISHED; pwd")["output"] == "yes\n/finished\n"
+    finally:
+        c.close()
+    a.manager().DeleteSandbox(sid, timeout=60)
+    assert sid not in claimed_ids()
+    wait_until(lambda: pools()["small"] == (2, 2), 60, interval=0.2, what="the refill")
+
+
+@test
+def concurrent_creates_never_share_a_sandbox():
+    a = agentd()
+    results, errors = [], []
+
+    def one():
+        try:
+            results.append(a.create(memory=dbus.UInt64(256 << 20)))
+        except dbus.DBusException as e:
+            errors.append(e)
+    threads = [threading.Thread(target=one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    ids = [str(sid) for _, sid in results]
+    assert len(set(ids)) == 6, ids
+    pooled = [sid for path, sid in results if sandbox_props(path)["Pool"] == "small"]
+    assert len(pooled) >= 1, pooled  # (at most the 2 ready; the rest cold or refilled meanwhile)
+    tokens = {str(a.manager().GetRuntimeAccess(sid)[1]) for sid in ids}
+    assert len(tokens) == 6
+    for sid in ids:
+        a.manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def reload_resizes_replaces_and_drops_pools_and_leaves_claims_alone():
+    a = agentd()
+    sid = a.claimed
+    wait_until(lambda: pools()["small"] == (2, 2), 60, interval=0.2, what="a full pool")
+    pool_file("small", 1, Memory="256M")
+    a.manager().Reload()
+    assert pools()["small"] == (1, 1)
+    wait_until(lambda: len(members()) == 2, 30, interval=0.2, what="the surplus to go")  # 1 ready + the claimed
+    old = set(members()) - {f"agentix-{sid}"}
+    pool_file("small", 1, Memory="320M")
+    a.manager().Reload()
+    wait_until(lambda: pools()["small"] == (1, 1) and set(members()) - {f"agentix-{sid}"} - old, 60, interval=0.2,
+               what="the pool's sandboxes to be replaced")
+    name = next(iter(set(members()) - {f"agentix-{sid}"}))
+    assert json.loads(docker("inspect", name).stdout)[0]["HostConfig"]["Memory"] == 320 << 20
+    pool_file("small", None)
+    a.manager().Reload()
+    assert pools() == {}
+    wait_until(lambda: set(members()) == {f"agentix-{sid}"}, 30, interval=0.2, what="the pool's sandboxes to go")
+    assert sid in a.ids()  # the claimed one is untouched
+    a.manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def bad_pool_files_name_file_line_and_key():
+    a = agentd()
+    pool_file("broken", 1, Memory="lots")
+    name, message = error_name(a.manager().Reload)
+    assert name == f"{NAME}.InvalidConfig" and "pools.d/broken.pool:5: Memory=lots is not a size" in message, message
+    pool_file("broken", 1, Bogus="1")
+    name, message = error_name(a.manager().Reload)
+    assert "pools.d/broken.pool:5: unknown key Bogus= in [Pool]" in message, message
+    pool_file("broken", 30)
+    name, message = error_name(a.manager().Reload)
+    assert "add up to more than agentd.conf's MaxSandboxes=" in message, message
+    pool_file("broken", None)
+
+
+if __name__ == "__main__":
+    status = 1
+    before = managed_containers()
+    try:
+        main()
+    except SystemExit as e:
+        status = e.code
+    finally:
+        if AGENTD:
+            AGENTD.stop()
+        # The pools' sandboxes outlive agentd (the next one adopts them): this test's go now.
+        for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool").stdout.split():
+            docker("rm", "-f", "-v", name, check=False)
+        cleanup()
+        left = managed_containers() - before
+        if left:
+            print(f"left behind: {sorted(left)}")
+            status = status or 1
+    sys.exit(status)
