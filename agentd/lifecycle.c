@@ -510,7 +510,8 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
                 return;
         }
         s = manager_get_sandbox(m, id);
-
+        if (!s && pools_member_event(m, id, action))
+                return;
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
@@ -813,7 +814,7 @@ static bool is_removing(Sandbox *s, void *userdata) {
 static int on_deleted_all(sd_event_source *es, void *userdata) {
         Manager *m = userdata;
 
-        if (manager_find_sandbox(m, is_removing, NULL))
+        if (manager_find_sandbox(m, is_removing, NULL) || m->pool_removing > 0)
                 return 0;
         if (strmap_size(m->sandboxes) == 0)
                 log_info("Every sandbox is deleted (DeleteOnStop=yes): stopping.");
@@ -833,11 +834,14 @@ static int on_delete_all_timeout(sd_event_source *es, uint64_t usec, void *userd
 
 int lifecycle_delete_all_then_exit(Manager *m, uint64_t timeout_usec) {
         _cleanup_strv_free_ char **ids = NULL;
-        size_t state = 0;
+        size_t state = 0, n;
         Sandbox *s;
         int r;
 
-        if (strmap_size(m->sandboxes) == 0)
+        n = pools_drain(m);
+        if (n > 0)
+                log_info("Removing the pools' %zu ready sandbox(es) (DeleteOnStop=yes).", n);
+        if (strmap_size(m->sandboxes) == 0 && n == 0)
                 return 0;
         log_info("Deleting %zu sandbox(es) before agentd stops (DeleteOnStop=yes).", strmap_size(m->sandboxes));
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Deleting every sandbox (DeleteOnStop=yes)");
@@ -849,7 +853,7 @@ int lifecycle_delete_all_then_exit(Manager *m, uint64_t timeout_usec) {
         for (char **id = ids; id && *id; id++)
                 if ((s = manager_get_sandbox(m, *id)))
                         (void) lifecycle_delete(m, s, NULL);
-        if (!manager_find_sandbox(m, is_removing, NULL))
+        if (!manager_find_sandbox(m, is_removing, NULL) && m->pool_removing == 0)
                 return 0;
         r = sd_event_add_post(m->event, NULL, on_deleted_all, m);
         if (r < 0)

@@ -28,6 +28,8 @@ typedef struct Manager {
         void (*on_ready)(struct Manager *m); /* once every backend's sandboxes are adopted */
         struct Pool **pools;      /* warm pools (pool.h), one per pools.d file, and those draining */
         size_t n_pools;
+        unsigned pool_removing;   /* members whose containers are being removed */
+        sd_event_source *pool_refill; /* the pools' refill, on the loop's next turn */
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
 } Manager;
 

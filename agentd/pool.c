@@ -127,15 +127,24 @@ static void pool_free_if_done(Pool *p) {
 static void on_member_removed(void *userdata, const char *error_name, const char *message) {
         Sandbox *s = userdata;
 
+        s->manager->pool_removing--;
         if (error_name)
                 log_sandbox_warning(s, "Pool member %s: removing its container failed: %s", s->id, message);
         sandbox_free(s);
 }
 
 void pool_member_discard(Pool *p, Sandbox *s) {
+        int r;
+
         s->pool = NULL;
-        if (s->backend->ops->remove(s->backend->state, s->id, on_member_removed, s) < 0)
+        s->manager->pool_removing++;
+        r = s->backend->ops->remove(s->backend->state, s->id, on_member_removed, s);
+        if (r < 0) {
+                log_sandbox_warning(s, "Pool member %s: cannot remove its container (%s); the next agentd will.", s->id,
+                                    strerror(-r));
+                s->manager->pool_removing--;
                 sandbox_free(s);
+        }
         if (p)
                 pool_free_if_done(p);
 }
@@ -258,13 +267,27 @@ static void schedule_retry(Pool *p) {
                 log_warning("Pool %s: cannot arm its retry timer.", p->config ? p->config->name : "(removed)");
 }
 
-void pools_refill(Manager *m) {
+/* The work itself, on its own turn of the loop: pools_refill() is called from the backend's
+ * callbacks, where the backend cannot start another request (curl refuses recursive calls). */
+static int on_refill(sd_event_source *es, void *userdata) {
+        Manager *m = userdata;
+
+        m->pool_refill = sd_event_source_disable_unref(m->pool_refill);
         for (size_t i = 0; i < m->n_pools; i++) {
                 Pool *p = m->pools[i];
 
-                if (!p->config || p->retry || m->stopping)
-                        continue;
-                while (p->n_ready + p->n_making < p->config->size && making_total(m) < POOL_MAKING_MAX &&
+                /* Members that stopped while they waited (pools_member_event()) go first. */
+                for (size_t j = p->n_ready; j > 0; j--) {
+                        Sandbox *s = p->ready[j - 1];
+                        if (s->state == SANDBOX_RUNNING)
+                                continue;
+                        list_remove(p->ready, &p->n_ready, s);
+                        pool_member_discard(NULL, s);
+                }
+
+                /* A create may fail before it returns (and back the pool off): look again each time. */
+                while (p->config && !p->retry && !m->stopping && p->n_ready + p->n_making < p->config->size &&
+                       making_total(m) < POOL_MAKING_MAX &&
                        strmap_size(m->sandboxes) + pools_count(m) < m->config->max_sandboxes) {
                         int r = member_make(p);
                         if (r < 0) {
@@ -273,6 +296,16 @@ void pools_refill(Manager *m) {
                         }
                 }
         }
+        for (size_t i = m->n_pools; i > 0; i--)
+                pool_free_if_done(m->pools[i - 1]);
+        return 0;
+}
+
+void pools_refill(Manager *m) {
+        if (m->pool_refill || m->n_pools == 0)
+                return;
+        if (sd_event_add_defer(m->event, &m->pool_refill, on_refill, m) < 0)
+                log_warning("Cannot schedule the pools' refill.");
 }
 
 /* ---- taking ------------------------------------------------------------------------------ */
@@ -282,9 +315,12 @@ Sandbox *pools_take(Manager *m, const SandboxConfig *config, Pool **ret_pool) {
                 Pool *p = m->pools[i];
                 Sandbox *s;
 
-                if (!p->config || p->n_ready == 0 || !config_served_by(p->ready[0]->config, config))
+                s = NULL;
+                for (size_t j = 0; p->config && j < p->n_ready && !s; j++)
+                        if (p->ready[j]->state == SANDBOX_RUNNING && config_served_by(p->ready[j]->config, config))
+                                s = p->ready[j];
+                if (!s)
                         continue;
-                s = p->ready[0];
                 list_remove(p->ready, &p->n_ready, s);
                 s->pool = NULL;
                 *ret_pool = p;
@@ -431,4 +467,39 @@ void pools_free(Manager *m) {
         free(m->pools);
         m->pools = NULL;
         m->n_pools = 0;
+        m->pool_refill = sd_event_source_disable_unref(m->pool_refill);
+}
+
+bool pools_member_event(Manager *m, const char *id, const char *action) {
+        for (size_t i = 0; i < m->n_pools; i++) {
+                Pool *p = m->pools[i];
+                for (size_t j = 0; j < p->n_ready; j++) {
+                        Sandbox *s = p->ready[j];
+                        if (!streq(s->id, id))
+                                continue;
+                        if ((streq(action, "die") || streq(action, "destroy")) && s->state == SANDBOX_RUNNING) {
+                                log_sandbox_warning(s, "Pool %s: sandbox %s stopped (%s) while it waited: replacing it.",
+                                                    p->config ? p->config->name : "(removed)", s->id, action);
+                                s->state = SANDBOX_EXITED; /* the refill removes it */
+                                pools_refill(m);
+                        }
+                        return true;
+                }
+                for (size_t j = 0; j < p->n_making; j++)
+                        if (streq(p->making[j]->id, id))
+                                return true; /* its create sees it */
+        }
+        return false;
+}
+
+size_t pools_drain(Manager *m) {
+        size_t n = 0;
+
+        for (size_t i = m->n_pools; i > 0; i--) {
+                Pool *p = m->pools[i - 1];
+                n += p->n_ready;
+                p->config = NULL; /* and no refill */
+                pool_shrink(p, 0);
+        }
+        return n;
 }

@@ -46,6 +46,11 @@ void pool_member_discard(Pool *p, Sandbox *s);
 /* A member found at adoption (no claim recorded for it): keep it when its pool still makes
  * sandboxes like it, else remove it. Takes s. */
 void pools_adopt_member(Manager *m, Sandbox *s, const char *pool_name);
+/* The backend says a container changed (die, destroy, …): a member it names that is no longer
+ * running leaves its pool (and its container goes). False when id is no member. */
+bool pools_member_event(Manager *m, const char *id, const char *action);
+/* Remove every ready member (agentd stops with DeleteOnStop=yes); returns how many. */
+size_t pools_drain(Manager *m);
 /* How many sandboxes the pools hold or are making (MaxSandboxes= counts them). */
 size_t pools_count(Manager *m);
 /* Make what is missing (after a claim, a failure's backoff, a sandbox deleted). */

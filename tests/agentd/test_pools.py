@@ -211,6 +211,19 @@ def reload_resizes_replaces_and_drops_pools_and_leaves_claims_alone():
 
 
 @test
+def a_ready_sandbox_that_dies_is_replaced():
+    a = agentd()
+    pool_file("small", 2, Memory="256M")
+    a.manager().Reload()
+    wait_until(lambda: pools().get("small") == (2, 2), 60, interval=0.2, what="a full pool")
+    victim = sorted(members())[0]
+    docker("kill", victim)
+    wait_until(lambda: victim not in members() and pools()["small"] == (2, 2), 60, interval=0.2,
+               what="the dead one to be replaced")
+    assert "stopped (die) while it waited: replacing it" in a.log_text()
+
+
+@test
 def bad_pool_files_name_file_line_and_key():
     a = agentd()
     pool_file("broken", 1, Memory="lots")
@@ -225,6 +238,20 @@ def bad_pool_files_name_file_line_and_key():
     pool_file("broken", None)
 
 
+@test
+def delete_on_stop_removes_the_pools_sandboxes_too():
+    global AGENTD
+    a = agentd()
+    wait_until(lambda: pools().get("small") == (2, 2), 60, interval=0.2, what="a full pool")
+    with open(a.config, "a") as f:
+        f.write("DeleteOnStop=yes\n")
+    a.manager().Reload()
+    assert a.stop() == 0, a.log_text()
+    AGENTD = None
+    assert members() == {}, members()
+    assert "Removing the pools' 2 ready sandbox(es) (DeleteOnStop=yes)." in a.log_text()
+
+
 if __name__ == "__main__":
     status = 1
     before = managed_containers()
@@ -234,6 +261,8 @@ if __name__ == "__main__":
         status = e.code
     finally:
         if AGENTD:
+            if status:
+                print("agentd's log, the end:\n" + AGENTD.log_text()[-4000:])
             AGENTD.stop()
         # The pools' sandboxes outlive agentd (the next one adopts them): this test's go now.
         for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool").stdout.split():
