@@ -34,6 +34,7 @@ typedef struct Verb {
 static const Verb verbs[] = {
         { "create", verb_create },
         { "list", verb_list },
+        { "pools", verb_pools },
         { "status", verb_status },
         { "delete", verb_delete },
         { "run", verb_run },
@@ -82,6 +83,7 @@ static void help(void) {
                "       [--egress=CIDR]... [--no-egress] [--platform=P] [--setup=CMD]\n"
                "                          Create a sandbox through agentd; print its id\n"
                "  list                    List the sandboxes agentd shows you\n"
+               "  pools                   List agentd's warm pools: ready and size\n"
                "  status ID               Show a sandbox's properties\n"
                "  delete ID...            Delete sandboxes\n"
                "  run [CREATE OPTIONS] [--] CMD [ARG...]\n"

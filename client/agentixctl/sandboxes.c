@@ -236,12 +236,12 @@ static void create_help(void) {
 }
 
 static void print_info_json(const agentix_sandbox_info *i) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I}", "id", i->id, "path",
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "id", i->id, "path",
                               strna(i->path), "state", strna(i->state), "image", strna(i->image), "bundle",
                               strna(i->bundle), "platform", i->platform ?: "", "backend", strna(i->backend),
                               "runtime_url", i->runtime_url ?: "", "container_id", i->container_id ?: "", "owner",
                               (json_int_t) i->owner, "created_at_usec", (json_int_t) i->created_at_usec,
-                              "expires_at_usec", (json_int_t) i->expires_at_usec);
+                              "expires_at_usec", (json_int_t) i->expires_at_usec, "pool", i->pool ?: "");
         char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
         if (s)
@@ -275,19 +275,24 @@ int verb_create(int argc, char *argv[]) {
         if (status != EXIT_OK)
                 return status;
         status = create_sandbox(m, &a.config, &id);
-        if (status == EXIT_OK) {
-                if (arg_json) {
-                        agentix_sandbox_info info = {};
-                        agentix_error e = AGENTIX_ERROR_NULL;
-                        if (agentix_sandbox_get(m, id, &info, &e) >= 0)
+        if (status == EXIT_OK && (arg_json || !arg_quiet)) {
+                agentix_sandbox_info info = {};
+                agentix_error e = AGENTIX_ERROR_NULL;
+                if (agentix_sandbox_get(m, id, &info, &e) >= 0) {
+                        if (arg_json)
                                 print_info_json(&info);
-                        else
-                                status = fail_agentix(&e, "cannot look at sandbox %s", id);
-                        agentix_sandbox_info_done(&info);
-                        agentix_error_done(&e);
+                        else {
+                                puts(id);
+                                /* Standard output stays the id alone: $(agentixctl create ...) */
+                                if (!strempty(info.pool))
+                                        fprintf(stderr, "From warm pool %s.\n", info.pool);
+                        }
                 } else
-                        puts(id);
-        }
+                        status = fail_agentix(&e, "cannot look at sandbox %s", id);
+                agentix_sandbox_info_done(&info);
+                agentix_error_done(&e);
+        } else if (status == EXIT_OK)
+                puts(id);
         agentix_manager_free(m);
         return status;
 }
@@ -403,13 +408,72 @@ int verb_status(int argc, char *argv[]) {
                 format_time(i.created_at_usec, created, sizeof(created));
                 format_time(i.expires_at_usec, expires, sizeof(expires));
                 printf("Id: %s\nState: %s\nImage: %s\nBundle: %s\nPlatform: %s\nBackend: %s\nOwner: %u\n"
-                       "Created: %s\nExpires: %s\nRuntime: %s\nContainer: %s\nObject: %s\n",
+                       "Created: %s\nExpires: %s\nRuntime: %s\nContainer: %s\nPool: %s\nObject: %s\n",
                        i.id, strna(i.state), strna(i.image), strna(i.bundle), strempty(i.platform) ? "-" : i.platform,
                        strna(i.backend), (unsigned) i.owner, created, expires,
                        strempty(i.runtime_url) ? "-" : i.runtime_url, strempty(i.container_id) ? "-" : i.container_id,
-                       strna(i.path));
+                       strempty(i.pool) ? "-" : i.pool, strna(i.path));
         }
         agentix_sandbox_info_done(&i);
+        return EXIT_OK;
+}
+
+/* ---- pools ------------------------------------------------------------------------------- */
+
+static void pools_help(void) {
+        printf("Usage: agentixctl pools [OPTIONS]\n"
+               "\n"
+               "List agentd's warm pools (pools.d/NAME.pool): how many sandboxes each keeps ready\n"
+               "for the creates that match it.\n"
+               "\n"
+               "  -h --help               Show this help\n"
+               "     --json               One JSON object per pool, per line\n"
+               "  -q --quiet              Only the names\n"
+               "\n"
+               "See agentixctl(1) and agentd.conf(5).\n");
+}
+
+int verb_pools(int argc, char *argv[]) {
+        static const struct option options[] = { COMMON_LONG_OPTIONS, {} };
+        agentix_pool_info *l = NULL;
+        agentix_error e = AGENTIX_ERROR_NULL;
+        agentix_manager *m = NULL;
+        size_t n = 0;
+        int c, r, status;
+
+        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0)
+                switch (c) {
+                        COMMON_OPTION_CASES("pools", pools_help, argv);
+                }
+        if (optind < argc)
+                return fail_usage("pools", "unexpected argument '%s'", argv[optind]);
+        status = ctl_manager_open(&m);
+        if (status != EXIT_OK)
+                return status;
+        r = agentix_pool_list(m, &l, &n, &e);
+        agentix_manager_free(m);
+        if (r < 0) {
+                status = fail_agentix(&e, "cannot list the pools");
+                agentix_error_done(&e);
+                return status;
+        }
+        if (!arg_json && !arg_quiet)
+                printf("%-24s %6s %6s\n", "POOL", "READY", "SIZE");
+        for (size_t i = 0; i < n; i++) {
+                if (arg_json) {
+                        json_t *j = json_pack("{s:s, s:I, s:I}", "name", l[i].name, "ready", (json_int_t) l[i].ready,
+                                              "size", (json_int_t) l[i].size);
+                        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+                        if (text)
+                                puts(text);
+                        free(text);
+                        json_decref(j);
+                } else if (arg_quiet)
+                        puts(l[i].name);
+                else
+                        printf("%-24s %6u %6u\n", l[i].name, l[i].ready, l[i].size);
+        }
+        agentix_pool_list_free(l, n);
         return EXIT_OK;
 }
 

@@ -373,6 +373,7 @@ typedef struct agentix_sandbox_info {
         char *id, *backend, *image, *bundle, *platform, *state, *runtime_url, *container_id, *path;
         uint32_t owner;                 /* uid */
         uint64_t created_at_usec, expires_at_usec; /* since the epoch */
+        char *pool;                     /* the warm pool it was claimed from, "" when made for the create */
 } agentix_sandbox_info;
 
 AGENTIX_API int agentix_sandbox_get(agentix_manager *m, const char *id, agentix_sandbox_info *ret,
@@ -382,6 +383,15 @@ AGENTIX_API int agentix_sandbox_list(agentix_manager *m, agentix_sandbox_info **
                                      agentix_error *ret_error);
 AGENTIX_API void agentix_sandbox_info_done(agentix_sandbox_info *i);
 AGENTIX_API void agentix_sandbox_list_free(agentix_sandbox_info *l, size_t n);
+
+/* agentd's warm pools (pools.d/NAME.pool): how many sandboxes each has ready, of its Size=. */
+typedef struct agentix_pool_info {
+        char *name;
+        uint32_t ready, size;
+} agentix_pool_info;
+
+AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n, agentix_error *ret_error);
+AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n);
 
 #ifdef __cplusplus
 }

@@ -233,6 +233,7 @@ AGENTIX_API void agentix_sandbox_info_done(agentix_sandbox_info *i) {
         free(i->runtime_url);
         free(i->container_id);
         free(i->path);
+        free(i->pool);
         *i = (agentix_sandbox_info) {};
 }
 
@@ -266,6 +267,7 @@ static int read_info(agentix_manager *m, const char *path, agentix_sandbox_info 
                         { "State", offsetof(agentix_sandbox_info, state) },
                         { "RuntimeUrl", offsetof(agentix_sandbox_info, runtime_url) },
                         { "ContainerId", offsetof(agentix_sandbox_info, container_id) },
+                        { "Pool", offsetof(agentix_sandbox_info, pool) },
                 };
                 const char *name, *s;
                 size_t k;
@@ -294,6 +296,8 @@ static int read_info(agentix_manager *m, const char *path, agentix_sandbox_info 
         if (r >= 0)
                 r = sd_bus_message_exit_container(reply);
         if (r >= 0 && !(i.path = strdup(path)))
+                r = -ENOMEM;
+        if (r >= 0 && !i.pool && !(i.pool = strdup(""))) /* an agentd before pools */
                 r = -ENOMEM;
         if (r < 0) {
                 agentix_sandbox_info_done(&i);
@@ -352,6 +356,49 @@ AGENTIX_API int agentix_sandbox_list(agentix_manager *m, agentix_sandbox_info **
         if (r < 0) {
                 agentix_sandbox_list_free(l, n);
                 return bus_error(ret_error, &be, r, "cannot list the sandboxes");
+        }
+        *ret = l;
+        *ret_n = n;
+        return 0;
+}
+
+AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                free(l[i].name);
+        free(l);
+}
+
+AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n,
+                                  agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        agentix_pool_info *l = NULL;
+        size_t n = 0;
+        const char *name;
+        uint32_t ready, size;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListPools", &be, &reply, NULL);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', "(suu)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(suu)", &name, &ready, &size)) > 0) {
+                agentix_pool_info *nl = realloc(l, (n + 1) * sizeof(*l));
+                if (!nl) {
+                        r = -ENOMEM;
+                        break;
+                }
+                l = nl;
+                l[n] = (agentix_pool_info) { .name = strdup(name), .ready = ready, .size = size };
+                if (!l[n++].name) {
+                        r = -ENOMEM;
+                        break;
+                }
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0) {
+                agentix_pool_list_free(l, n);
+                return bus_error(ret_error, &be, r, "cannot list the pools");
         }
         *ret = l;
         *ret_n = n;

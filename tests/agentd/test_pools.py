@@ -224,6 +224,29 @@ def a_ready_sandbox_that_dies_is_replaced():
 
 
 @test
+def agentixctl_lists_pools_and_says_when_a_create_came_from_one():
+    import subprocess
+    from agentd_env import AGENTIXCTL
+    a = agentd()
+    wait_until(lambda: pools().get("small") == (2, 2), 60, interval=0.2, what="a full pool")
+
+    def ctl(*args):
+        r = subprocess.run([AGENTIXCTL, *args], env=a.env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r
+    assert ctl("pools").stdout.split("\n")[1].split() == ["small", "2", "2"]
+    assert [json.loads(line) for line in ctl("pools", "--json").stdout.splitlines()] == \
+        [{"name": "small", "ready": 2, "size": 2}]
+    r = ctl("create", f"--image={BUSYBOX}", f"--bundle={bundle()}", "--memory=256M")
+    sid = r.stdout.strip()
+    assert len(sid) == 16 and r.stderr == "From warm pool small.\n", (r.stdout, r.stderr)
+    assert "Pool: small" in ctl("status", sid).stdout
+    made = json.loads(ctl("create", "--json", f"--image={BUSYBOX}", f"--bundle={bundle()}", "--memory=200M").stdout)
+    assert made["pool"] == "", made
+    ctl("delete", sid, made["id"])
+
+
+@test
 def bad_pool_files_name_file_line_and_key():
     a = agentd()
     pool_file("broken", 1, Memory="lots")
