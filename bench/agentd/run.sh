@@ -3,7 +3,9 @@
 # bench/agentd/run.sh [RUNS] — agentd's create, delete and `agentixctl run -- true` against
 # bare Docker (the CLI and the Engine API) on the same image and bundle.
 # bench/agentd/run.sh load [--burst N] [--live M] [--churn K] [--parallel P] — agentd under load
-# (load.py) against the docker CLI in a loop. See README.md.
+# (load.py) against the docker CLI in a loop.
+# bench/agentd/run.sh pool [RUNS] — create-to-ready from a warm pool (pool.py) against a cold
+# create through agentd and docker run. See README.md.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -28,15 +30,30 @@ AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/incl
         "$BUILD/client/agentixctl/agentixctl" build -q --cache-dir "$work/cache" "$ROOT/examples/bundle-example" >/dev/null
 DBUS_SYSTEM_BUS_ADDRESS=$("$ROOT/scripts/system-bus.sh" start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
+# pool: a warm pool of 4 (512 MiB sandboxes) beside an otherwise default agentd.conf.
+pool_memory=$((512 << 20))
+mkdir -p "$work/etc/pools.d" "$work/state"
+: >"$work/etc/agentd.conf"
+if [ "${1:-}" = pool ]; then
+        printf '[Pool]\nSize=4\nImage=agentix-test/busybox:1\nBundle=example-bundle:0.1.0\nMemory=512M\n' \
+                >"$work/etc/pools.d/bench.pool"
+fi
 # As units/agentd.service runs it.
-GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" \
-        AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" 2>"$work/agentd.log" &
+GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" STATE_DIRECTORY="$work/state" \
+        AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" \
+        --config="$work/etc/agentd.conf" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break
         sleep 0.05
 done
 
+if [ "${1:-}" = pool ]; then
+        shift
+        /usr/bin/python3 "$HERE/pool.py" agentix-test/busybox:1 example-bundle:0.1.0 "$pool_memory" "${1:-50}"
+        docker ps -aq --filter label=org.agentix.pool | xargs -r docker rm -f -v >/dev/null
+        exit
+fi
 if [ "${1:-}" = load ]; then
         shift
         /usr/bin/python3 "$HERE/load.py" agentix-test/busybox:1 example-bundle:0.1.0 "$agentd_pid" "$@"
