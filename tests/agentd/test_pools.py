@@ -27,7 +27,8 @@ AGENTD = None
 
 
 def pool_file(name, size, **keys):
-    text = f"[Pool]\nSize={size}\nImage={BUSYBOX}\nBundle={bundle()}\n" + "".join(f"{k}={v}\n" for k, v in keys.items())
+    keys = {"Image": BUSYBOX, **keys}
+    text = f"[Pool]\nSize={size}\nBundle={bundle()}\n" + "".join(f"{k}={v}\n" for k, v in keys.items())
     os.makedirs(os.path.join(AGENTD.dir, "pools.d"), exist_ok=True)
     path = os.path.join(AGENTD.dir, "pools.d", f"{name}.pool")
     if size is None:
@@ -41,7 +42,7 @@ def agentd():
     global AGENTD
     if AGENTD is None:
         bundle()
-        AGENTD = Agentd("pools", "[Sandboxes]\nMaxSandboxes=20\n", env_extra={"STATE_DIRECTORY": STATE})
+        AGENTD = Agentd("pools", "[Sandboxes]\nMaxSandboxes=40\n", env_extra={"STATE_DIRECTORY": STATE})
     return AGENTD
 
 
@@ -246,6 +247,69 @@ def agentixctl_lists_pools_and_says_when_a_create_came_from_one():
     ctl("delete", sid, made["id"])
 
 
+def check_no_sandbox_has_two_owners(a):
+    """After a restart: every pool container is either one claimed sandbox (listed, its record's
+    owner and token, which its runtime takes) or one ready member (no record), never both."""
+    conts = members()
+    listed = {}
+    for sid in a.ids():
+        path = a.manager().GetSandbox(sid)
+        if sandbox_props(path)["Pool"]:
+            listed[sid] = str(a.manager().GetRuntimeAccess(sid)[1])
+    records = claimed_ids()
+    assert set(listed) == records, (listed, records)
+    for sid, token in listed.items():
+        with open(os.path.join(STATE, "claims", f"{sid}.json")) as f:
+            assert json.load(f)["token"] == token
+        assert f"agentix-{sid}" in conts
+    ready = sum(r for r, _ in pools().values())
+    assert len(conts) == len(listed) + ready, (len(conts), listed, pools())
+
+
+@test
+def sigkill_during_twenty_claims_and_refills_leaves_every_sandbox_one_owner():
+    a = agentd()
+    pool_file("small", 6, Memory="256M")
+    a.manager().Reload()
+    wait_until(lambda: pools().get("small") == (6, 6), 90, interval=0.2, what="a full pool")
+    import subprocess
+    procs = [subprocess.Popen(["busctl", "--system", "--json=short", "--timeout=120", "call", NAME,
+                               "/org/agentix/Agentd1", MANAGER, "CreateSandbox", "a{sv}", "3", "image", "s", BUSYBOX,
+                               "bundle", "s", bundle(), "memory", "t", str(256 << 20)], env=a.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(20)]
+    time.sleep(0.4)  # claims answered, cold creates and refills under way
+    a.agentd.kill()
+    a.agentd.wait(10)
+    for p in procs:
+        p.communicate(timeout=120)
+    a.start()
+    # Settled: half-made ones removed, the pool refilled.
+    wait_until(lambda: pools()["small"] == (6, 6), 90, interval=0.2, what="the pool refilled after the restart")
+    check_no_sandbox_has_two_owners(a)
+    # Each claimed one still answers its owner's token.
+    for sid in list(a.ids()):
+        url, token = map(str, a.manager().GetRuntimeAccess(sid))
+        c = RpcClient(url, token)
+        c.close()
+        a.manager().DeleteSandbox(sid, timeout=60)
+    assert claimed_ids() == set()
+    pool_file("small", 2, Memory="256M")
+    a.manager().Reload()
+
+
+@test
+def a_pool_whose_image_is_gone_says_so_once_and_backs_off():
+    a = agentd()
+    pool_file("ghost", 1, **{"Image": "agentix-test/no-such-image:1"})
+    a.manager().Reload()
+    time.sleep(4)  # a first failure, then retries at 1 s and 2 s
+    assert pools()["ghost"] == (0, 1)
+    said = [line for line in a.log_text().splitlines() if "Pool ghost cannot make sandboxes" in line]
+    assert len(said) == 1 and "no-such-image" in said[0], said
+    pool_file("ghost", None)
+    a.manager().Reload()
+
+
 @test
 def bad_pool_files_name_file_line_and_key():
     a = agentd()
@@ -255,7 +319,7 @@ def bad_pool_files_name_file_line_and_key():
     pool_file("broken", 1, Bogus="1")
     name, message = error_name(a.manager().Reload)
     assert "pools.d/broken.pool:5: unknown key Bogus= in [Pool]" in message, message
-    pool_file("broken", 30)
+    pool_file("broken", 50)
     name, message = error_name(a.manager().Reload)
     assert "add up to more than agentd.conf's MaxSandboxes=" in message, message
     pool_file("broken", None)

@@ -50,6 +50,8 @@ export interface SandboxInfo {
   owner: number;
   createdAt: bigint; // µs since the epoch
   expiresAt: bigint;
+  /** The agentd warm pool it was claimed from; "" when it was made for its create. */
+  pool: string;
 }
 
 const Variant = dbus.Variant;
@@ -121,7 +123,7 @@ export class SandboxManager {
     return {
       id: s("Id"), path, state: s("State"), runtimeUrl: s("RuntimeUrl"), image: s("Image"), bundle: s("Bundle"),
       backend: s("Backend"), owner: Number(all.Owner.value), createdAt: BigInt(all.CreatedAt.value as bigint),
-      expiresAt: BigInt(all.ExpiresAt.value as bigint),
+      expiresAt: BigInt(all.ExpiresAt.value as bigint), pool: all.Pool ? String(all.Pool.value) : "",
     };
   }
 

@@ -16,6 +16,7 @@ it("runs code in a sandbox for the length of a callback, then deletes it", async
   const out = await session(manager, { image, bundle, memory: 256 << 20, env: { GREETING: "hello" } }, async (rt, sandbox) => {
     id = sandbox.id;
     expect(sandbox.state).toBe("running");
+    expect(sandbox.pool).toBe(""); // agentd here has no warm pool: made for this create
     expect((await manager.list()).map((s) => s.id)).toContain(id);
     const r = await rt.exec("echo $GREETING; python3 -c 'print(6 * 7)'");
     return r.output;

@@ -83,6 +83,7 @@ class SandboxInfo:
     owner: int
     created_at: int  # µs since the epoch
     expires_at: int
+    pool: str = ""  # the agentd warm pool it was claimed from; "" when made for its create
 
 
 def _agentd_error(e):
@@ -147,7 +148,7 @@ class AgentdDeployment:
                            runtime_url=str(props["RuntimeUrl"]), token=None if token is None else str(token),
                            image=str(props["Image"]), bundle=str(props["Bundle"]), backend=str(props["Backend"]),
                            owner=int(props["Owner"]), created_at=int(props["CreatedAt"]),
-                           expires_at=int(props["ExpiresAt"]))
+                           expires_at=int(props["ExpiresAt"]), pool=str(props.get("Pool", "")))
 
     async def create(self, config):
         """Make a sandbox; returns once its runtime answers (SandboxInfo, with its token)."""
