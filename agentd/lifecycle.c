@@ -868,4 +868,5 @@ void lifecycle_stop(Manager *m) {
 
         while ((s = strmap_iterate(m->sandboxes, &state)))
                 stop_making(s);
+        pools_free(m);
 }

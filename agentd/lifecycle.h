@@ -25,5 +25,5 @@ int lifecycle_start(Manager *m);
  * the event loop once none is left or after timeout_usec. 0 when there is nothing to delete
  * (leave now). */
 int lifecycle_delete_all_then_exit(Manager *m, uint64_t timeout_usec);
-/* Stop every job in flight (before manager_free()). */
+/* Stop every job in flight and free the pools' records (before manager_free()). */
 void lifecycle_stop(Manager *m);

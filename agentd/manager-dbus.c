@@ -153,6 +153,8 @@ int manager_dbus_reload(Manager *m, sd_bus_error *error) {
         (void) sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading %s",
                           (unsigned long long) ts.tv_sec * 1000000ULL + (unsigned long long) ts.tv_nsec / 1000, m->config_path);
         r = manager_reload(m, &why);
+        if (r >= 0)
+                pools_sync(m); /* at once: the pools still point into the configuration just freed */
         (void) sd_notify(false, "READY=1");
         manager_notify_status(m);
         if (r < 0) {

@@ -5,7 +5,6 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
-#include "pool.h"
 #include "strv.h"
 
 int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Backend **backends, size_t n_backends,
@@ -46,7 +45,6 @@ Manager *manager_free(Manager *m) {
                 state = 0;
         }
         strmap_free(m->sandboxes);
-        pools_free(m);
         sd_event_source_disable_unref(m->reaper);
         backends_free(m->backends, m->n_backends);
         sd_bus_unref(m->bus);
@@ -169,7 +167,6 @@ int manager_reload(Manager *m, char **ret_error) {
         KEEP_FOR_RESTART(docker_socket, str_eq_null(old->docker_socket, new->docker_socket), "[Docker] Socket=");
         KEEP_FOR_RESTART(podman_socket, str_eq_null(old->podman_socket, new->podman_socket), "[Podman] Socket=");
         m->config = new;
-        pools_sync(m, old);
         agentd_config_free(old);
         return 0;
 }

@@ -55,7 +55,8 @@ Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error);
  * runtimes, the default backend (one that is loaded) and DeleteOnStop= at once, for the creates
  * that follow. What the backends took at start ([Backends] Load=, Directory=, Timeout=, the
  * sockets) waits for a restart (said in the log). A bad file changes nothing: -EINVAL, and
- * *ret_error names file, line and key. Sandboxes are not touched. */
+ * *ret_error names file, line and key. Sandboxes are not touched; the pools follow with
+ * pools_sync() (pool.h), which must come next. */
 int manager_reload(Manager *m, char **ret_error);
 /* Tell the service manager (sd_notify STATUS=) how many sandboxes agentd has. */
 void manager_notify_status(Manager *m);

@@ -97,7 +97,7 @@ size_t pools_count(Manager *m) {
 
 static Pool *pool_find(Manager *m, const char *name) {
         for (size_t i = 0; i < m->n_pools; i++)
-                if (m->pools[i]->config && streq(m->pools[i]->config->name, name))
+                if (m->pools[i]->config && streq(m->pools[i]->name, name))
                         return m->pools[i];
         return NULL;
 }
@@ -116,6 +116,7 @@ static void pool_free_if_done(Pool *p) {
                 }
         sd_event_source_disable_unref(p->retry);
         sandbox_config_free(p->template);
+        free(p->name);
         free(p->ready);
         free(p->making);
         free(p->error);
@@ -155,7 +156,7 @@ static void member_failed(Pool *p, const char *message) {
         /* Said once per cause, not once per attempt. */
         if (!p->error || !streq(p->error, message)) {
                 log_warning("Pool %s cannot make sandboxes (trying again, backing off): %s",
-                            p->config ? p->config->name : "(removed)", message);
+                            p->name, message);
                 free(p->error);
                 p->error = strdup(message);
         }
@@ -198,10 +199,10 @@ static void on_member_made(void *userdata, const AgentdSandboxPlace *place, cons
         }
         p->failures = 0;
         if (p->error) {
-                log_info("Pool %s makes sandboxes again.", p->config->name);
+                log_info("Pool %s makes sandboxes again.", p->name);
                 p->error = mfree(p->error);
         }
-        log_sandbox_info(s, "Pool %s: sandbox %s is ready (%zu of %llu).", p->config->name, s->id, p->n_ready,
+        log_sandbox_info(s, "Pool %s: sandbox %s is ready (%zu of %llu).", p->name, s->id, p->n_ready,
                          (unsigned long long) p->config->size);
         pools_refill(m);
 }
@@ -228,13 +229,13 @@ static int member_make(Pool *p) {
         s->manager = m;
         s->backend = b;
         s->pool = p;
-        s->pool_name = strdup(p->config->name);
+        s->pool_name = strdup(p->name);
         if (!s->pool_name || list_add(&p->making, &p->n_making, s) < 0) {
                 sandbox_free(s);
                 return -ENOMEM;
         }
         sandbox_fill_spec(s);
-        log_sandbox_full(s, LOG_DEBUG, "Pool %s: making sandbox %s.", p->config->name, s->id);
+        log_sandbox_full(s, LOG_DEBUG, "Pool %s: making sandbox %s.", p->name, s->id);
         r = b->ops->create(b->state, &s->spec, on_member_made, s, &s->create_job);
         if (r < 0) {
                 s->create_job = NULL;
@@ -264,7 +265,7 @@ static void schedule_retry(Pool *p) {
         p->retry = sd_event_source_disable_unref(p->retry);
         if (sd_event_add_time(p->manager->event, &p->retry, CLOCK_MONOTONIC, now_usec() + delay,
                               100 * 1000, on_retry, p) < 0)
-                log_warning("Pool %s: cannot arm its retry timer.", p->config ? p->config->name : "(removed)");
+                log_warning("Pool %s: cannot arm its retry timer.", p->name);
 }
 
 /* The work itself, on its own turn of the loop: pools_refill() is called from the backend's
@@ -359,8 +360,11 @@ static int pool_add(Manager *m, const PoolConfig *config) {
                 return -ENOMEM;
         }
         m->pools = l;
-        *p = (Pool) { .manager = m, .config = config, .template = resolve(config, m->config) };
-        if (!p->template) {
+        *p = (Pool) { .manager = m, .config = config, .template = resolve(config, m->config),
+                      .name = strdup(config->name) };
+        if (!p->template || !p->name) {
+                sandbox_config_free(p->template);
+                free(p->name);
                 free(p);
                 return -ENOMEM;
         }
@@ -401,19 +405,20 @@ static void pool_shrink(Pool *p, size_t keep) {
         }
 }
 
-void pools_sync(Manager *m, const AgentdConfig *old) {
+void pools_sync(Manager *m) {
         /* Pools whose file changed or went: their ready members go; those being made go when made. */
         for (size_t i = 0; i < m->n_pools; i++) {
                 Pool *p = m->pools[i];
                 const PoolConfig *now = NULL;
 
+                /* p->config may point into the configuration a reload just freed: match by name. */
                 for (size_t j = 0; p->config && j < m->config->n_pools; j++)
-                        if (streq(m->config->pools[j]->name, p->config->name))
+                        if (streq(m->config->pools[j]->name, p->name))
                                 now = m->config->pools[j];
                 if (!now) {
-                        if (p->config)
+                        if (p->config) /* (only its truth value is looked at) */
                                 log_info("Pool %s: its file is gone; removing its %zu ready sandbox(es).",
-                                         p->config->name, p->n_ready);
+                                         p->name, p->n_ready);
                         p->config = NULL;
                         pool_shrink(p, 0);
                         continue;
@@ -442,7 +447,6 @@ void pools_sync(Manager *m, const AgentdConfig *old) {
         for (size_t i = m->n_pools; i > 0; i--)
                 pool_free_if_done(m->pools[i - 1]);
         pools_refill(m);
-        (void) old;
 }
 
 void pools_free(Manager *m) {
@@ -459,6 +463,7 @@ void pools_free(Manager *m) {
                         sandbox_free(p->ready[j]);
                 sd_event_source_disable_unref(p->retry);
                 sandbox_config_free(p->template);
+                free(p->name);
                 free(p->ready);
                 free(p->making);
                 free(p->error);
@@ -479,7 +484,7 @@ bool pools_member_event(Manager *m, const char *id, const char *action) {
                                 continue;
                         if ((streq(action, "die") || streq(action, "destroy")) && s->state == SANDBOX_RUNNING) {
                                 log_sandbox_warning(s, "Pool %s: sandbox %s stopped (%s) while it waited: replacing it.",
-                                                    p->config ? p->config->name : "(removed)", s->id, action);
+                                                    p->name, s->id, action);
                                 s->state = SANDBOX_EXITED; /* the refill removes it */
                                 pools_refill(m);
                         }

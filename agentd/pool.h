@@ -16,6 +16,7 @@
 
 typedef struct Pool {
         Manager *manager;
+        char *name;                /* its file's NAME */
         const PoolConfig *config;  /* in m->config (re-pointed at each reload); NULL: its file went */
         SandboxConfig *template;   /* what its members are made with (the backend and runtime resolved) */
         Sandbox **ready;           /* made, answering, unclaimed; oldest first */
@@ -31,9 +32,10 @@ typedef struct Pool {
 int pools_start(Manager *m);
 /* Is id one of the pools' members (ready or being made)? */
 bool pools_has_member(Manager *m, const char *id);
-/* After a reload put a new m->config in place (old: the configuration before, still alive):
- * resize, replace or drop pools as their files now say. */
-void pools_sync(Manager *m, const AgentdConfig *old);
+/* Right after a reload put a new m->config in place (the pools' config pointers may point into
+ * the old one, freed; nothing may look at them before): resize, replace or drop pools as their
+ * files now say. */
+void pools_sync(Manager *m);
 /* Stop making, free the records (the containers stay: the next agentd adopts or removes them). */
 void pools_free(Manager *m);
 
