@@ -246,17 +246,41 @@ static int bind_to_creator(Manager *m, Sandbox *s, sd_bus_message *call) {
         return r;
 }
 
+static int create_cold(Manager *m, Backend *backend, SandboxConfig *config, uid_t owner, sd_bus_message *call,
+                       sd_bus_error *error);
+static void on_removed(void *userdata, const char *error_name, const char *message);
+
 static void on_claimed(SandboxClaim *claim, const char *error, bool already_claimed, void *userdata) {
         Sandbox *s = userdata;
+        Manager *m = s->manager;
 
         s->claim = sandbox_claim_free(s->claim);
         if (error) {
-                log_sandbox_warning(s, "Sandbox %s: claiming it from pool %s failed: %s", s->id, s->pool_name, error);
-                s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
-                s->failure_message = strdup(error);
-                set_state(s->manager, s, SANDBOX_REMOVING);
-                if (!s->failure_name || !s->failure_message || backend_remove(s, on_failed_removed) < 0)
-                        create_done(s, AGENTD_ERROR_START_FAILED, error);
+                /* Its runtime went in the moment between the pool and the claim: the caller
+                 * should not pay for that. Make one as if no pool had had one; this one goes. */
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = TAKE_PTR(s->create_call);
+                SandboxConfig *config = sandbox_config_dup(s->config);
+                Backend *backend = s->backend;
+                uid_t owner = s->owner;
+
+                log_sandbox_warning(s, "Sandbox %s: claiming it from pool %s failed (%s): making one for the create "
+                                    "instead.", s->id, s->pool_name, error);
+                set_state(m, s, SANDBOX_REMOVING);
+                if (backend_remove(s, on_removed) < 0)
+                        drop(m, s);
+                if (!config) {
+                        if (call)
+                                (void) sd_bus_reply_method_errorf(call, AGENTD_ERROR_START_FAILED, "%s", error);
+                        return;
+                }
+                if (!call) { /* (no caller: nothing to make it for) */
+                        sandbox_config_free(config);
+                        return;
+                }
+                if (create_cold(m, backend, config, owner, call, &e) < 0)
+                        (void) sd_bus_reply_method_error(call, sd_bus_error_is_set(&e) ? &e :
+                                                         &SD_BUS_ERROR_MAKE_CONST(AGENTD_ERROR_START_FAILED, "Out of memory"));
                 return;
         }
         log_sandbox_info(s, "Sandbox %s: claimed from pool %s for uid %u.", s->id, s->pool_name, (unsigned) s->owner);
@@ -314,8 +338,6 @@ static int claim(Manager *m, Sandbox *s, SandboxConfig *config, uid_t owner, sd_
 
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error) {
         Backend *backend;
-        Sandbox *s;
-        int r;
 
         backend = manager_get_backend(m, config->backend, error);
         if (!backend) {
@@ -335,6 +357,15 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                 if (member)
                         return claim(m, member, config, owner, call, error);
         }
+        return create_cold(m, backend, config, owner, call, error);
+}
+
+/* Made for this create (no pool had one ready, or a claim failed). */
+static int create_cold(Manager *m, Backend *backend, SandboxConfig *config, uid_t owner, sd_bus_message *call,
+                       sd_bus_error *error) {
+        Sandbox *s;
+        int r;
+
         /* The pools' sandboxes count: they are made and hold their resources. */
         if (strmap_size(m->sandboxes) + pools_count(m) >= m->config->max_sandboxes) {
                 sandbox_config_free(config);
@@ -573,7 +604,9 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
                 log_sandbox_id_full(spec->id, spec->owner, b->name, LOG_WARNING,
                                     "Sandbox %s: its claim record cannot be read (%s): removing it.", spec->id,
                                     strerror(-r));
-        if (!c || (r < 0 && r != -ENOENT) || state != AGENTD_FOUND_RUNNING) {
+        /* A member nobody claimed that stopped is of no use; a claimed one that stopped is its
+         * owner's, exited, as any sandbox would be. */
+        if (!c || (r < 0 && r != -ENOENT) || (!st && state != AGENTD_FOUND_RUNNING)) {
                 sandbox_config_free(c);
                 claim_state_free(st);
                 (void) claim_state_remove(spec->id);
@@ -595,7 +628,7 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
         }
         s->manager = m;
         s->backend = b;
-        s->state = SANDBOX_RUNNING;
+        s->state = state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING : SANDBOX_EXITED;
         if (sandbox_set_place(s, place) < 0 || !(s->pool_name = strdup(spec->pool)) ||
             (st && st->bound_to && !(s->bound_to = strdup(st->bound_to)))) {
                 claim_state_free(st);
@@ -617,7 +650,8 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
         emit_new(m, s);
         if (s->bound_to)
                 bind_again(m, s);
-        if (sandbox_claim_run(m->event, s->runtime_url, spec->token, s->token, s->config->env, s->config->workdir,
+        if (s->state == SANDBOX_RUNNING &&
+            sandbox_claim_run(m->event, s->runtime_url, spec->token, s->token, s->config->env, s->config->workdir,
                               on_claim_finished, s, &s->claim) < 0)
                 log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim.", s->id);
 }
@@ -693,6 +727,8 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
                 log_sandbox_id_full(spec->id, spec->owner, b->name, LOG_INFO, "Removing %s's container of sandbox %s: %s.",
                                     b->name, spec->id, state == AGENTD_FOUND_HALF_MADE ? "its create never finished" : "expired");
                 (void) b->ops->remove(b->state, spec->id, NULL, NULL);
+                if (spec->pool)
+                        (void) claim_state_remove(spec->id);
                 return;
         }
         c = config_from_spec(spec, b->name);

@@ -32,6 +32,41 @@ static inline void sandbox_config_freep(SandboxConfig **c) {
         sandbox_config_free(*c);
 }
 
+static int copy_string(char **to, const char *from) {
+        return from && !(*to = strdup(from)) ? -ENOMEM : 0;
+}
+
+/* NULL stays NULL; an empty list stays an empty list (egress: no network at all). */
+static int copy_strv(char ***to, char **from) {
+        if (!from)
+                return 0;
+        if (!(*to = calloc(1, sizeof(char *))))
+                return -ENOMEM;
+        for (char **i = from; *i; i++)
+                if (strv_extend(to, *i) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+SandboxConfig *sandbox_config_dup(const SandboxConfig *c) {
+        _cleanup_(sandbox_config_freep) SandboxConfig *d = calloc(1, sizeof(SandboxConfig));
+
+        if (!d)
+                return NULL;
+        d->ttl_sec = c->ttl_sec;
+        d->limits = c->limits;
+        d->bind_to_caller = c->bind_to_caller;
+        d->read_only = c->read_only;
+        if (copy_string(&d->image, c->image) < 0 || copy_string(&d->bundle, c->bundle) < 0 ||
+            copy_string(&d->platform, c->platform) < 0 || copy_string(&d->backend, c->backend) < 0 ||
+            copy_string(&d->network, c->network) < 0 || copy_string(&d->workdir, c->workdir) < 0 ||
+            copy_string(&d->setup, c->setup) < 0 || copy_string(&d->runtime, c->runtime) < 0 ||
+            copy_string(&d->user, c->user) < 0 || copy_strv(&d->env, c->env) < 0 ||
+            copy_strv(&d->labels, c->labels) < 0 || copy_strv(&d->egress, c->egress) < 0)
+                return NULL;
+        return TAKE_PTR(d);
+}
+
 /* fmt takes the key, then detail (NULL: ""). */
 #define invalid(error, fmt, key, detail) \
         sd_bus_error_setf((error), AGENTD_ERROR_INVALID_CONFIG, fmt, (key), (const char *) (detail) ?: "")

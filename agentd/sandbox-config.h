@@ -36,6 +36,8 @@ typedef struct SandboxConfig {
 int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const SandboxLimits *maxima,
                         uint64_t max_ttl_sec, const char *default_backend, SandboxConfig **ret, sd_bus_error *error);
 SandboxConfig *sandbox_config_free(SandboxConfig *c);
+/* A copy of every key (NULL: out of memory). */
+SandboxConfig *sandbox_config_dup(const SandboxConfig *c);
 /* The runtime: default_runtime when none is named; one that allowed (NULL: any) does not list
  * is InvalidConfig naming those it does. */
 int sandbox_config_apply_runtimes(SandboxConfig *c, char *const *allowed, const char *default_runtime,

@@ -49,8 +49,21 @@ def start_dbus_daemon(directory):
         text = f.read().replace("@SOCKET@", sock).replace("@POLICY@", os.environ["POLICY"])
     with open(conf, "w") as f:
         f.write(text)
-    proc = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stderr=subprocess.DEVNULL)
-    wait_until(lambda: os.path.exists(sock), 10, what="dbus-daemon's socket")
+    # Its output must not hold the test's: a daemon a failed test leaves behind would keep meson
+    # waiting for the end of the test's output.
+    proc = subprocess.Popen(["dbus-daemon", "--config-file", conf, "--nofork"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def accepting():
+        # The socket file appears at bind(), before listen(): connect to be sure.
+        import socket
+        with socket.socket(socket.AF_UNIX) as s:
+            try:
+                s.connect(sock)
+            except OSError:
+                return False
+        return True
+    wait_until(accepting, 10, what="dbus-daemon's socket")
     return proc, f"unix:path={sock}"
 
 
@@ -95,7 +108,11 @@ class Agentd:
         self.log_path = os.path.join(self.dir, "agentd.log")
         self.log = open(self.log_path, "ab")
         self.agentd = None
-        self.start(wait)
+        try:
+            self.start(wait)
+        except BaseException:
+            self.stop()
+            raise
 
     def start(self, wait=True):
         self.agentd = subprocess.Popen(self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
@@ -132,14 +149,20 @@ class Agentd:
 
     def stop(self):
         rc = None
-        if self.agentd and self.agentd.poll() is None:
-            self.agentd.terminate()
-            rc = self.agentd.wait(20)
-        elif self.agentd:
-            rc = self.agentd.returncode
-        self.dbus_daemon.terminate()
-        self.dbus_daemon.wait(10)
-        self.log.close()
+        try:
+            if self.agentd and self.agentd.poll() is None:
+                self.agentd.terminate()
+                try:
+                    rc = self.agentd.wait(20)
+                except subprocess.TimeoutExpired:
+                    self.agentd.kill()  # (and the test fails: agentd did not stop on SIGTERM)
+                    raise
+            elif self.agentd:
+                rc = self.agentd.returncode
+        finally:
+            self.dbus_daemon.terminate()
+            self.dbus_daemon.wait(10)
+            self.log.close()
         return rc
 
 

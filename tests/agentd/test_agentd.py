@@ -96,8 +96,9 @@ def introspection_names_every_argument():
     assert methods["GetRuntimeAccess"] == [("in", "id", "s"), ("out", "url", "s"), ("out", "token", "s")]
     assert methods["ListSandboxes"] == [("out", "sandboxes", "a(ssso)")]
     assert methods["Reload"] == []
+    assert methods["ListPools"] == [("out", "pools", "a(suu)")]
     assert set(methods) == {"CreateSandbox", "GetSandbox", "ListSandboxes", "DeleteSandbox", "GetRuntimeAccess",
-                            "Reload"}
+                            "ListPools", "Reload"}
 
 
 @test

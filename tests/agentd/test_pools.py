@@ -225,6 +225,26 @@ def a_ready_sandbox_that_dies_is_replaced():
 
 
 @test
+def a_claim_that_fails_is_made_good_by_a_cold_create():
+    """Every ready one frozen (docker pause: its runtime cannot answer the claim): the create
+    still gets a sandbox, made for it, after the claim's connection gives up."""
+    a = agentd()
+    wait_until(lambda: pools().get("small") == (2, 2), 60, interval=0.2, what="a full pool")
+    frozen = sorted(members())
+    for name in frozen:
+        docker("pause", name)
+    try:
+        path, sid = a.create(memory=dbus.UInt64(256 << 20))
+        assert sandbox_props(path)["Pool"] == "" and f"agentix-{sid}" not in frozen, (sid, frozen)
+        assert "making one for the create instead" in a.log_text()
+        assert frozen[0] not in members() or frozen[1] not in members()  # the one tried went
+        a.manager().DeleteSandbox(sid, timeout=60)
+    finally:
+        for name in frozen:
+            docker("unpause", name, check=False)
+
+
+@test
 def agentixctl_lists_pools_and_says_when_a_create_came_from_one():
     import subprocess
     from agentd_env import AGENTIXCTL
