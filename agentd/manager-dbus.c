@@ -144,6 +144,19 @@ static int method_list_pools(sd_bus_message *msg, void *userdata, sd_bus_error *
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
+/* a{ss}: each pool that cannot make sandboxes now, and why (its last failure). */
+static int property_pool_errors(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "{ss}");
+        for (size_t i = 0; r >= 0 && i < m->n_pools; i++)
+                if (m->pools[i]->config && m->pools[i]->error)
+                        r = sd_bus_message_append(reply, "{ss}", m->pools[i]->name, m->pools[i]->error);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
 int manager_dbus_reload(Manager *m, sd_bus_error *error) {
         _cleanup_free_ char *why = NULL;
         struct timespec ts;
@@ -239,6 +252,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("DefaultBackend", "s", property_default_backend, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Runtimes", "a(ssb)", property_runtimes, 0, 0),
         SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("PoolErrors", "a{ss}", property_pool_errors, 0, 0),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
                                  method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,

@@ -458,11 +458,12 @@ int verb_pools(int argc, char *argv[]) {
                 return status;
         }
         if (!arg_json && !arg_quiet)
-                printf("%-24s %6s %6s\n", "POOL", "READY", "SIZE");
+                printf("%-24s %6s %6s  %s\n", "POOL", "READY", "SIZE", "PROBLEM");
         for (size_t i = 0; i < n; i++) {
                 if (arg_json) {
-                        json_t *j = json_pack("{s:s, s:I, s:I}", "name", l[i].name, "ready", (json_int_t) l[i].ready,
-                                              "size", (json_int_t) l[i].size);
+                        json_t *j = json_pack("{s:s, s:I, s:I, s:s?}", "name", l[i].name, "ready",
+                                              (json_int_t) l[i].ready, "size", (json_int_t) l[i].size, "error",
+                                              l[i].error);
                         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
                         if (text)
                                 puts(text);
@@ -471,7 +472,7 @@ int verb_pools(int argc, char *argv[]) {
                 } else if (arg_quiet)
                         puts(l[i].name);
                 else
-                        printf("%-24s %6u %6u\n", l[i].name, l[i].ready, l[i].size);
+                        printf("%-24s %6u %6u  %s\n", l[i].name, l[i].ready, l[i].size, l[i].error ?: "-");
         }
         agentix_pool_list_free(l, n);
         return EXIT_OK;

@@ -388,6 +388,7 @@ AGENTIX_API void agentix_sandbox_list_free(agentix_sandbox_info *l, size_t n);
 typedef struct agentix_pool_info {
         char *name;
         uint32_t ready, size;
+        char *error;                    /* why it cannot make sandboxes now, or NULL */
 } agentix_pool_info;
 
 AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n, agentix_error *ret_error);

@@ -363,9 +363,28 @@ AGENTIX_API int agentix_sandbox_list(agentix_manager *m, agentix_sandbox_info **
 }
 
 AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n) {
-        for (size_t i = 0; l && i < n; i++)
+        for (size_t i = 0; l && i < n; i++) {
                 free(l[i].name);
+                free(l[i].error);
+        }
         free(l);
+}
+
+/* PoolErrors (a{ss}) into the pools it names; an agentd without it has none to say. */
+static int read_pool_errors(agentix_manager *m, agentix_pool_info *l, size_t n) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *name, *why;
+        int r;
+
+        r = sd_bus_get_property(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "PoolErrors", NULL, &reply, "a{ss}");
+        if (r < 0)
+                return 0;
+        r = sd_bus_message_enter_container(reply, 'a', "{ss}");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "{ss}", &name, &why)) > 0)
+                for (size_t i = 0; i < n; i++)
+                        if (streq(l[i].name, name) && !l[i].error && !(l[i].error = strdup(why)))
+                                return -ENOMEM;
+        return r < 0 ? r : 0;
 }
 
 AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n,
@@ -396,6 +415,8 @@ AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, s
         }
         if (r >= 0)
                 r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = read_pool_errors(m, l, n);
         if (r < 0) {
                 agentix_pool_list_free(l, n);
                 return bus_error(ret_error, &be, r, "cannot list the pools");

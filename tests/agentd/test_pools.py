@@ -255,9 +255,9 @@ def agentixctl_lists_pools_and_says_when_a_create_came_from_one():
         r = subprocess.run([AGENTIXCTL, *args], env=a.env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         return r
-    assert ctl("pools").stdout.split("\n")[1].split() == ["small", "2", "2"]
+    assert ctl("pools").stdout.split("\n")[1].split() == ["small", "2", "2", "-"]
     assert [json.loads(line) for line in ctl("pools", "--json").stdout.splitlines()] == \
-        [{"name": "small", "ready": 2, "size": 2}]
+        [{"name": "small", "ready": 2, "size": 2, "error": None}]
     r = ctl("create", f"--image={BUSYBOX}", f"--bundle={bundle()}", "--memory=256M")
     sid = r.stdout.strip()
     assert len(sid) == 16 and r.stderr == "From warm pool small.\n", (r.stdout, r.stderr)
@@ -318,7 +318,7 @@ def sigkill_during_twenty_claims_and_refills_leaves_every_sandbox_one_owner():
 
 
 @test
-def a_pool_whose_image_is_gone_says_so_once_and_backs_off():
+def a_pool_whose_image_is_gone_says_so_once_and_in_pool_errors_and_backs_off():
     a = agentd()
     pool_file("ghost", 1, **{"Image": "agentix-test/no-such-image:1"})
     a.manager().Reload()
@@ -326,6 +326,15 @@ def a_pool_whose_image_is_gone_says_so_once_and_backs_off():
     assert pools()["ghost"] == (0, 1)
     said = [line for line in a.log_text().splitlines() if "Pool ghost cannot make sandboxes" in line]
     assert len(said) == 1 and "no-such-image" in said[0], said
+    # ... and so does the Manager (PoolErrors), which agentixctl pools shows.
+    errors = {str(k): str(v) for k, v in dbus.Interface(a.conn.get_object(NAME, "/org/agentix/Agentd1"),
+                                                        "org.freedesktop.DBus.Properties").Get(MANAGER, "PoolErrors").items()}
+    assert list(errors) == ["ghost"] and "no-such-image" in errors["ghost"], errors
+    import subprocess
+    from agentd_env import AGENTIXCTL
+    out = subprocess.run([AGENTIXCTL, "pools"], env=a.env, capture_output=True, text=True, timeout=60).stdout
+    line = next(x for x in out.splitlines() if x.startswith("ghost"))
+    assert line.split()[1:3] == ["0", "1"] and "no-such-image" in line, out
     pool_file("ghost", None)
     a.manager().Reload()
 
