@@ -3,7 +3,8 @@
 # dockerd and a system bus with agentd on it, make a task image with no libc at all (static
 # busybox) and the example bundle (agentixctl build), then create sandboxes with plain busctl
 # and with agentixctl, run commands and a C module function in them through a real Socket.IO
-# client and through agentixctl, delete them, and show that no container is left.
+# client and through agentixctl, delete them, take one from a warm pool in milliseconds, and
+# show that no container is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,8 +53,10 @@ AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
 step "a system bus with agentd on it"
 DBUS_SYSTEM_BUS_ADDRESS=$(./scripts/system-bus.sh start "$work/bus")
 export DBUS_SYSTEM_BUS_ADDRESS
+mkdir -p "$work/etc/pools.d" "$work/state"
+: >"$work/etc/agentd.conf"
 AGENTD_BACKEND_DIR=build/agentd/backends/engine AGENTIX_FIREWALL=policy/firewall/agentix-firewall \
-        build/agentd/agentd 2>"$work/agentd.log" &
+        STATE_DIRECTORY="$work/state" build/agentd/agentd --config="$work/etc/agentd.conf" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
         busctl status org.agentix.Agentd1 >/dev/null 2>&1 && break
@@ -105,6 +108,27 @@ try:
     print('reached the host at $host_ip')
 except OSError as e:
     print('the host ($host_ip) is out of reach:', type(e).__name__)"
+
+step "a warm pool (pools.d/demo.pool): two sandboxes kept ready, a create answered in milliseconds"
+printf '[Pool]\nSize=2\nImage=agentix-test/busybox:1\nBundle=example-bundle:0.1.0\nMemory=256M\n' \
+        >"$work/etc/pools.d/demo.pool"
+busctl call $M Reload
+for _ in $(seq 600); do
+        "$ctl" -q pools --json | grep -q '"ready":2' && break
+        sleep 0.1
+done
+"$ctl" pools
+start=$(date +%s%N)
+id=$("$ctl" create --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 --memory=256M)
+echo "created $id in $(( ($(date +%s%N) - start) / 1000000 )) ms (agentixctl's own start-up included)"
+"$ctl" --sandbox="$id" exec -- sh -c 'echo "a token minted at the claim: the pool never saw it"'
+"$ctl" delete "$id"
+rm "$work/etc/pools.d/demo.pool"
+busctl call $M Reload # the pool's sandboxes go with its file
+for _ in $(seq 300); do
+        [ -z "$(docker ps -aq --filter label=org.agentix.pool=demo)" ] && break
+        sleep 0.1
+done
 
 step "sandbox containers left behind by this run"
 left=$(comm -13 <(echo "$before") <(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort))
