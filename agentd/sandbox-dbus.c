@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include "agentd-errors.h"
+#include "backend.h"
+#include "buffer.h"
 #include "lifecycle.h"
 #include "macro.h"
 #include "sandbox-dbus.h"
+#include "utf8.h"
 
 /* The object's userdata is the Manager: its sandbox comes from the path. */
 static Sandbox *sandbox_of(Manager *m, const char *path) {
@@ -89,6 +92,58 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return sd_bus_reply_method_return(m, NULL);
 }
 
+/* What Logs() keeps of a long log: its end. */
+#define LOGS_MAX_BYTES (4U * 1024 * 1024)
+#define LOGS_MAX_LINES 100000U
+
+static void on_logs(void *userdata, const char *text, size_t size, const char *error_name, const char *message) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
+        _cleanup_buffer_ Buffer valid = BUFFER_NULL;
+
+        if (error_name) {
+                (void) sd_bus_reply_method_errorf(call, error_name, "%s", message ?: "The backend gave no reason");
+                return;
+        }
+        if (size > LOGS_MAX_BYTES) {
+                text += size - LOGS_MAX_BYTES;
+                size = LOGS_MAX_BYTES;
+        }
+        /* D-Bus strings are UTF-8 without NUL: what a program wrote need not be. */
+        if (utf8_append_sanitized(&valid, (const uint8_t *) text, size) < 0 || buffer_append(&valid, "", 1) < 0) {
+                (void) sd_bus_reply_method_errorf(call, SD_BUS_ERROR_NO_MEMORY, "Out of memory");
+                return;
+        }
+        for (size_t i = 0; i + 1 < valid.len; i++)
+                if (((char *) buffer_data(&valid))[i] == 0)
+                        ((char *) buffer_data(&valid))[i] = ' ';
+        (void) sd_bus_reply_method_return(call, "s", (const char *) buffer_data(&valid));
+}
+
+static int method_logs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        uint64_t lines;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "t", &lines);
+        if (r < 0)
+                return r;
+        if (lines == 0 || lines > LOGS_MAX_LINES)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Logs takes 1 to %u lines, not %llu.",
+                                         LOGS_MAX_LINES, (unsigned long long) lines);
+        if (!s->backend->ops->logs)
+                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "The %s backend keeps no logs.",
+                                         s->backend->name);
+        r = s->backend->ops->logs(s->backend->state, s->id, lines, on_logs, sd_bus_message_ref(m));
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        return 1; /* answered when the backend has it */
+}
+
 const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -104,6 +159,8 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("ContainerId", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Pool", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END

@@ -102,6 +102,20 @@ def introspection_names_every_argument():
 
 
 @test
+def logs_give_what_the_runtime_wrote():
+    path, sid = create()
+    try:
+        sandbox = dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX)
+        text = str(sandbox.Logs(dbus.UInt64(50), timeout=30))
+        assert "agentix-server" in text and "listening on port 8000" in text, text
+        assert len(str(sandbox.Logs(dbus.UInt64(1), timeout=30)).strip().splitlines()) == 1
+        got, message = error_name(lambda: sandbox.Logs(dbus.UInt64(0)))
+        assert got == f"{NAME}.InvalidConfig" and "Logs takes 1 to 100000 lines" in message, message
+    finally:
+        bus().manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
 def busctl_create_call_and_delete():
     b = bus()
     t0 = time.time()
@@ -206,9 +220,12 @@ def errors_are_named_and_leave_nothing_behind():
         (dict(image="agentix-test/no-such-image:1"), "ImageNotFound", "'agentix-test/no-such-image:1' is not in Docker"),
         (dict(bundle="agentix-test/no-such-bundle:1"), "BundleNotFound", "build it with agentixctl build"),
         (dict(bundle=BUSYBOX), "BundleNotFound", "is not an agentix bundle"),
-        # The runtime cannot start: the container is removed and the reason given.
+        # The runtime cannot start: the container is removed and the reason given, with the
+        # last lines the runtime wrote.
         (dict(env=dbus.Dictionary({"AGENTIX_BIND_PORT": "not-a-port"}, signature="ss")), "StartFailed",
-         "stopped (exit status"),
+         "stopped (exit status 1) before its runtime answered"),
+        (dict(env=dbus.Dictionary({"AGENTIX_BIND_PORT": "not-a-port"}, signature="ss")), "StartFailed",
+         "Its last lines: agentix-server: Failed to resolve 0.0.0.0:not-a-port"),
     ]
     for config, name, needle in cases:
         got, message = error_name(lambda: create(**config))

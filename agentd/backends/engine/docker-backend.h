@@ -14,6 +14,7 @@
 #include <systemd/sd-event.h>
 
 #include "agentix/agentd-backend.h"
+#include "buffer.h"
 #include "curl-event.h"
 #include "docker-client.h"
 #include "docker-network.h"
@@ -38,6 +39,10 @@ int docker_backend_watch(DockerBackend *b, agentd_event_t on_event, void *userda
 void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *bundle_id, void *userdata),
                                    void *userdata);
 int docker_backend_runtimes(DockerBackend *b, char ***ret);
+int docker_backend_logs(DockerBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
+/* The payloads of a container log's frames (Docker multiplexes stdout and stderr), appended to
+ * out in order; -EBADMSG for what is not frames. */
+int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
 /* Ask the service which runtimes it has (GET /info), unless known or being asked. */
 void docker_backend_ask_runtimes(DockerBackend *b);
 
@@ -61,7 +66,8 @@ void docker_backend_release(DockerBackend *b);
                               .adopt = docker_backend_adopt,                         \
                               .watch = docker_backend_watch,                         \
                               .prune = docker_backend_prune_carriers,                \
-                              .runtimes = docker_backend_runtimes)
+                              .runtimes = docker_backend_runtimes,                   \
+                              .logs = docker_backend_logs)
 
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);

@@ -17,6 +17,7 @@ struct DockerRequest {
         Buffer answer;
         docker_reply_t reply;
         docker_line_t on_line;    /* a stream: lines go here as they come */
+        docker_raw_t raw;         /* the answer as bytes, not JSON */
         void *userdata;
         void (*destroy)(void *userdata);
         bool unversioned;         /* GET /version: the one path without a version prefix */
@@ -109,6 +110,16 @@ static void deliver(DockerRequest *r, int status, const char *error) {
         docker_reply_t reply = r->reply;
         void *userdata = r->userdata;
         DockerClient *d = r->client;
+
+        if (r->raw) {
+                docker_raw_t raw = r->raw;
+                Buffer answer = r->answer;
+                r->answer = (Buffer) BUFFER_NULL;
+                request_free(r, true);
+                raw(d, status, buffer_data(&answer), answer.len, error, userdata);
+                buffer_done(&answer);
+                return;
+        }
 
         if (r->answer.len > 0)
                 body = json_loadb((const char *) buffer_data(&r->answer), r->answer.len, JSON_DECODE_ANY, NULL);
@@ -272,12 +283,14 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
 }
 
 static int request_new(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
-                       docker_line_t on_line, docker_reply_t reply, void *userdata, DockerRequest **ret) {
+                       docker_line_t on_line, docker_reply_t reply, docker_raw_t raw, void *userdata,
+                       DockerRequest **ret) {
         DockerRequest *r = request_alloc(d, method, path, body, timeout_usec, on_line, reply, userdata);
         int k;
 
         if (!r)
                 return -ENOMEM;
+        r->raw = raw;
         if (d->version)
                 k = request_start(r);
         else if (!d->negotiating)
@@ -295,12 +308,16 @@ static int request_new(DockerClient *d, const char *method, const char *path, js
 
 int docker_request(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
                    docker_reply_t reply, void *userdata, DockerRequest **ret) {
-        return request_new(d, method, path, body, timeout_usec, NULL, reply, userdata, ret);
+        return request_new(d, method, path, body, timeout_usec, NULL, reply, NULL, userdata, ret);
 }
 
 int docker_stream(DockerClient *d, const char *path, docker_line_t on_line, docker_reply_t reply, void *userdata,
                   DockerRequest **ret) {
-        return request_new(d, "GET", path, NULL, 0, on_line, reply, userdata, ret);
+        return request_new(d, "GET", path, NULL, 0, on_line, reply, NULL, userdata, ret);
+}
+
+int docker_request_raw(DockerClient *d, const char *path, docker_raw_t reply, void *userdata, DockerRequest **ret) {
+        return request_new(d, "GET", path, NULL, 0, NULL, NULL, reply, userdata, ret);
 }
 
 const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size) {

@@ -40,6 +40,13 @@ typedef void (*docker_line_t)(DockerClient *d, json_t *line, void *userdata);
 int docker_stream(DockerClient *d, const char *path, docker_line_t on_line, docker_reply_t reply, void *userdata,
                   DockerRequest **ret);
 
+/* GET path, whose answer is not JSON (a container's logs): reply gets the bytes as they came
+ * (at most 64 MiB; borrowed). status as for docker_reply_t; on an error status, data is Docker's
+ * answer (JSON with a message). */
+typedef void (*docker_raw_t)(DockerClient *d, int status, const void *data, size_t size, const char *error,
+                             void *userdata);
+int docker_request_raw(DockerClient *d, const char *path, docker_raw_t reply, void *userdata, DockerRequest **ret);
+
 /* What frees the request's userdata when it is dropped unanswered (cancelled, or the client
  * freed): a reply that never comes cannot free it. */
 void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata));

@@ -70,6 +70,7 @@ struct AgentdJob {
         sd_event_source *timer;
         uint64_t deadline;
         unsigned probes;
+        int exit_code;            /* the container stopped before its runtime answered */
         unsigned carrier_waits;   /* looks at a carrier that another create is making */
         unsigned network_waits;   /* looks at the isolated network being made */
         bool network_retried;     /* it had gone: made again once */
@@ -428,16 +429,52 @@ static void network_step(CreateJob *j) {
         } while (0)
 
 /* The container runs (or this is the first look): keep probing /health, or start to. */
-static void on_inspected(CreateJob *j, json_t *body) {
+/* The last lines the runtime of a container that stopped wrote: what says most about why. */
+#define STOPPED_LOG_LINES 10
+#define STOPPED_LOG_MAX 1500
+
+static void on_stopped_logs(DockerClient *d, int status, const void *data, size_t size, const char *error,
+                            void *userdata) {
+        CreateJob *j = userdata;
         const AgentdSandboxSpec *s = j->spec;
+        _cleanup_buffer_ Buffer text = BUFFER_NULL;
+        const char *t;
+        size_t n;
+
+        j->request = NULL;
+        if (status != 200 || docker_logs_demultiplex(data, size, &text) < 0 || buffer_append(&text, "", 1) < 0)
+                text.len = 0;
+        /* One line of message: the log's lines joined, its end kept when it is long. */
+        t = text.len ? (const char *) buffer_data(&text) : "";
+        n = strlen(t);
+        while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == '\r'))
+                n--;
+        if (n > STOPPED_LOG_MAX) {
+                t += n - STOPPED_LOG_MAX;
+                n = STOPPED_LOG_MAX;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (t[i] == '\n' || t[i] == '\r' || (unsigned char) t[i] < ' ')
+                        ((char *) t)[i] = t[i] == '\n' ? '|' : ' ';
+        job_fail(j, AGENTD_ERROR_START_FAILED,
+                 "The sandbox's container stopped (exit status %d) before its runtime answered: does image '%s' run "
+                 "/nix/runtime/bin/agentix-server from bundle '%s'?%s%.*s", j->exit_code, s->image, s->bundle,
+                 n > 0 ? " Its last lines: " : "", (int) n, t);
+}
+
+static void on_inspected(CreateJob *j, json_t *body) {
         json_t *st = json_object_get(body, "State");
         const char *port;
 
-        if (!json_is_true(json_object_get(st, "Running")))
-                FAIL(j, AGENTD_ERROR_START_FAILED,
-                     "The sandbox's container stopped (exit status %lld) before its runtime answered: does image '%s' "
-                     "run /nix/runtime/bin/agentix-server from bundle '%s'?",
-                     (long long) json_integer_value(json_object_get(st, "ExitCode")), s->image, s->bundle);
+        if (!json_is_true(json_object_get(st, "Running"))) {
+                char path[160];
+                j->exit_code = (int) json_integer_value(json_object_get(st, "ExitCode"));
+                snprintf(path, sizeof(path), "/containers/agentix-%s/logs?stdout=1&stderr=1&tail=%d", j->spec->id,
+                         STOPPED_LOG_LINES);
+                if (docker_request_raw(j->backend->docker, path, on_stopped_logs, j, &j->request) < 0)
+                        on_stopped_logs(j->backend->docker, -ENOMEM, NULL, 0, NULL, j);
+                return;
+        }
         j->step = STEP_HEALTH;
         if (j->runtime_url) {
                 if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, HEALTH_INTERVAL_USEC, 1000,

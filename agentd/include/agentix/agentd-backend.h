@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 2 /* 2: runtimes() */
+#define AGENTD_BACKEND_ABI 3 /* 2: runtimes(); 3: logs() */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -93,6 +93,11 @@ typedef void (*agentd_found_t)(void *userdata, const AgentdSandboxSpec *spec, co
  * calls adopt() again to bring its state in line. */
 typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const char *action);
 
+/* A sandbox's log: its runtime's standard output and error as they came (text: size bytes,
+ * borrowed, not NUL-terminated), or error_name and message. */
+typedef void (*agentd_logs_t)(void *userdata, const char *text, size_t size, const char *error_name,
+                              const char *message);
+
 typedef struct AgentdBackendOps {
         unsigned abi;                   /* AGENTD_BACKEND_ABI */
         const char *name;               /* as in Load= and the `backend` config key */
@@ -129,6 +134,9 @@ typedef struct AgentdBackendOps {
          * malloc'ed list in *ret; -EAGAIN while not known yet (it asks at watch() and after a
          * resync). */
         int (*runtimes)(AgentdBackend *b, char ***ret);
+        /* The last `lines` lines of what the sandbox's runtime wrote (its container's log), then
+         * done() once (not before logs() returns 0). */
+        int (*logs)(AgentdBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"
