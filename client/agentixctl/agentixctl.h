@@ -72,6 +72,7 @@ int verb_create(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_pools(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
+int verb_logs(int argc, char *argv[]);
 int verb_delete(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
 

@@ -36,6 +36,7 @@ static const Verb verbs[] = {
         { "list", verb_list },
         { "pools", verb_pools },
         { "status", verb_status },
+        { "logs", verb_logs },
         { "delete", verb_delete },
         { "run", verb_run },
         { "exec", verb_exec },
@@ -85,6 +86,7 @@ static void help(void) {
                "  list                    List the sandboxes agentd shows you\n"
                "  pools                   List agentd's warm pools: ready and size\n"
                "  status ID               Show a sandbox's properties\n"
+               "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
                "  delete ID...            Delete sandboxes\n"
                "  run [CREATE OPTIONS] [--] CMD [ARG...]\n"
                "                          Create a sandbox, run CMD in it, delete it (also on\n"

@@ -418,6 +418,55 @@ int verb_status(int argc, char *argv[]) {
         return EXIT_OK;
 }
 
+/* ---- logs -------------------------------------------------------------------------------- */
+
+static void logs_help(void) {
+        printf("Usage: agentixctl logs [OPTIONS] ID\n"
+               "\n"
+               "Print what a sandbox's runtime wrote: its container's log (standard output and\n"
+               "error, in order). Owner or root only.\n"
+               "\n"
+               "  -h --help               Show this help\n"
+               "  -n --lines=N            The last N lines (1 to 100000, default 100)\n"
+               "\n"
+               "See agentixctl(1).\n");
+}
+
+int verb_logs(int argc, char *argv[]) {
+        static const struct option options[] = { COMMON_LONG_OPTIONS, { "lines", required_argument, NULL, 'n' }, {} };
+        _cleanup_free_ char *text = NULL;
+        agentix_error e = AGENTIX_ERROR_NULL;
+        agentix_manager *m = NULL;
+        unsigned long long lines = 100;
+        int c, r, status;
+        char *end;
+
+        while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS "n:", options, NULL)) >= 0)
+                switch (c) {
+                        COMMON_OPTION_CASES("logs", logs_help, argv);
+                case 'n':
+                        errno = 0;
+                        lines = strtoull(optarg, &end, 10);
+                        if (errno || *end || lines < 1 || lines > 100000)
+                                return fail_usage("logs", "--lines=%s: a number of lines from 1 to 100000", optarg);
+                        break;
+                }
+        if (optind + 1 != argc)
+                return fail_usage("logs", "takes one sandbox id");
+        status = ctl_manager_open(&m);
+        if (status != EXIT_OK)
+                return status;
+        r = agentix_sandbox_logs(m, argv[optind], lines, &text, &e);
+        agentix_manager_free(m);
+        if (r < 0) {
+                status = fail_agentix(&e, "cannot read the log of sandbox %s", argv[optind]);
+                agentix_error_done(&e);
+                return status;
+        }
+        fputs(text, stdout);
+        return EXIT_OK;
+}
+
 /* ---- pools ------------------------------------------------------------------------------- */
 
 static void pools_help(void) {

@@ -365,6 +365,9 @@ AGENTIX_API int agentix_sandbox_create(agentix_manager *m, const agentix_sandbox
 AGENTIX_API int agentix_sandbox_delete(agentix_manager *m, const char *id, agentix_error *ret_error);
 /* Move its expiry later by seconds. */
 AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint64_t seconds, agentix_error *ret_error);
+/* The last `lines` lines its runtime wrote (1 to 100000; owner or root only). free() it. */
+AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_t lines, char **ret_text,
+                                     agentix_error *ret_error);
 /* The runtime's URL and token (owner or root only): what agentix_options wants. free() both. */
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error);

@@ -198,6 +198,26 @@ AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint6
         return r < 0 ? bus_error(ret_error, &be, r, "cannot extend the sandbox") : 0;
 }
 
+AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_t lines, char **ret_text,
+                                     agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *text;
+        int r;
+
+        r = sd_bus_path_encode(MANAGER_PATH "/sandbox", id, &path);
+        if (r >= 0)
+                r = sd_bus_call_method(m->bus, BUS_NAME, path, SANDBOX_INTERFACE, "Logs", &be, &reply, "t", lines);
+        if (r < 0 && sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT))
+                return error_set_typed(ret_error, AGENTIX_E_SANDBOX, -ENOENT, "NoSuchSandbox", "No sandbox '%s'.", id);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "s", &text);
+        if (r >= 0 && !(*ret_text = strdup(text)))
+                r = -ENOMEM;
+        return r < 0 ? bus_error(ret_error, &be, r, "cannot read the sandbox's log") : 0;
+}
+
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error) {
         _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;

@@ -111,6 +111,12 @@ def logs_give_what_the_runtime_wrote():
         assert len(str(sandbox.Logs(dbus.UInt64(1), timeout=30)).strip().splitlines()) == 1
         got, message = error_name(lambda: sandbox.Logs(dbus.UInt64(0)))
         assert got == f"{NAME}.InvalidConfig" and "Logs takes 1 to 100000 lines" in message, message
+        # agentixctl logs (libagentix's agentix_sandbox_logs()).
+        r = subprocess.run([AGENTIXCTL, "logs", "-n", "5", sid], env=bus().env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and "listening on port 8000" in r.stdout, (r.stdout, r.stderr)
+        r = subprocess.run([AGENTIXCTL, "logs", "--lines=0", sid], env=bus().env, capture_output=True, text=True)
+        assert r.returncode == 64 and "a number of lines from 1 to 100000" in r.stderr, r.stderr
     finally:
         bus().manager().DeleteSandbox(sid, timeout=60)
 

@@ -99,7 +99,9 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
                    what="the sandbox bound to a creator that left to go")
         for sid in a.ids():
             url, _ = a.manager().GetRuntimeAccess(sid)
-            assert health_ok(str(url)), sid
+            # One whose container had just started when agentd was killed is adopted as running
+            # while its runtime may still be coming up (slower under ASan): give it the time.
+            wait_until(lambda: health_ok(str(url)), 20, interval=0.1, what=f"sandbox {sid}'s runtime to answer")
             props = dbus.Interface(a.conn.get_object(NAME, a.manager().GetSandbox(sid)),
                                    "org.freedesktop.DBus.Properties").GetAll(SANDBOX)
             assert props["State"] == "running", (sid, props["State"])

@@ -158,6 +158,16 @@ export class SandboxManager {
     return { url, token };
   }
 
+  /** The last `lines` lines its runtime wrote (its container's log); the owner's and root's only. */
+  async logs(id: string, lines = 100): Promise<string> {
+    const m = await this.iface();
+    const path = (await this.call(() => m.GetSandbox(id))) as string;
+    return this.call(async () => {
+      const obj = await this.bus.getProxyObject(NAME, path);
+      return String(await obj.getInterface(SANDBOX).Logs(BigInt(lines)));
+    });
+  }
+
   /** Delete it; a sandbox already gone is no error. */
   async delete(id: string): Promise<void> {
     const m = await this.iface();

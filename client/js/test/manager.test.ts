@@ -17,6 +17,7 @@ it("runs code in a sandbox for the length of a callback, then deletes it", async
     id = sandbox.id;
     expect(sandbox.state).toBe("running");
     expect(sandbox.pool).toBe(""); // agentd here has no warm pool: made for this create
+    expect(await manager.logs(sandbox.id, 20)).toContain("listening on port 8000");
     expect((await manager.list()).map((s) => s.id)).toContain(id);
     const r = await rt.exec("echo $GREETING; python3 -c 'print(6 * 7)'");
     return r.output;

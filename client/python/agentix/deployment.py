@@ -197,6 +197,15 @@ class AgentdDeployment:
                 self._dbus.UInt64(seconds), timeout=30)
         await self._run(extend)
 
+    async def logs(self, sandbox_id, lines=100):
+        """The last `lines` lines its runtime wrote (its container's log), as one string."""
+        def logs():
+            conn, manager = self._manager()
+            path = manager.GetSandbox(str(sandbox_id), timeout=30)
+            return str(self._dbus.Interface(conn.get_object(NAME, path, introspect=False), SANDBOX).Logs(
+                self._dbus.UInt64(lines), timeout=60))
+        return await self._run(logs)
+
     def close(self):
         """Close the bus connections (sandboxes made with bind_to_caller go with them)."""
         self._pool.shutdown(wait=True)

@@ -38,6 +38,7 @@ async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
         info = await deployment.get(sandbox.id)
         assert info.state == "running" and info.image == BUSYBOX and info.token
         assert info.pool == ""  # agentd here has no warm pool: made for this create
+        assert "listening on port 8000" in await deployment.logs(sandbox.id, 20)
         r = await sandbox.aexecute("echo $GREETING; python3 -c 'print(int(open(\"/work/input.txt\").read()) + 1)'")
         assert (r.output, r.exit_code) == ("hello\n43\n", 0)
         (down,) = await sandbox.adownload_files(["/work/input.txt"])
