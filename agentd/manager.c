@@ -118,10 +118,6 @@ Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error) 
         return b;
 }
 
-static bool str_eq_null(const char *a, const char *b) {
-        return a == b || (a && b && streq(a, b));
-}
-
 static bool strv_equal(char **a, char **b) {
         for (; a && *a && b && *b; a++, b++)
                 if (!streq(*a, *b))
@@ -164,8 +160,8 @@ int manager_reload(Manager *m, char **ret_error) {
         KEEP_FOR_RESTART(backend_dir, streq(old->backend_dir, new->backend_dir), "[Backends] Directory=");
         KEEP_FOR_RESTART(backend_timeout_usec, old->backend_timeout_usec == new->backend_timeout_usec ||
                          m->timeout_from_command_line, "[Backends] Timeout=");
-        KEEP_FOR_RESTART(docker_socket, str_eq_null(old->docker_socket, new->docker_socket), "[Docker] Socket=");
-        KEEP_FOR_RESTART(podman_socket, str_eq_null(old->podman_socket, new->podman_socket), "[Podman] Socket=");
+        KEEP_FOR_RESTART(docker_socket, streq_ptr(old->docker_socket, new->docker_socket), "[Docker] Socket=");
+        KEEP_FOR_RESTART(podman_socket, streq_ptr(old->podman_socket, new->podman_socket), "[Podman] Socket=");
         m->config = new;
         agentd_config_free(old);
         return 0;

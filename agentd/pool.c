@@ -14,18 +14,14 @@ static const char *network_name(const char *n) {
         return n && !streq(n, "isolated") ? n : "isolated";
 }
 
-static bool str_same(const char *a, const char *b) {
-        return a == b || (a && b && streq(a, b));
-}
-
 /* Could a member made with pool's configuration serve a create asking for want? Only what a
  * pool fixes in advance counts; env, workdir, labels, ttl, setup and bind_to_caller are the
  * claim's to apply. */
 static bool config_served_by(const SandboxConfig *pool, const SandboxConfig *want) {
         return streq(pool->image, want->image) && streq(pool->bundle, want->bundle) &&
-               str_same(pool->platform, want->platform) && str_same(pool->backend, want->backend) &&
+               streq_ptr(pool->platform, want->platform) && streq_ptr(pool->backend, want->backend) &&
                streq(network_name(pool->network), network_name(want->network)) &&
-               str_same(pool->runtime, want->runtime) && pool->limits.cpus == want->limits.cpus &&
+               streq_ptr(pool->runtime, want->runtime) && pool->limits.cpus == want->limits.cpus &&
                pool->limits.memory == want->limits.memory && pool->limits.pids == want->limits.pids && !want->user &&
                !want->read_only && !want->egress;
 }
@@ -102,6 +98,17 @@ static Pool *pool_find(Manager *m, const char *name) {
         return NULL;
 }
 
+/* The record only: its members are the caller's to have dealt with. */
+static void pool_free(Pool *p) {
+        sd_event_source_disable_unref(p->retry);
+        sandbox_config_free(p->template);
+        free(p->name);
+        free(p->ready);
+        free(p->making);
+        free(p->error);
+        free(p);
+}
+
 /* A pool whose file went, once its last member is settled. */
 static void pool_free_if_done(Pool *p) {
         Manager *m = p->manager;
@@ -114,13 +121,7 @@ static void pool_free_if_done(Pool *p) {
                         m->n_pools--;
                         break;
                 }
-        sd_event_source_disable_unref(p->retry);
-        sandbox_config_free(p->template);
-        free(p->name);
-        free(p->ready);
-        free(p->making);
-        free(p->error);
-        free(p);
+        pool_free(p);
 }
 
 /* ---- members ----------------------------------------------------------------------------- */
@@ -461,13 +462,7 @@ void pools_free(Manager *m) {
                 }
                 for (size_t j = 0; j < p->n_ready; j++)
                         sandbox_free(p->ready[j]);
-                sd_event_source_disable_unref(p->retry);
-                sandbox_config_free(p->template);
-                free(p->name);
-                free(p->ready);
-                free(p->making);
-                free(p->error);
-                free(p);
+                pool_free(p);
         }
         free(m->pools);
         m->pools = NULL;

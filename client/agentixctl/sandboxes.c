@@ -8,6 +8,7 @@
 
 #include "agentixctl.h"
 #include "fail.h"
+#include "output.h"
 #include "parse-util.h"
 
 #define MAX_PAIRS 4096
@@ -242,12 +243,8 @@ static void print_info_json(const agentix_sandbox_info *i) {
                               "runtime_url", i->runtime_url ?: "", "container_id", i->container_id ?: "", "owner",
                               (json_int_t) i->owner, "created_at_usec", (json_int_t) i->created_at_usec,
                               "expires_at_usec", (json_int_t) i->expires_at_usec, "pool", i->pool ?: "");
-        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
-        if (s)
-                puts(s);
-        free(s);
-        json_decref(j);
+        (void) print_json(j);
 }
 
 int verb_create(int argc, char *argv[]) {
@@ -509,16 +506,11 @@ int verb_pools(int argc, char *argv[]) {
         if (!arg_json && !arg_quiet)
                 printf("%-24s %6s %6s  %s\n", "POOL", "READY", "SIZE", "PROBLEM");
         for (size_t i = 0; i < n; i++) {
-                if (arg_json) {
-                        json_t *j = json_pack("{s:s, s:I, s:I, s:s?}", "name", l[i].name, "ready",
-                                              (json_int_t) l[i].ready, "size", (json_int_t) l[i].size, "error",
-                                              l[i].error);
-                        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-                        if (text)
-                                puts(text);
-                        free(text);
-                        json_decref(j);
-                } else if (arg_quiet)
+                if (arg_json)
+                        (void) print_json(json_pack("{s:s, s:I, s:I, s:s?}", "name", l[i].name, "ready",
+                                                    (json_int_t) l[i].ready, "size", (json_int_t) l[i].size, "error",
+                                                    l[i].error));
+                else if (arg_quiet)
                         puts(l[i].name);
                 else
                         printf("%-24s %6u %6u  %s\n", l[i].name, l[i].ready, l[i].size, l[i].error ?: "-");

@@ -27,6 +27,10 @@
 #define STRLEN(s) (sizeof(s) - 1)
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
+/* Equal strings, or both NULL. */
+static inline bool streq_ptr(const char *a, const char *b) {
+        return a == b || (a && b && streq(a, b));
+}
 #define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
 
 /* Take ownership of a pointer/fd, leaving NULL/-EBADF behind so the cleanup handler is a no-op. */
