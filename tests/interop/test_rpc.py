@@ -390,14 +390,21 @@ def resume_after_dropped_connection():
 
 @test
 def stream_items_survive_a_drop():
+    """Items the call produces while no client is attached are kept and sent on resume. An item
+    in flight at the moment of the drop is lost with the connection (there are no per-item
+    acks), so the command waits at a gate until the old connection is surely gone."""
     need_testmod()
-    with server() as s:
+    with server() as s, tempfile.TemporaryDirectory() as tmp:
+        gate = os.path.join(tmp, "go")
         c = Client(s, ["websocket"])
         cid = c.start("sandbox::exec", shape="stream",
-                      kwargs={"command": "for i in 1 2 3 4 5; do echo $i; sleep 0.1; done"})
-        time.sleep(0.15)
+                      kwargs={"command": f"echo 1; while [ ! -e {gate} ]; do sleep 0.02; done; "
+                                         "for i in 2 3 4 5; do echo $i; done"})
+        wait_until(lambda: c.items(cid), what="the first item")
         c.sio.eio.disconnect(abort=True)
-        time.sleep(0.6)
+        time.sleep(0.5)  # the server notices the aborted connection (no duration is asserted)
+        open(gate, "w").close()
+        time.sleep(0.3)  # items 2..5 are produced with no client attached
         c2 = Client(s, ["websocket"])
         c2.emit("resume", {"call_ids": [cid]})
         assert c2.terminal(cid)[0] == "call:end"
