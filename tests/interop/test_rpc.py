@@ -413,6 +413,98 @@ def stream_items_survive_a_drop():
         c2.close()
 
 
+@test
+def fs_watch_reports_changes_below_a_path_until_cancelled():
+    with server() as s, tempfile.TemporaryDirectory() as tmp:
+        c = Client(s, ["websocket"])
+        cid = c.start("fs::watch", shape="stream", kwargs={"path": tmp})
+
+        def seen():
+            return [(i["path"], i["event"]) for i in c.items(cid)]
+
+        # The watch is in place once a change is reported: touch a file until one is.
+        ready = os.path.join(tmp, "ready")
+        wait_until(lambda: open(ready, "w").close() or (ready, "created") in seen() or
+                   (ready, "modified") in seen(), what="the watch to report")
+        f = os.path.join(tmp, "a.txt")
+        with open(f, "w") as fh:
+            fh.write("x")
+        os.mkdir(os.path.join(tmp, "sub"))
+        deep = os.path.join(tmp, "sub", "b.txt")
+        wait_until(lambda: (os.path.join(tmp, "sub"), "created") in seen(), what="the new directory")
+        open(deep, "w").close()  # in a directory made after the watch began
+        os.rename(f, os.path.join(tmp, "c.txt"))
+        os.unlink(os.path.join(tmp, "c.txt"))
+        want = [(f, "created"), (f, "modified"), (deep, "created"), (f, "moved_from"),
+                (os.path.join(tmp, "c.txt"), "moved_to"), (os.path.join(tmp, "c.txt"), "deleted")]
+        wait_until(lambda: all(w in seen() for w in want), what=f"the changes {want}")
+        got = seen()
+        assert [g for g in got if g in want] == want, got  # in the order they happened
+        c.emit("cancel", {"call_id": cid})
+        e = c.error(cid)
+        assert e["cancelled"] is True, e
+
+        # Not recursive: a subdirectory's changes are not reported.
+        cid = c.start("fs::watch", shape="stream", kwargs={"path": tmp, "recursive": False})
+        wait_until(lambda: open(ready, "w").close() or any(i["path"] == ready for i in c.items(cid)),
+                   what="the second watch to report")
+        open(os.path.join(tmp, "sub", "unseen"), "w").close()
+        open(os.path.join(tmp, "seen"), "w").close()
+        wait_until(lambda: any(i["path"].endswith("/seen") for i in c.items(cid)), what="the top-level file")
+        assert not any(i["path"].endswith("unseen") for i in c.items(cid)), c.items(cid)
+        c.emit("cancel", {"call_id": cid})
+        c.error(cid)
+
+        # A path that does not exist; a watched path that is deleted ends the stream.
+        assert c.error(c.start("fs::watch", shape="stream", kwargs={"path": tmp + "/nope"}))["type"] == \
+            "file_not_found"
+        gone = os.path.join(tmp, "gone")
+        os.mkdir(gone)
+        cid = c.start("fs::watch", shape="stream", kwargs={"path": gone})
+        wait_until(lambda: open(gone + "/x", "w").close() or c.items(cid), what="the third watch to report")
+        subprocess.run(["rm", "-rf", gone], check=True)
+        assert c.terminal(cid)[0] == "call:end"
+        assert (gone, "deleted") in [(i["path"], i["event"]) for i in c.items(cid)]
+        c.close()
+
+
+@test
+def fs_watch_says_when_inotify_runs_out():
+    """The watch limit is an error naming the setting, at start and when new directories push a
+    watch over it; never a silent gap. The server runs in a user namespace of its own, where the
+    limit is set low (the host's stays as it is)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = os.path.join(tmp, "server")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec unshare -Ur sh -c 'echo 8 > /proc/sys/user/max_inotify_watches && "
+                    f"exec \"$0\" \"$@\"' {server_binary()} \"$@\"\n")
+        os.chmod(wrapper, 0o755)
+        tree = os.path.join(tmp, "tree")
+        for i in range(12):
+            os.makedirs(os.path.join(tree, f"d{i}"))
+        old = os.environ.get("AGENTIX_SERVER")
+        os.environ["AGENTIX_SERVER"] = wrapper
+        try:
+            with server() as s:
+                c = Client(s, ["websocket"])
+                e = c.error(c.start("fs::watch", shape="stream", kwargs={"path": tree}))
+                assert e["type"] == "io_error" and "max_user_watches" in e["message"], e
+                # Within the limit at first, over it once new directories appear.
+                small = os.path.join(tree, "d0")
+                cid = c.start("fs::watch", shape="stream", kwargs={"path": small})
+                wait_until(lambda: open(small + "/r", "w").close() or c.items(cid), what="the watch to report")
+                for i in range(10):
+                    os.mkdir(os.path.join(small, f"n{i}"))
+                e = c.error(cid)
+                assert e["type"] == "io_error" and "max_user_watches" in e["message"], e
+                c.close()
+        finally:
+            if old is None:
+                del os.environ["AGENTIX_SERVER"]
+            else:
+                os.environ["AGENTIX_SERVER"] = old
+
+
 # ---- confinement ------------------------------------------------------------------------------
 
 @test

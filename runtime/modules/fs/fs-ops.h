@@ -227,3 +227,24 @@ static inline const char *fs_grep_match_text(const FsGrepResult *r, const FsGrep
 }
 
 int fs_grep(const FsGrepOptions *opts, FsGrepResult *ret);
+
+/* ---- watch ----------------------------------------------------------------------------- */
+
+/* fs::watch: changes below a path as {path, event} with event "created", "modified",
+ * "deleted", "moved_from" or "moved_to" (fs-watch.c). */
+typedef struct FsWatch FsWatch;
+/* Called for each change; a negative return ends the read with it. */
+typedef int (*FsWatchEmit)(void *userdata, const char *path, const char *event);
+
+/* Watch path (a directory: with recursive, every directory below it too; or a file). A path
+ * that does not exist is file_not_found; the inotify limits are io_error naming the sysctl. */
+int fs_watch_new(const char *path, bool recursive, FsWatch **ret, FsStatus *status);
+FsWatch *fs_watch_free(FsWatch *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(FsWatch *, fs_watch_free);
+/* Polls readable when changes wait. */
+int fs_watch_fd(const FsWatch *w);
+/* Emit every change waiting (never blocks). Lost events (a queue overflow) and the watch limit
+ * are io_error in status; < 0 only for errors of the read or of emit. */
+int fs_watch_read(FsWatch *w, FsWatchEmit emit, void *userdata, FsStatus *status);
+/* The watched path itself was deleted or moved away: nothing more will come. */
+bool fs_watch_root_gone(const FsWatch *w);

@@ -11,6 +11,7 @@
  * error's type. */
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 
 #include "agentix-module.h"
 #include "fs-ops.h"
@@ -29,6 +30,7 @@
 #pragma weak agentix_call_item_begin
 #pragma weak agentix_call_item_end
 #pragma weak agentix_call_inbox_next
+#pragma weak agentix_call_wait_fd
 
 /* download: file bytes per call, leaving room below the 256 MiB message limit for the
  * envelope, paths and per-file maps. */
@@ -538,6 +540,61 @@ static int fs_read_stream_impl(agentix_call *call, const msgpack_object *argv, s
         return 0;
 }
 
+/* ---- watch ---------------------------------------------------------------------------------- */
+
+static int emit_change(void *userdata, const char *path, const char *event) {
+        agentix_call *call = userdata;
+        msgpack_packer *pk = agentix_call_item_begin(call);
+        int r;
+
+        r = msgpack_pack_map(pk, 2) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "path");
+        r = r ?: pack_str(pk, path);
+        r = r ?: pack_key(pk, "event");
+        r = r ?: pack_str(pk, event);
+        return agentix_call_item_end(call) ?: r;
+}
+
+/* watch(path, recursive=True), stream: one {path, event} per change until the call is
+ * cancelled (or the path itself goes: the stream ends after saying so). Errors are raised with
+ * the code as the type: file_not_found, io_error for inotify's limits and lost events. */
+static int fs_watch_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+        _cleanup_(fs_watch_freep) FsWatch *w = NULL;
+        _cleanup_free_ char *path = NULL;
+        bool recursive = argv[1].type == MSGPACK_OBJECT_BOOLEAN && argv[1].via.boolean;
+        int r;
+
+        r = arg_path(&argv[0], &path, &status);
+        if (r >= 0 && path)
+                r = fs_watch_new(path, recursive, &w, &status);
+        if (r < 0)
+                return r;
+        if (!fs_status_ok(&status))
+                return raise_status(call, &status);
+
+        while (!fs_watch_root_gone(w)) {
+                struct pollfd p[2] = {
+                        { .fd = fs_watch_fd(w), .events = POLLIN },
+                        { .fd = agentix_call_wait_fd(call), .events = POLLIN },
+                };
+
+                if (poll(p, 2, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (agentix_call_cancelled(call))
+                        return -ECANCELED;
+                r = fs_watch_read(w, emit_change, call, &status);
+                if (r < 0)
+                        return r;
+                if (!fs_status_ok(&status))
+                        return raise_status(call, &status);
+        }
+        return 0;
+}
+
 /* ---- edit ----------------------------------------------------------------------------------- */
 
 static int fs_edit_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
@@ -736,6 +793,14 @@ static const agentix_function fs_functions[] = {
                 .doc = "Write the inbox's bytes items to a file, atomically when the inbox is closed; then {path, size}.",
         },
         {
+                .name = "watch",
+                .shape = AGENTIX_SHAPE_STREAM,
+                .signature = "(path: str, recursive: bool = True) -> map",
+                .impl = fs_watch_impl,
+                .doc = "Changes below a path as {path, event} (created, modified, deleted, moved_from, moved_to), "
+                       "new directories watched as they appear, until cancelled.",
+        },
+        {
                 .name = "read",
                 .signature = "(path: str, offset: int = 0, limit: int = 2000) -> map",
                 .impl = fs_read_impl,
@@ -778,6 +843,6 @@ const agentix_module agentix_builtin_fs = {
         .abi = AGENTIX_MODULE_ABI,
         .name = "fs",
         .doc = "Files: the deepagents file contract (upload, download, read, write, edit, ls, grep, glob), plus mkdir, "
-               "read_stream and write_stream.",
+               "read_stream, write_stream and watch.",
         .functions = fs_functions,
 };
