@@ -35,6 +35,7 @@ int agentd_config_new(AgentdConfig **ret) {
                 .max_ttl_sec = AGENTD_UNLIMITED,
                 .max_sandboxes = 1024,
                 .max_sandboxes_per_user = 256,
+                .max_snapshots_per_user = 32,
                 /* Never unlimited: a fork bomb in a sandbox must not reach the host. */
                 .defaults = { .cpus = 1.0, .memory = MIN(2ULL << 30, host), .pids = 1024 },
                 .maxima = { .cpus = 0, .memory = host, .pids = 1ULL << 22 },
@@ -109,6 +110,13 @@ static int sandboxes_key(Parser *p, const char *key, const char *value) {
                 *(streq(key, "MaxSandboxes") ? &c->max_sandboxes : &c->max_sandboxes_per_user) = v;
                 return 1;
         }
+        if (streq(key, "MaxSnapshotsPerUser")) {
+                if (parse_count(value, 0, 1000000, &v) < 0)
+                        return parser_fail(p, "%s=%s is not a number of snapshots from 0 to 1000000 or infinity", key,
+                                           value);
+                c->max_snapshots_per_user = v;
+                return 1;
+        }
         if (streq(key, "DeleteOnStop")) {
                 int b = parse_boolean(value);
                 if (b < 0)
@@ -117,7 +125,7 @@ static int sandboxes_key(Parser *p, const char *key, const char *value) {
                 return 1;
         }
         return parser_fail(p, "unknown key %s= in [Sandboxes] (DefaultTTL, MaxTTL, MaxSandboxes, MaxSandboxesPerUser, "
-                           "DeleteOnStop)", key);
+                           "MaxSnapshotsPerUser, DeleteOnStop)", key);
 }
 
 static int limits_key(Parser *p, const char *key, const char *value) {
@@ -411,6 +419,7 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         put_seconds(out, "MaxTTL", c->max_ttl_sec);
         config_put_count(out, "MaxSandboxes", c->max_sandboxes);
         config_put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
+        config_put_count(out, "MaxSnapshotsPerUser", c->max_snapshots_per_user);
         fprintf(out, "DeleteOnStop=%s\n", c->delete_on_stop ? "yes" : "no");
         fputs("\n[Limits]\n", out);
         fprintf(out, "DefaultCPUs=%g\n", c->defaults.cpus);

@@ -21,6 +21,7 @@ typedef struct AgentdConfig {
         uint64_t max_ttl_sec;            /* AGENTD_UNLIMITED: any */
         uint64_t max_sandboxes;
         uint64_t max_sandboxes_per_user;
+        uint64_t max_snapshots_per_user; /* root has no maximum */
         bool delete_on_stop;             /* agentd deletes its sandboxes when it stops (else they run on) */
         /* [Limits]: what a create gets when it names none, and the most it may ask for */
         SandboxLimits defaults;

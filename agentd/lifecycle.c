@@ -547,8 +547,10 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
                 set_state(m, s, SANDBOX_EXITED);
-        else if (streq(action, "start"))
+        else if (streq(action, "start") || streq(action, "unpause"))
                 set_state(m, s, SANDBOX_RUNNING);
+        else if (streq(action, "pause"))
+                set_state(m, s, SANDBOX_PAUSED);
         else if (streq(action, "oom"))
                 log_sandbox_warning(s, "Sandbox %s ran out of memory (its limit is %llu bytes).", s->id,
                             (unsigned long long) s->config->limits.memory);
@@ -558,7 +560,69 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         }
 }
 
+/* ---- pause and resume -------------------------------------------------------------------- */
+
+typedef struct PauseCall {
+        Manager *manager;
+        char *id;
+        bool pause;
+        sd_bus_message *call;
+} PauseCall;
+
+static void on_paused(void *userdata, const char *error_name, const char *message) {
+        PauseCall *p = userdata;
+        Sandbox *s = manager_get_sandbox(p->manager, p->id);
+
+        if (error_name)
+                (void) sd_bus_reply_method_errorf(p->call, error_name, "%s", message ?: "The backend gave no reason");
+        else {
+                /* Docker's event may have said so first; a delete since then is left alone. */
+                if (s && sandbox_state_is_settled(s->state))
+                        set_state(p->manager, s, p->pause ? SANDBOX_PAUSED : SANDBOX_RUNNING);
+                (void) sd_bus_reply_method_return(p->call, NULL);
+        }
+        sd_bus_message_unref(p->call);
+        free(p->id);
+        free(p);
+}
+
+int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd_bus_error *error) {
+        PauseCall *p;
+        int r;
+
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING,
+                                         "Sandbox %s is %s: only a running sandbox is paused or resumed.", s->id,
+                                         sandbox_state_to_string(s->state));
+        if (!s->backend->ops->pause)
+                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "The %s backend cannot pause sandboxes.",
+                                         s->backend->name);
+        p = calloc(1, sizeof(*p));
+        if (!p || !(p->id = strdup(s->id))) {
+                free(p);
+                return -ENOMEM;
+        }
+        p->manager = m;
+        p->pause = pause;
+        p->call = sd_bus_message_ref(call);
+        r = s->backend->ops->pause(s->backend->state, s->id, pause, on_paused, p);
+        if (r < 0) {
+                sd_bus_message_unref(p->call);
+                free(p->id);
+                free(p);
+                return r;
+        }
+        log_sandbox_info(s, "Sandbox %s: %s.", s->id, pause ? "pausing" : "resuming");
+        return 1;
+}
+
 /* ---- adoption ---------------------------------------------------------------------------- */
+
+static SandboxState state_found(AgentdFoundState state) {
+        return state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING :
+               state == AGENTD_FOUND_PAUSED  ? SANDBOX_PAUSED :
+                                               SANDBOX_EXITED;
+}
 
 static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char *backend) {
         SandboxConfig *c = calloc(1, sizeof(*c));
@@ -628,7 +692,7 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
         }
         s->manager = m;
         s->backend = b;
-        s->state = state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING : SANDBOX_EXITED;
+        s->state = state_found(state);
         if (sandbox_set_place(s, place) < 0 || !(s->pool_name = strdup(spec->pool)) ||
             (st && st->bound_to && !(s->bound_to = strdup(st->bound_to)))) {
                 claim_state_free(st);
@@ -694,10 +758,8 @@ static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
         s->unconfirmed = false;
         if (!sandbox_state_is_settled(s->state))
                 return; /* agentd's own doing in progress */
-        if (state == AGENTD_FOUND_RUNNING)
-                set_state(m, s, SANDBOX_RUNNING);
-        else if (state == AGENTD_FOUND_EXITED)
-                set_state(m, s, SANDBOX_EXITED);
+        if (state != AGENTD_FOUND_HALF_MADE)
+                set_state(m, s, state_found(state));
 }
 
 /* A sandbox agentd made in this backend: its own, or an earlier agentd's. */
@@ -739,7 +801,7 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         }
         s->manager = m;
         s->backend = b;
-        s->state = state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING : SANDBOX_EXITED;
+        s->state = state_found(state);
         if (sandbox_set_place(s, place) < 0 || (spec->bound_to && !(s->bound_to = strdup(spec->bound_to))) ||
             manager_add_sandbox(m, s) < 0) {
                 sandbox_free(s);

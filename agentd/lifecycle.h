@@ -12,6 +12,9 @@
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error);
 /* Remove its container, then the sandbox; call (may be NULL) is answered then. */
 int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call);
+/* Freeze (pause) or thaw a running sandbox's processes through its backend; call is answered
+ * once done (1), or error is set (< 0). Its TTL keeps running while it is paused. */
+int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd_bus_error *error);
 /* Move ExpiresAt later, not beyond now + MaxTTL (InvalidConfig). */
 int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error);
 

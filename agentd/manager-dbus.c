@@ -8,6 +8,7 @@
 #include "manager-dbus.h"
 #include "pool.h"
 #include "sandbox-dbus.h"
+#include "snapshot.h"
 #include "strv.h"
 
 static int get_sandbox(Manager *m, sd_bus_message *msg, Sandbox **ret, sd_bus_error *error) {
@@ -118,7 +119,8 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
                 return r;
-        if (s->state != SANDBOX_RUNNING || !s->runtime_url)
+        /* A paused sandbox's runtime answers once it is resumed: calls wait meanwhile. */
+        if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED) || !s->runtime_url)
                 return sd_bus_error_setf(error, AGENTD_ERROR_START_FAILED, "Sandbox %s is %s, not running.", s->id,
                                          sandbox_state_to_string(s->state));
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
@@ -179,6 +181,33 @@ int manager_dbus_reload(Manager *m, sd_bus_error *error) {
         (void) sd_bus_emit_properties_changed(m->bus, MANAGER_PATH, MANAGER_INTERFACE, "DefaultBackend", "DefaultRuntime",
                                               NULL);
         return 0;
+}
+
+/* a(ssutt): image, sandbox, owner, created, size of the caller's snapshots (root: everyone's). */
+static int method_list_snapshots(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        uid_t uid;
+        int r;
+
+        r = sender_uid(msg, &uid);
+        if (r < 0)
+                return r;
+        return snapshot_list(userdata, uid, msg);
+}
+
+static int method_delete_snapshot(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        const char *image;
+        uid_t uid;
+        int r;
+
+        r = sender_uid(msg, &uid);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "s", &image);
+        if (r < 0)
+                return r;
+        if (!image[0])
+                return sd_bus_error_setf(error, AGENTD_ERROR_NO_SUCH_SNAPSHOT, "Name a snapshot (an image name).");
+        return snapshot_delete(userdata, image, uid, msg);
 }
 
 static int method_reload(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
@@ -264,6 +293,10 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
                                  method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListPools", "", , "a(suu)", SD_BUS_PARAM(pools), method_list_pools,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "a(ssutt)", SD_BUS_PARAM(snapshots), method_list_snapshots,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(image), "", , method_delete_snapshot,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),

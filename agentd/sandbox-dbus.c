@@ -5,6 +5,7 @@
 #include "lifecycle.h"
 #include "macro.h"
 #include "sandbox-dbus.h"
+#include "snapshot.h"
 #include "utf8.h"
 
 /* The object's userdata is the Manager: its sandbox comes from the path. */
@@ -92,6 +93,63 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return sd_bus_reply_method_return(m, NULL);
 }
 
+static int pause_or_resume(sd_bus_message *m, void *userdata, bool pause, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        return lifecycle_pause(userdata, s, pause, m, error);
+}
+
+static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return pause_or_resume(m, userdata, true, error);
+}
+
+static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return pause_or_resume(m, userdata, false, error);
+}
+
+/* Snapshot(a{sv} options) → s image. Options: tag (s), the image's name. */
+static int method_snapshot(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        const char *tag = NULL;
+        Sandbox *s = NULL;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *key;
+
+                r = sd_bus_message_read(m, "s", &key);
+                if (r < 0)
+                        return r;
+                if (!streq(key, "tag"))
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                                 "Unknown snapshot option '%s' (there is: tag).", key);
+                r = sd_bus_message_read(m, "v", "s", &tag);
+                if (r < 0)
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Option tag is a string (s).");
+                if (!tag[0] || strlen(tag) > 255)
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                                 "Option tag is an image name of 1 to 255 characters.");
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+        return snapshot_take(userdata, s, tag, m, error);
+}
+
 /* What Logs() keeps of a long log: its end. */
 #define LOGS_MAX_BYTES (4U * 1024 * 1024)
 #define LOGS_MAX_LINES 100000U
@@ -159,6 +217,10 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("ContainerId", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Pool", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Pause", "", "", method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Resume", "", "", method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("Snapshot", "a{sv}", SD_BUS_PARAM(options), "s", SD_BUS_PARAM(image),
+                                 method_snapshot, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,

@@ -15,6 +15,7 @@ static const char *const state_names[_SANDBOX_STATE_MAX] = {
         [SANDBOX_EXITED] = "exited",
         [SANDBOX_FAILED] = "failed",
         [SANDBOX_REMOVING] = "removing",
+        [SANDBOX_PAUSED] = "paused",
 };
 
 const char *sandbox_state_to_string(SandboxState s) {

@@ -24,6 +24,7 @@ typedef enum SandboxState {
         SANDBOX_EXITED,
         SANDBOX_FAILED,
         SANDBOX_REMOVING,
+        SANDBOX_PAUSED,           /* its processes frozen (Pause()); its runtime answers after Resume() */
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
@@ -62,7 +63,7 @@ const char *sandbox_state_to_string(SandboxState s);
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {
-        return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED;
+        return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED || s == SANDBOX_PAUSED;
 }
 
 /* A new record in state creating, taking config; id and token are fresh and random. */

@@ -67,12 +67,18 @@ int verb_edit(int argc, char *argv[]);
 int verb_ls(int argc, char *argv[]);
 int verb_grep(int argc, char *argv[]);
 int verb_glob(int argc, char *argv[]);
+int verb_watch(int argc, char *argv[]);
 int verb_build(int argc, char *argv[]);
 int verb_create(int argc, char *argv[]);
 int verb_list(int argc, char *argv[]);
 int verb_pools(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
 int verb_logs(int argc, char *argv[]);
+int verb_pause(int argc, char *argv[]);
+int verb_resume(int argc, char *argv[]);
+int verb_snapshot(int argc, char *argv[]);
+int verb_snapshots(int argc, char *argv[]);
+int verb_snapshot_delete(int argc, char *argv[]);
 int verb_delete(int argc, char *argv[]);
 int verb_run(int argc, char *argv[]);
 

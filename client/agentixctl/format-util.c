@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "format-util.h"
 #include "macro.h"
@@ -57,5 +58,14 @@ const char *format_mode(bool is_dir, int mode, char buf[static FORMAT_MODE_MAX])
                         p[2] = mode & (01 << shift) ? 'x' : '-';
         }
         buf[10] = '\0';
+        return buf;
+}
+
+const char *format_epoch_usec(uint64_t usec, char buf[static FORMAT_TIME_MAX]) {
+        time_t t = (time_t) (usec / 1000000);
+        struct tm tm;
+
+        if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, FORMAT_TIME_MAX, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+                snprintf(buf, FORMAT_TIME_MAX, "-");
         return buf;
 }

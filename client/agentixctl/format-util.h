@@ -15,6 +15,9 @@ const char *format_bytes(uint64_t n, char buf[static FORMAT_BYTES_MAX]);
 #define FORMAT_TIME_MAX 32
 const char *format_timestamp(const char *iso, char buf[static FORMAT_TIME_MAX]);
 
+/* "2024-05-01 12:34:56" in local time from microseconds since the epoch; "-" for 0. */
+const char *format_epoch_usec(uint64_t usec, char buf[static FORMAT_TIME_MAX]);
+
 /* "drwxr-xr-x", "-rwsr-x--T" … as ls -l writes it; the type letter alone followed by
  * "?????????" when the mode is unknown (negative). */
 #define FORMAT_MODE_MAX 11

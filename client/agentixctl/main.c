@@ -37,6 +37,11 @@ static const Verb verbs[] = {
         { "pools", verb_pools },
         { "status", verb_status },
         { "logs", verb_logs },
+        { "pause", verb_pause },
+        { "resume", verb_resume },
+        { "snapshot", verb_snapshot },
+        { "snapshots", verb_snapshots },
+        { "snapshot-delete", verb_snapshot_delete },
         { "delete", verb_delete },
         { "run", verb_run },
         { "exec", verb_exec },
@@ -49,6 +54,7 @@ static const Verb verbs[] = {
         { "ls", verb_ls },
         { "grep", verb_grep },
         { "glob", verb_glob },
+        { "watch", verb_watch },
         { "build", verb_build },
         { "help", verb_help },
 };
@@ -78,6 +84,8 @@ static void help(void) {
                "  grep [--glob=PATTERN] [-m|--max-count=N] PATTERN [PATH]\n"
                "                          Search files for literal text\n"
                "  glob PATTERN [PATH]     Find files by name pattern\n"
+               "  watch [--no-recursive] [-n|--count=N] PATH\n"
+               "                          Print changes below PATH as they happen\n"
                "  create --image=IMAGE --bundle=BUNDLE [--cpus=N] [--memory=BYTES] [--pids=N]\n"
                "       [-e|--env=K=V]... [--label=K=V]... [--ttl=S] [--workdir=DIR]\n"
                "       [--network=NET] [--runtime=NAME] [--read-only] [--user=USER[:GROUP]]\n"
@@ -87,6 +95,13 @@ static void help(void) {
                "  pools                   List agentd's warm pools: ready and size\n"
                "  status ID               Show a sandbox's properties\n"
                "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
+               "  pause ID...             Freeze a sandbox's processes (calls wait)\n"
+               "  resume ID...            Thaw them\n"
+               "  snapshot [--tag=NAME] ID\n"
+               "                          Commit its filesystem as an image; print its name\n"
+               "  snapshots               List your snapshots\n"
+               "  snapshot-delete IMAGE...\n"
+               "                          Remove snapshots\n"
                "  delete ID...            Delete sandboxes\n"
                "  run [CREATE OPTIONS] [--] CMD [ARG...]\n"
                "                          Create a sandbox, run CMD in it, delete it (also on\n"

@@ -8,6 +8,7 @@
 
 #include "agentixctl.h"
 #include "fail.h"
+#include "format-util.h"
 #include "output.h"
 #include "parse-util.h"
 
@@ -296,14 +297,6 @@ int verb_create(int argc, char *argv[]) {
 
 /* ---- list, status ------------------------------------------------------------------------ */
 
-static void format_time(uint64_t usec, char *buf, size_t size) {
-        time_t t = (time_t) (usec / 1000000);
-        struct tm tm;
-
-        if (usec == 0 || !localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
-                snprintf(buf, size, "-");
-}
-
 static void list_help(void) {
         printf("Usage: agentixctl list [OPTIONS]\n"
                "\n"
@@ -343,7 +336,7 @@ int verb_list(int argc, char *argv[]) {
         if (!arg_json && !arg_quiet)
                 printf("%-16s %-9s %-28s %-28s %-19s %s\n", "ID", "STATE", "IMAGE", "BUNDLE", "EXPIRES", "RUNTIME");
         for (size_t i = 0; i < n; i++) {
-                char expires[32];
+                char expires[FORMAT_TIME_MAX];
 
                 if (arg_json) {
                         print_info_json(&l[i]);
@@ -353,7 +346,7 @@ int verb_list(int argc, char *argv[]) {
                         puts(l[i].id);
                         continue;
                 }
-                format_time(l[i].expires_at_usec, expires, sizeof(expires));
+                format_epoch_usec(l[i].expires_at_usec, expires);
                 printf("%-16s %-9s %-28s %-28s %-19s %s\n", l[i].id, strna(l[i].state), strna(l[i].image),
                        strna(l[i].bundle), expires, strempty(l[i].runtime_url) ? "-" : l[i].runtime_url);
         }
@@ -378,7 +371,7 @@ int verb_status(int argc, char *argv[]) {
         agentix_sandbox_info i = {};
         agentix_error e = AGENTIX_ERROR_NULL;
         agentix_manager *m = NULL;
-        char created[32], expires[32];
+        char created[FORMAT_TIME_MAX], expires[FORMAT_TIME_MAX];
         int c, r, status;
 
         while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0)
@@ -402,8 +395,8 @@ int verb_status(int argc, char *argv[]) {
         else if (arg_quiet)
                 puts(strna(i.state));
         else {
-                format_time(i.created_at_usec, created, sizeof(created));
-                format_time(i.expires_at_usec, expires, sizeof(expires));
+                format_epoch_usec(i.created_at_usec, created);
+                format_epoch_usec(i.expires_at_usec, expires);
                 printf("Id: %s\nState: %s\nImage: %s\nBundle: %s\nPlatform: %s\nBackend: %s\nOwner: %u\n"
                        "Created: %s\nExpires: %s\nRuntime: %s\nContainer: %s\nPool: %s\nObject: %s\n",
                        i.id, strna(i.state), strna(i.image), strna(i.bundle), strempty(i.platform) ? "-" : i.platform,

@@ -368,6 +368,14 @@ AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint6
 /* The last `lines` lines its runtime wrote (1 to 100000; owner or root only). free() it. */
 AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_t lines, char **ret_text,
                                      agentix_error *ret_error);
+/* Freeze every process of the sandbox (its state becomes "paused"; calls to its runtime wait),
+ * and thaw them. Either on a sandbox in that state already is success. Owner or root only. */
+AGENTIX_API int agentix_sandbox_pause(agentix_manager *m, const char *id, agentix_error *ret_error);
+AGENTIX_API int agentix_sandbox_resume(agentix_manager *m, const char *id, agentix_error *ret_error);
+/* Its filesystem (not the bundle, not its token) as an image a create can name: *ret_image
+ * (free() it). tag: REPOSITORY[:TAG], or NULL for agentix-snapshot/<id>:<n>. */
+AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, const char *tag, char **ret_image,
+                                         agentix_error *ret_error);
 /* The runtime's URL and token (owner or root only): what agentix_options wants. free() both. */
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error);
@@ -396,6 +404,21 @@ typedef struct agentix_pool_info {
 
 AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n, agentix_error *ret_error);
 AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n);
+
+/* Snapshots (agentix_sandbox_snapshot()): the caller's, root's list has everyone's. */
+typedef struct agentix_snapshot_info {
+        char *image;                    /* what a create names as its image */
+        char *sandbox_id;               /* the sandbox it was taken of */
+        uint32_t owner;                 /* uid */
+        uint64_t created_at;            /* unix time, seconds */
+        uint64_t size;                  /* bytes, with its base image */
+} agentix_snapshot_info;
+
+AGENTIX_API int agentix_snapshot_list(agentix_manager *m, agentix_snapshot_info **ret, size_t *ret_n,
+                                      agentix_error *ret_error);
+AGENTIX_API void agentix_snapshot_list_free(agentix_snapshot_info *l, size_t n);
+/* Remove a snapshot image (not while a sandbox runs from it). */
+AGENTIX_API int agentix_snapshot_delete(agentix_manager *m, const char *image, agentix_error *ret_error);
 
 #ifdef __cplusplus
 }

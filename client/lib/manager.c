@@ -218,6 +218,127 @@ AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_
         return r < 0 ? bus_error(ret_error, &be, r, "cannot read the sandbox's log") : 0;
 }
 
+#define SNAPSHOT_TIMEOUT_USEC (15ULL * 60 * 1000 * 1000) /* agentd's commit of a large filesystem */
+
+/* Call method on sandbox id's object (args: its arguments, appended by the caller) and keep the
+ * reply; an id agentd does not know is NoSuchSandbox. what: for the error message. */
+static int call_sandbox(agentix_manager *m, const char *id, sd_bus_message *msg, uint64_t timeout_usec,
+                        sd_bus_message **ret_reply, agentix_error *ret_error, const char *what) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call(m->bus, msg, timeout_usec, &be, ret_reply);
+        if (r < 0 && sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT))
+                return error_set_typed(ret_error, AGENTIX_E_SANDBOX, -ENOENT, "NoSuchSandbox", "No sandbox '%s'.", id);
+        return r < 0 ? bus_error(ret_error, &be, r, what) : 0;
+}
+
+static int new_sandbox_call(agentix_manager *m, const char *id, const char *method, sd_bus_message **ret) {
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = sd_bus_path_encode(MANAGER_PATH "/sandbox", id, &path);
+        if (r < 0)
+                return r;
+        return sd_bus_message_new_method_call(m->bus, ret, BUS_NAME, path, SANDBOX_INTERFACE, method);
+}
+
+static int pause_or_resume(agentix_manager *m, const char *id, const char *method, agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
+        int r;
+
+        r = new_sandbox_call(m, id, method, &msg);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        return call_sandbox(m, id, msg, CREATE_TIMEOUT_USEC, NULL, ret_error,
+                            streq(method, "Pause") ? "cannot pause the sandbox" : "cannot resume the sandbox");
+}
+
+AGENTIX_API int agentix_sandbox_pause(agentix_manager *m, const char *id, agentix_error *ret_error) {
+        return pause_or_resume(m, id, "Pause", ret_error);
+}
+
+AGENTIX_API int agentix_sandbox_resume(agentix_manager *m, const char *id, agentix_error *ret_error) {
+        return pause_or_resume(m, id, "Resume", ret_error);
+}
+
+AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, const char *tag, char **ret_image,
+                                         agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL, *reply = NULL;
+        const char *image;
+        int r;
+
+        r = new_sandbox_call(m, id, "Snapshot", &msg);
+        if (r >= 0)
+                r = tag ? sd_bus_message_append(msg, "a{sv}", 1, "tag", "s", tag)
+                        : sd_bus_message_append(msg, "a{sv}", 0);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        r = call_sandbox(m, id, msg, SNAPSHOT_TIMEOUT_USEC, &reply, ret_error, "cannot snapshot the sandbox");
+        if (r < 0)
+                return r;
+        if (sd_bus_message_read(reply, "s", &image) < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, -EBADMSG, "agentd answered Snapshot oddly");
+        *ret_image = strdup(image);
+        return *ret_image ? 0 : error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
+}
+
+AGENTIX_API void agentix_snapshot_list_free(agentix_snapshot_info *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++) {
+                free(l[i].image);
+                free(l[i].sandbox_id);
+        }
+        free(l);
+}
+
+AGENTIX_API int agentix_snapshot_list(agentix_manager *m, agentix_snapshot_info **ret, size_t *ret_n,
+                                      agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        agentix_snapshot_info *l = NULL;
+        const char *image, *sandbox_id;
+        uint64_t created, size;
+        uint32_t owner;
+        size_t n = 0;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSnapshots", &be, &reply, NULL);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', "(ssutt)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(ssutt)", &image, &sandbox_id, &owner, &created, &size)) > 0) {
+                agentix_snapshot_info *nl = realloc(l, (n + 1) * sizeof(*l));
+                if (!nl) {
+                        r = -ENOMEM;
+                        break;
+                }
+                l = nl;
+                l[n] = (agentix_snapshot_info) { .image = strdup(image), .sandbox_id = strdup(sandbox_id),
+                                                 .owner = owner, .created_at = created, .size = size };
+                if (!l[n++].image || !l[n - 1].sandbox_id) {
+                        r = -ENOMEM;
+                        break;
+                }
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0) {
+                agentix_snapshot_list_free(l, n);
+                return bus_error(ret_error, &be, r, "cannot list the snapshots");
+        }
+        *ret = l;
+        *ret_n = n;
+        return 0;
+}
+
+AGENTIX_API int agentix_snapshot_delete(agentix_manager *m, const char *image, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "DeleteSnapshot", &be, NULL, "s",
+                               image);
+        return r < 0 ? bus_error(ret_error, &be, r, "cannot delete the snapshot") : 0;
+}
+
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error) {
         _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;

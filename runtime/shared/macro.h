@@ -32,6 +32,11 @@ static inline bool streq_ptr(const char *a, const char *b) {
         return a == b || (a && b && streq(a, b));
 }
 #define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
+/* What follows prefix in s, or NULL when s does not start with it. */
+static inline const char *startswith(const char *s, const char *prefix) {
+        size_t n = strlen(prefix);
+        return strncmp(s, prefix, n) == 0 ? s + n : NULL;
+}
 
 /* Take ownership of a pointer/fd, leaving NULL/-EBADF behind so the cleanup handler is a no-op. */
 #define TAKE_PTR(p)                             \

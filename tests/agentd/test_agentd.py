@@ -97,8 +97,10 @@ def introspection_names_every_argument():
     assert methods["ListSandboxes"] == [("out", "sandboxes", "a(ssso)")]
     assert methods["Reload"] == []
     assert methods["ListPools"] == [("out", "pools", "a(suu)")]
+    assert methods["ListSnapshots"] == [("out", "snapshots", "a(ssutt)")]
+    assert methods["DeleteSnapshot"] == [("in", "image", "s")]
     assert set(methods) == {"CreateSandbox", "GetSandbox", "ListSandboxes", "DeleteSandbox", "GetRuntimeAccess",
-                            "ListPools", "Reload"}
+                            "ListPools", "ListSnapshots", "DeleteSnapshot", "Reload"}
 
 
 @test

@@ -74,8 +74,8 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                 .expires_at = label_u64(labels, "org.agentix.expires", &ok),
                 .image = label(labels, "org.agentix.image"),
                 .bundle = label(labels, "org.agentix.bundle"),
-                .bound_to = json_string_value(json_object_get(labels, "org.agentix.bound-to")),
-                .pool = json_string_value(json_object_get(labels, "org.agentix.pool")),
+                .bound_to = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.bound-to"))),
+                .pool = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.pool"))),
                 .runtime = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.runtime"))),
                 .network = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.network"))),
                 .platform = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.platform"))),
@@ -88,9 +88,9 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                 .bundle_id = label(labels, "org.agentix.bundle.id"),
         };
 
-        if (!spec.id || !place.container_id)
-                return;
-        if (egress_label) {
+        if (!spec.id || !spec.id[0] || !place.container_id)
+                return; /* made from a snapshot's image outside agentd (docker-snapshot.c) */
+        if (egress_label && !streq(egress_label, "*")) { /* "*": no egress list */
                 egress = calloc(1, sizeof(char *));
                 if (!egress || (egress_label[0] && strv_split_extend(&egress, egress_label) < 0))
                         ok = false;
@@ -107,7 +107,9 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         if (!ok || !spec.token || !status || streq(status, "created") || egress_failed)
                 state = AGENTD_FOUND_HALF_MADE;
         else
-                state = streq(status, "running") ? AGENTD_FOUND_RUNNING : AGENTD_FOUND_EXITED;
+                state = streq(status, "running") ? AGENTD_FOUND_RUNNING :
+                        streq(status, "paused")  ? AGENTD_FOUND_PAUSED :
+                                                   AGENTD_FOUND_EXITED;
         a->found(a->userdata, &spec, &place, state);
 }
 
@@ -143,7 +145,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         AdoptEgress *e;
         int r;
 
-        if (!list || !json_is_true(json_object_get(json_object_get(inspect, "State"), "Running")) || !netns ||
+        if (!list || streq(list, "*") || !json_is_true(json_object_get(json_object_get(inspect, "State"), "Running")) || !netns ||
             !netns[0])
                 return false;
         if (!firewall_egress_possible()) {

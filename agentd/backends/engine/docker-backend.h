@@ -40,6 +40,12 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
                                    void *userdata);
 int docker_backend_runtimes(DockerBackend *b, char ***ret);
 int docker_backend_logs(DockerBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
+int docker_backend_pause(DockerBackend *b, const char *sandbox_id, bool pause, agentd_done_t done, void *userdata);
+int docker_backend_snapshot(DockerBackend *b, const char *sandbox_id, uid_t owner, const char *image,
+                            agentd_snapshot_t done, void *userdata);
+int docker_backend_snapshots(DockerBackend *b, agentd_snapshots_t done, void *userdata);
+int docker_backend_delete_snapshot(DockerBackend *b, const char *image, uid_t owner, agentd_done_t done,
+                                   void *userdata);
 /* The payloads of a container log's frames (Docker multiplexes stdout and stderr), appended to
  * out in order; -EBADMSG for what is not frames. */
 int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
@@ -67,14 +73,19 @@ void docker_backend_release(DockerBackend *b);
                               .watch = docker_backend_watch,                         \
                               .prune = docker_backend_prune_carriers,                \
                               .runtimes = docker_backend_runtimes,                   \
-                              .logs = docker_backend_logs)
+                              .logs = docker_backend_logs,                           \
+                              .pause = docker_backend_pause,                         \
+                              .snapshot = docker_backend_snapshot,                   \
+                              .snapshots = docker_backend_snapshots,                 \
+                              .delete_snapshot = docker_backend_delete_snapshot)
 
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 
 /* The backend's state, shared by its files: docker-backend.c (the backend, removes, runtimes),
  * docker-create.c (creates), docker-events.c (the event stream), docker-carriers.c (old
- * carriers), docker-adopt.c (finding them again), docker-network.c (agentd's networks). */
+ * carriers), docker-adopt.c (finding them again), docker-network.c (agentd's networks),
+ * docker-logs.c, docker-pause.c and docker-snapshot.c (what a running sandbox is asked for). */
 struct AgentdBackend {
         sd_event *event;
         char *service;

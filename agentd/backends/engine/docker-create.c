@@ -193,8 +193,12 @@ static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.bundle", json_string(s->bundle));
         json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_id));
         json_object_set_new(l, "org.agentix.image", json_string(s->image));
-        if (s->bound_to)
-                json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to));
+        /* Every key adoption reads is set, empty when it does not apply: an image committed from
+         * a sandbox (a snapshot) carries such keys, and Docker gives a container its image's
+         * labels for the keys the create does not name. */
+        json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to ?: ""));
+        json_object_set_new(l, "org.agentix.pool", json_string(s->pool ?: ""));
+        json_object_set_new(l, "org.agentix.egress", json_string("*")); /* no egress list, unless below */
         if (s->pool) {
                 /* What a pool compares at adoption: the network and runtime as agentd named them. */
                 json_object_set_new(l, "org.agentix.pool", json_string(s->pool));
@@ -528,6 +532,16 @@ static void start_egress(CreateJob *j, json_t *inspect) {
         j->step = STEP_EGRESS;
 }
 
+/* An image that is no snapshot is anyone's; a snapshot is its owner's, and root's. */
+static bool snapshot_usable_by(json_t *image, uid_t uid) {
+        const char *owner = json_string_value(json_object_get(json_object_get(json_object_get(image, "Config"),
+                                                                              "Labels"), "org.agentix.snapshot.owner"));
+        char buf[32];
+
+        snprintf(buf, sizeof(buf), "%u", (unsigned) uid);
+        return !owner || uid == 0 || streq(owner, buf);
+}
+
 static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         CreateJob *j = userdata;
         const AgentdSandboxSpec *s = j->spec;
@@ -562,6 +576,8 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                              "Task image '%s' is not in %s: pull, build or import it first", s->image, service);
                 if (status != 200)
                         FAIL_DOCKER(j, "looking up the task image", status, body, error);
+                if (!snapshot_usable_by(body, s->owner))
+                        FAIL(j, AGENTD_ERROR_NOT_OWNER, "Image '%s' is a snapshot of another user", s->image);
                 j->step = s->runtime ? STEP_RUNTIME : STEP_NETWORK;
                 break;
         case STEP_RUNTIME: {

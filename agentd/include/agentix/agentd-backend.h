@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 3 /* 2: runtimes(); 3: logs() */
+#define AGENTD_BACKEND_ABI 4 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -29,6 +29,10 @@
 #define AGENTD_ERROR_START_FAILED AGENTD_ERROR_PREFIX "StartFailed"
 #define AGENTD_ERROR_TOO_MANY_SANDBOXES AGENTD_ERROR_PREFIX "TooManySandboxes"
 #define AGENTD_ERROR_NOT_OWNER AGENTD_ERROR_PREFIX "NotOwner"
+#define AGENTD_ERROR_NO_SUCH_SNAPSHOT AGENTD_ERROR_PREFIX "NoSuchSnapshot"
+#define AGENTD_ERROR_TOO_MANY_SNAPSHOTS AGENTD_ERROR_PREFIX "TooManySnapshots"
+#define AGENTD_ERROR_IN_USE AGENTD_ERROR_PREFIX "InUse"
+#define AGENTD_ERROR_NOT_RUNNING AGENTD_ERROR_PREFIX "NotRunning"
 
 /* The environment variable agentd sets to [Backends] Timeout= (seconds, fractions allowed):
  * how long a backend waits for its service before it fails a request. */
@@ -76,6 +80,7 @@ typedef enum AgentdFoundState {
         AGENTD_FOUND_RUNNING,
         AGENTD_FOUND_EXITED,
         AGENTD_FOUND_HALF_MADE,         /* never started, or missing what a sandbox needs: agentd removes it */
+        AGENTD_FOUND_PAUSED,            /* running, its processes frozen (pause()) */
 } AgentdFoundState;
 
 typedef struct AgentdBackend AgentdBackend; /* the backend's own state */
@@ -88,7 +93,7 @@ typedef void (*agentd_removed_t)(void *userdata, const char *error_name, const c
 /* spec->token, ->owner, ->created_at and ->expires_at must be set; NULL strings are "". */
 typedef void (*agentd_found_t)(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
                                AgentdFoundState state);
-/* action: "start", "die", "oom" or "destroy" (gone outside agentd) for that sandbox; or, with
+/* action: "start", "die", "oom", "pause", "unpause" or "destroy" (gone outside agentd) for that sandbox; or, with
  * sandbox_id NULL, "resync": events may have been missed (the service restarted), and agentd
  * calls adopt() again to bring its state in line. */
 typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const char *action);
@@ -97,6 +102,25 @@ typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const cha
  * borrowed, not NUL-terminated), or error_name and message. */
 typedef void (*agentd_logs_t)(void *userdata, const char *text, size_t size, const char *error_name,
                               const char *message);
+
+/* An operation without a result: error_name NULL when done, else an AGENTD_ERROR_* and a message. */
+typedef void (*agentd_done_t)(void *userdata, const char *error_name, const char *message);
+
+/* A snapshot: a sandbox's filesystem (never the bundle at /nix, never its token) as an image a
+ * create can name. The backend records owner and sandbox with the image. */
+typedef struct AgentdSnapshot {
+        const char *image;              /* the name a create gives as `image` (REPOSITORY:TAG) */
+        const char *sandbox_id;         /* the sandbox it was taken of */
+        uid_t owner;
+        uint64_t created_at;            /* unix time, seconds */
+        uint64_t size;                  /* bytes, the image's own and its base's */
+} AgentdSnapshot;
+
+/* snapshot(): the image's name; or error_name and message. */
+typedef void (*agentd_snapshot_t)(void *userdata, const char *image, const char *error_name, const char *message);
+/* snapshots(): every snapshot the backend holds (borrowed), or error_name and message. */
+typedef void (*agentd_snapshots_t)(void *userdata, const AgentdSnapshot *snapshots, size_t n, const char *error_name,
+                                   const char *message);
 
 typedef struct AgentdBackendOps {
         unsigned abi;                   /* AGENTD_BACKEND_ABI */
@@ -111,7 +135,8 @@ typedef struct AgentdBackendOps {
         /* Make the sandbox and wait until its runtime answers GET /health; then made() with its
          * place. On failure, remove what was made, then made() with the error. spec and its
          * strings stay valid until made() or cancel(). Set *ret_job before made() can run (it
-         * may run before create() returns); return an error only if made() will not run. */
+         * may run before create() returns); return an error only if made() will not run. An image
+         * that is a snapshot of another owner than spec->owner (unless root) is NotOwner. */
         int (*create)(AgentdBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
                       AgentdJob **ret_job);
         /* Stop a create: made() is never called; what it made is left for remove(). */
@@ -137,6 +162,20 @@ typedef struct AgentdBackendOps {
         /* The last `lines` lines of what the sandbox's runtime wrote (its container's log), then
          * done() once (not before logs() returns 0). */
         int (*logs)(AgentdBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
+        /* Freeze (pause true) or thaw every process of the sandbox, then done() once. Pausing a
+         * paused sandbox, or resuming a running one, is success. */
+        int (*pause)(AgentdBackend *b, const char *sandbox_id, bool pause, agentd_done_t done, void *userdata);
+        /* Commit the sandbox's filesystem as image `image` (REPOSITORY[:TAG]; NULL: the backend
+         * names it agentix-snapshot/<id>:<n>, n one more than the last), consistent for files
+         * written before the call, then done() with its name. An image of that name that is not
+         * a snapshot of `owner` (root: of anyone) is not replaced (NotOwner). */
+        int (*snapshot)(AgentdBackend *b, const char *sandbox_id, uid_t owner, const char *image,
+                        agentd_snapshot_t done, void *userdata);
+        /* Every snapshot, of every owner (agentd filters). */
+        int (*snapshots)(AgentdBackend *b, agentd_snapshots_t done, void *userdata);
+        /* Remove snapshot `image` of `owner` (root: of anyone; else NotOwner), then done():
+         * NoSuchSnapshot when it is no snapshot, InUse while a sandbox runs from it. */
+        int (*delete_snapshot)(AgentdBackend *b, const char *image, uid_t owner, agentd_done_t done, void *userdata);
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"

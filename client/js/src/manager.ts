@@ -54,6 +54,15 @@ export interface SandboxInfo {
   pool: string;
 }
 
+/** A snapshot: a sandbox's filesystem as an image a create can name (`image`). */
+export interface SnapshotInfo {
+  image: string;
+  sandboxId: string; // the sandbox it was taken of
+  owner: number;
+  createdAt: bigint; // seconds since the epoch
+  size: bigint; // bytes, with its base image
+}
+
 const Variant = dbus.Variant;
 
 function toDbus(config: SandboxConfig): Record<string, InstanceType<typeof Variant>> {
@@ -160,12 +169,47 @@ export class SandboxManager {
 
   /** The last `lines` lines its runtime wrote (its container's log); the owner's and root's only. */
   async logs(id: string, lines = 100): Promise<string> {
+    const s = await this.sandboxIface(id);
+    return String(await this.call(() => s.Logs(BigInt(lines))));
+  }
+
+  private async sandboxIface(id: string) {
     const m = await this.iface();
     const path = (await this.call(() => m.GetSandbox(id))) as string;
-    return this.call(async () => {
-      const obj = await this.bus.getProxyObject(NAME, path);
-      return String(await obj.getInterface(SANDBOX).Logs(BigInt(lines)));
-    });
+    return this.call(async () => (await this.bus.getProxyObject(NAME, path)).getInterface(SANDBOX));
+  }
+
+  /** Freeze every process of the sandbox (state "paused"): calls to its runtime wait until resume(). */
+  async pause(id: string): Promise<void> {
+    const s = await this.sandboxIface(id);
+    await this.call(() => s.Pause());
+  }
+
+  /** Thaw a paused sandbox: calls that waited go on. */
+  async resume(id: string): Promise<void> {
+    const s = await this.sandboxIface(id);
+    await this.call(() => s.Resume());
+  }
+
+  /** Commit its filesystem (not /nix, not its token) as an image; returns the image's name. */
+  async snapshot(id: string, options: { tag?: string } = {}): Promise<string> {
+    const s = await this.sandboxIface(id);
+    const opts: Record<string, InstanceType<typeof Variant>> = {};
+    if (options.tag !== undefined) opts.tag = new Variant("s", options.tag);
+    return String(await this.call(() => s.Snapshot(opts)));
+  }
+
+  /** The caller's snapshots (root: everyone's). */
+  async listSnapshots(): Promise<SnapshotInfo[]> {
+    const m = await this.iface();
+    const rows = (await this.call(() => m.ListSnapshots())) as [string, string, number, bigint, bigint][];
+    return rows.map(([image, sandboxId, owner, createdAt, size]) => ({ image, sandboxId, owner, createdAt, size }));
+  }
+
+  /** Remove a snapshot (not while a sandbox runs from it). */
+  async deleteSnapshot(image: string): Promise<void> {
+    const m = await this.iface();
+    await this.call(() => m.DeleteSnapshot(image));
   }
 
   /** Delete it; a sandbox already gone is no error. */

@@ -7,7 +7,7 @@
 import { decode, encode } from "@msgpack/msgpack";
 import { io, type Socket } from "socket.io-client";
 
-import { ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized, remoteError, type RemoteErrorInfo } from "./errors.js";
+import { Cancelled, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized, remoteError, type RemoteErrorInfo } from "./errors.js";
 
 const DEADLINE_GRACE_MS = 2000; // the server enforces deadlines; the client gives up this much later
 const ACK_BATCH = 64;
@@ -100,6 +100,17 @@ export interface ExecOptions extends CallOptions {
   env?: Record<string, string>;
   stdin?: string | Uint8Array;
   max_output?: number;
+}
+
+/** One change fs::watch reports. */
+export interface FileChange {
+  path: string;
+  event: "created" | "modified" | "deleted" | "moved_from" | "moved_to";
+}
+
+export interface WatchOptions extends CallOptions {
+  /** Watch the directories below too, new ones as they appear (default true). */
+  recursive?: boolean;
 }
 
 export interface FileResult {
@@ -315,6 +326,24 @@ export class RuntimeClient {
    * (file_not_found, is_directory, permission_denied, invalid_path, too_large, …). */
   async downloadFiles(paths: string[], options: CallOptions = {}): Promise<FileResult[]> {
     return this.call<FileResult[]>("fs::download", [paths], {}, options);
+  }
+
+  /** fs::watch: the changes below a path, until `signal` aborts (the iteration then simply
+   * ends) or the loop stops early (the watch is cancelled). A path that does not exist throws
+   * file_not_found; inotify's limits throw io_error. */
+  watch(path: string, options: WatchOptions = {}): AsyncIterable<FileChange> {
+    const { deadlineMs, signal, recursive } = options;
+    const changes = this.stream<FileChange>("fs::watch", [path], given({ recursive }), { deadlineMs, signal });
+    return (async function* () {
+      try {
+        yield* changes;
+      } catch (e) {
+        if (signal?.aborted && e instanceof Cancelled) return;
+        throw e;
+      } finally {
+        changes.cancel(); // a loop that ended early: the server stops watching
+      }
+    })();
   }
 
   /** fs::FUNCTION (read, write, edit, ls, grep, glob, upload, download, mkdir). */

@@ -26,6 +26,35 @@ it("runs code in a sandbox for the length of a callback, then deletes it", async
   await expect(manager.get(id)).rejects.toBeInstanceOf(SandboxGone);
 });
 
+it("pauses, resumes and snapshots a sandbox; a create from the snapshot has its files", async () => {
+  const made: string[] = [];
+  let snap = "";
+  try {
+    const a = await manager.create({ image, bundle });
+    made.push(a.id);
+    const rt = await manager.connect(a.id);
+    await rt.exec("echo from-ts > /snap.txt");
+    await manager.pause(a.id);
+    expect((await manager.get(a.id)).state).toBe("paused");
+    await manager.resume(a.id);
+    expect((await manager.get(a.id)).state).toBe("running");
+    snap = await manager.snapshot(a.id, { tag: "agentix-test/ts-snap:1" });
+    expect(snap).toBe("agentix-test/ts-snap:1");
+    const listed = await manager.listSnapshots();
+    expect(listed.find((s) => s.image === snap)?.sandboxId).toBe(a.id);
+    rt.close();
+    const b = await manager.create({ image: snap, bundle });
+    made.push(b.id);
+    const rt2 = await manager.connect(b.id);
+    expect((await rt2.exec("cat /snap.txt")).output).toBe("from-ts\n");
+    rt2.close();
+  } finally {
+    for (const id of made) await manager.delete(id);
+    if (snap) await manager.deleteSnapshot(snap);
+  }
+  expect((await manager.listSnapshots()).map((s) => s.image)).not.toContain("agentix-test/ts-snap:1");
+});
+
 // gVisor through agentd, when dockerd has it (scripts/dockerd.sh registers runsc).
 const runsc = execFileSync("docker", ["info", "--format", "{{json .Runtimes}}"], { encoding: "utf8" }).includes('"runsc"');
 it.skipIf(!runsc)("runs a sandbox under gVisor with runtime: runsc", async () => {

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 // RuntimeClient against a real agentix-server: every call shape, errors, cancel, deadlines,
 // and calls that outlive a dropped connection.
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 import { ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable, Unauthorized } from "../src/index.js";
@@ -90,6 +94,43 @@ it("cancels a call, by cancel() and by an AbortSignal", async () => {
     await expect(p).rejects.toBeInstanceOf(Cancelled);
   } finally {
     rt.close();
+  }
+});
+
+it("watches a directory until the AbortSignal aborts", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  const dir = mkdtempSync(join(tmpdir(), "agentix-watch-"));
+  try {
+    const abort = new AbortController();
+    const seen: string[] = [];
+    // Touch a file until the watch reports it (it is in place then), then make the changes.
+    const poke = setInterval(() => writeFileSync(join(dir, "ready"), "x"), 20);
+    for await (const change of rt.watch(dir, { signal: abort.signal })) {
+      if (change.path.endsWith("/ready")) {
+        if (seen.length === 0) {
+          clearInterval(poke);
+          seen.push("ready");
+          mkdirSync(join(dir, "sub"));
+        }
+        continue;
+      }
+      seen.push(`${change.event} ${change.path.slice(dir.length)}`);
+      if (change.path.endsWith("/sub") && change.event === "created") {
+        writeFileSync(join(dir, "sub", "new.txt"), "hi"); // in a directory made after the watch began
+        rmSync(join(dir, "sub", "new.txt"));
+      }
+      if (change.event === "deleted") abort.abort();
+    }
+    clearInterval(poke);
+    expect(seen).toEqual(["ready", "created /sub", "created /sub/new.txt", "modified /sub/new.txt",
+      "deleted /sub/new.txt"]);
+    // A path that does not exist.
+    await expect((async () => {
+      for await (const _ of rt.watch(join(dir, "nope"))) void _;
+    })()).rejects.toMatchObject({ type: "file_not_found" });
+  } finally {
+    rt.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

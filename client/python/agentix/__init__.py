@@ -13,13 +13,13 @@
 from .errors import (AgentdError, AgentixError, ArgumentError, Cancelled, ConnectionLost, DeadlineExceeded,
                      NoSuchCallable, RemoteError, ResultUnavailable, SandboxGone, ServerUnreachable, Unauthorized,
                      WorkerDied)
-from .deployment import AgentdDeployment, SandboxConfig, SandboxInfo, session
+from .deployment import AgentdDeployment, SandboxConfig, SandboxInfo, SnapshotInfo, session
 from .runtime import Channel, RuntimeClient, Stream
 from .sandbox import AgentixSandbox
 
 __version__ = "0.1.0"
 
-__all__ = ["RuntimeClient", "Stream", "Channel", "AgentdDeployment", "SandboxConfig", "SandboxInfo", "session",
+__all__ = ["RuntimeClient", "Stream", "Channel", "AgentdDeployment", "SandboxConfig", "SandboxInfo", "SnapshotInfo", "session",
            "AgentixSandbox", "AgentixError", "RemoteError", "ArgumentError", "Cancelled",
            "ConnectionLost", "DeadlineExceeded", "NoSuchCallable", "ResultUnavailable", "SandboxGone",
            "ServerUnreachable", "Unauthorized", "WorkerDied", "AgentdError"]

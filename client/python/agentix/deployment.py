@@ -86,6 +86,16 @@ class SandboxInfo:
     pool: str = ""  # the agentd warm pool it was claimed from; "" when made for its create
 
 
+@dataclasses.dataclass
+class SnapshotInfo:
+    """A sandbox's filesystem as an image a create can name (its `image`)."""
+    image: str
+    sandbox_id: str  # the sandbox it was taken of
+    owner: int
+    created_at: int  # seconds since the epoch
+    size: int  # bytes, with its base image
+
+
 def _agentd_error(e):
     name = e.get_dbus_name() or ""
     message = e.get_dbus_message() or ""
@@ -189,22 +199,47 @@ class AgentdDeployment:
                     raise
         await self._run(delete)
 
+    def _sandbox(self, sandbox_id):
+        """The Sandbox interface of one sandbox (from a worker thread)."""
+        conn, manager = self._manager()
+        path = manager.GetSandbox(str(sandbox_id), timeout=30)
+        return self._dbus.Interface(conn.get_object(NAME, path, introspect=False), SANDBOX)
+
     async def extend(self, sandbox_id, seconds):
-        def extend():
-            conn, manager = self._manager()
-            path = manager.GetSandbox(str(sandbox_id), timeout=30)
-            self._dbus.Interface(conn.get_object(NAME, path, introspect=False), SANDBOX).Extend(
-                self._dbus.UInt64(seconds), timeout=30)
-        await self._run(extend)
+        await self._run(lambda: self._sandbox(sandbox_id).Extend(self._dbus.UInt64(seconds), timeout=30))
 
     async def logs(self, sandbox_id, lines=100):
         """The last `lines` lines its runtime wrote (its container's log), as one string."""
-        def logs():
-            conn, manager = self._manager()
-            path = manager.GetSandbox(str(sandbox_id), timeout=30)
-            return str(self._dbus.Interface(conn.get_object(NAME, path, introspect=False), SANDBOX).Logs(
-                self._dbus.UInt64(lines), timeout=60))
-        return await self._run(logs)
+        return await self._run(lambda: str(self._sandbox(sandbox_id).Logs(self._dbus.UInt64(lines), timeout=60)))
+
+    async def pause(self, sandbox_id):
+        """Freeze every process of the sandbox (state "paused"): calls to its runtime wait."""
+        await self._run(lambda: self._sandbox(sandbox_id).Pause(timeout=120))
+
+    async def resume(self, sandbox_id):
+        """Thaw a paused sandbox: calls that waited go on."""
+        await self._run(lambda: self._sandbox(sandbox_id).Resume(timeout=120))
+
+    async def snapshot(self, sandbox_id, tag=None):
+        """Commit its filesystem (not /nix, not its token) as an image; returns the image's name,
+        which a create takes as its image."""
+        options = self._dbus.Dictionary({} if tag is None else {"tag": str(tag)}, signature="sv")
+        return await self._run(lambda: str(self._sandbox(sandbox_id).Snapshot(options, timeout=900)))
+
+    async def list_snapshots(self):
+        """The caller's snapshots (root: everyone's), as SnapshotInfo."""
+        def ls():
+            _, manager = self._manager()
+            return [SnapshotInfo(image=str(i), sandbox_id=str(s), owner=int(o), created_at=int(c), size=int(n))
+                    for i, s, o, c, n in manager.ListSnapshots(timeout=60)]
+        return await self._run(ls)
+
+    async def delete_snapshot(self, image):
+        """Remove a snapshot (not while a sandbox runs from it)."""
+        def delete():
+            _, manager = self._manager()
+            manager.DeleteSnapshot(str(image), timeout=120)
+        await self._run(delete)
 
     def close(self):
         """Close the bus connections (sandboxes made with bind_to_caller go with them)."""

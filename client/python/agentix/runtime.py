@@ -340,6 +340,18 @@ class RuntimeClient:
         """sandbox::exec as a stream: {stream, data} chunks, then {exit_code}."""
         return await self.stream("sandbox::exec", command, **_given(**kwargs))
 
+    async def watch(self, path, *, recursive=True):
+        """fs::watch: an async iterator of the changes below path, {"path", "event"} with event
+        "created", "modified", "deleted", "moved_from" or "moved_to", until the loop stops
+        (leaving an `async for` early, or cancelling the task around it, cancels the watch).
+        A path that does not exist raises file_not_found; inotify's limits raise io_error."""
+        changes = await self.stream("fs::watch", path, recursive=recursive)
+        try:
+            async for change in changes:
+                yield change
+        finally:
+            await changes.aclose()
+
     async def fs(self, function, *args, **kwargs):
         """fs::FUNCTION (read, write, edit, ls, grep, glob, upload, download, …)."""
         return await self.call(f"fs::{function}", *args, **_given(**kwargs))

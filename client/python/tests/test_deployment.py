@@ -51,6 +51,28 @@ async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
     deployment.close()
 
 
+@pytest.mark.asyncio
+async def test_pause_resume_and_a_snapshot_a_create_can_name(agentd):
+    deployment = AgentdDeployment()
+    tag = "agentix-test/py-snap:1"
+    try:
+        async with session(deployment, SandboxConfig(image=BUSYBOX, bundle=bundle())) as sandbox:
+            await sandbox.aexecute("echo from-python > /snap.txt")
+            await deployment.pause(sandbox.id)
+            assert (await deployment.get(sandbox.id)).state == "paused"
+            await deployment.resume(sandbox.id)
+            assert (await deployment.get(sandbox.id)).state == "running"
+            assert await deployment.snapshot(sandbox.id, tag=tag) == tag
+            (snap,) = [s for s in await deployment.list_snapshots() if s.image == tag]
+            assert snap.sandbox_id == sandbox.id and snap.owner == 0 and snap.size > 0
+        async with session(deployment, SandboxConfig(image=tag, bundle=bundle())) as again:
+            assert (await again.aexecute("cat /snap.txt")).output == "from-python\n"
+    finally:
+        await deployment.delete_snapshot(tag)
+    assert tag not in [s.image for s in await deployment.list_snapshots()]
+    deployment.close()
+
+
 def runsc_registered():
     import json
     import subprocess

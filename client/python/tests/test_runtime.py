@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agentix import (ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable,
-                     Unauthorized)
+from agentix import (ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RemoteError, RuntimeClient,
+                     ServerUnreachable, Unauthorized)
 from conftest import TOKEN
 
 pytestmark = pytest.mark.asyncio
@@ -59,6 +59,32 @@ async def test_cancel_ends_the_call_with_cancelled(server):
             async for _ in s:
                 pass
         assert e.value.cancelled and time.monotonic() - t0 < 5
+
+
+async def test_watch_reports_changes_and_stops_with_the_loop(server, tmp_path):
+    async with RuntimeClient(server.url, TOKEN) as rt:
+        seen = []
+
+        async def poke():  # until the watch reports, it may not be in place yet
+            while not seen:
+                (tmp_path / "ready").write_text("x")
+                await asyncio.sleep(0.02)
+
+        poker = asyncio.ensure_future(poke())
+        async for change in rt.watch(str(tmp_path)):
+            seen.append((change["event"], change["path"][len(str(tmp_path)):]))
+            if change["path"].endswith("/ready") and len(seen) == 1:
+                (tmp_path / "sub").mkdir()
+            elif change["path"].endswith("/sub"):
+                (tmp_path / "sub" / "f").write_bytes(b"")  # in a directory made after the watch began
+            elif change["path"].endswith("/f"):
+                break  # leaving the loop cancels the watch
+        await poker
+        assert seen[-2:] == [("created", "/sub"), ("created", "/sub/f")], seen
+        with pytest.raises(RemoteError) as e:
+            async for _ in rt.watch(str(tmp_path / "nope")):
+                pass
+        assert e.value.type == "file_not_found"
 
 
 async def test_a_deadline_ends_a_call_that_runs_too_long(server):
