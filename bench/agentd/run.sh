@@ -6,6 +6,8 @@
 # (load.py) against the docker CLI in a loop.
 # bench/agentd/run.sh pool [RUNS] — create-to-ready from a warm pool (pool.py) against a cold
 # create through agentd and docker run. See README.md.
+# bench/agentd/run.sh snapshot [RUNS] — Snapshot() and a create from it (snapshot.py) against
+# docker commit and docker run of the committed image, a sandbox with 100 MiB written.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -52,6 +54,11 @@ if [ "${1:-}" = pool ]; then
         shift
         /usr/bin/python3 "$HERE/pool.py" agentix-test/busybox:1 example-bundle:0.1.0 "$pool_memory" "${1:-50}"
         docker ps -aq --filter label=org.agentix.pool | xargs -r docker rm -f -v >/dev/null
+        exit
+fi
+if [ "${1:-}" = snapshot ]; then
+        shift
+        /usr/bin/python3 "$HERE/snapshot.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-5}"
         exit
 fi
 if [ "${1:-}" = load ]; then

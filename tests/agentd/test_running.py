@@ -192,6 +192,29 @@ def a_snapshot_has_the_files_and_not_the_bundle_or_the_token():
 
 
 @test
+def a_container_from_a_plain_docker_commit_is_not_taken_for_the_sandbox():
+    """docker commit keeps agentd's labels; a container run from that image is someone else's:
+    its events do not touch the sandbox, and a restarted agentd neither adopts nor removes it."""
+    path, sid = agentd().create()
+    image, other = f"agentix-test/plain-commit:{sid}", f"plain-{sid}"
+    try:
+        docker("commit", f"agentix-{sid}", image)
+        docker("run", "-d", "--name", other, "--entrypoint", "/bin/sleep", image, "300")
+        docker("rm", "-f", other)  # its die and destroy events carry the sandbox's labels
+        docker("run", "-d", "--name", other, "--entrypoint", "/bin/sleep", image, "300")
+        time.sleep(1)
+        assert state(path) == "running"
+        agentd().kill_and_restart()
+        assert sid in agentd().ids() and state(path) == "running"
+        assert other in docker("ps", "--format", "{{.Names}}").stdout.split()
+        assert exec_in(sid, "echo alive")["output"] == "alive\n"
+    finally:
+        docker("rm", "-f", other, check=False)
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+        docker("rmi", "-f", image, check=False)
+
+
+@test
 def a_tag_names_the_snapshot_and_never_replaces_another_image():
     path, sid = agentd().create()
     before = json.loads(docker("image", "inspect", BUSYBOX).stdout)[0]["Id"]

@@ -88,8 +88,8 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                 .bundle_id = label(labels, "org.agentix.bundle.id"),
         };
 
-        if (!spec.id || !spec.id[0] || !place.container_id)
-                return; /* made from a snapshot's image outside agentd (docker-snapshot.c) */
+        if (!spec.id || !place.container_id)
+                return;
         if (egress_label && !streq(egress_label, "*")) { /* "*": no egress list */
                 egress = calloc(1, sizeof(char *));
                 if (!egress || (egress_label[0] && strv_split_extend(&egress, egress_label) < 0))
@@ -167,10 +167,23 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         return true;
 }
 
+/* Made by agentd: its labels name a sandbox, and the container is named after it. A container
+ * run from an image committed of a sandbox carries the labels too (docker-snapshot.c empties
+ * them; a plain docker commit does not): it is someone else's. */
+static bool made_by_agentd(json_t *inspect) {
+        const char *id = json_string_value(json_object_get(json_object_get(json_object_get(inspect, "Config"),
+                                                                           "Labels"), "org.agentix.sandbox")),
+                   *name = json_string_value(json_object_get(inspect, "Name")), *rest;
+
+        return id && id[0] && name && (rest = startswith(name, "/agentix-")) && streq(rest, id);
+}
+
 static void on_inspect(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         Adopt *a = userdata;
 
-        if (status == 200 && !egress_again(a, body))
+        if (status == 200 && !made_by_agentd(body))
+                ; /* not a sandbox */
+        else if (status == 200 && !egress_again(a, body))
                 found(a, body, false);
         else if (status != 404) /* 404: removed meanwhile */
                 a->error = status < 0 ? status : -EIO;

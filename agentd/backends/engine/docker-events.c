@@ -3,6 +3,7 @@
 
 #include "docker-backend.h"
 #include "log.h"
+#include "macro.h"
 
 #define EVENTS_RETRY_USEC (1000ULL * 1000)
 
@@ -12,7 +13,8 @@ static int on_events_retry(sd_event_source *s, uint64_t usec, void *userdata);
 static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
         DockerBackend *b = userdata;
         json_t *attrs = json_object_get(json_object_get(line, "Actor"), "Attributes");
-        const char *id = json_string_value(json_object_get(attrs, "org.agentix.sandbox"));
+        const char *id = json_string_value(json_object_get(attrs, "org.agentix.sandbox")),
+                   *name = json_string_value(json_object_get(attrs, "name"));
         const char *action = json_string_value(json_object_get(line, "Action")) ?:
                              json_string_value(json_object_get(line, "status"));
         json_int_t t = json_integer_value(json_object_get(line, "time"));
@@ -21,7 +23,9 @@ static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
                 b->events_since = t;
         if (action && streq(action, "remove"))
                 action = "destroy"; /* Podman's word for it */
-        if (id && action)
+        /* The labels alone do not make a sandbox: a container run from an image committed of
+         * one (docker commit) carries them too. Its own are named agentix-<id>. */
+        if (id && action && name && startswith(name, "agentix-") && streq(name + STRLEN("agentix-"), id))
                 b->on_event(b->event_userdata, id, action);
 }
 
