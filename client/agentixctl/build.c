@@ -10,7 +10,10 @@
 
 #include "agentixctl.h"
 #include "bundle-build.h"
+#include "cache-gc.h"
 #include "fail.h"
+#include "format-util.h"
+#include "output.h"
 
 #define MANIFEST_NAME "agentix-bundle.conf"
 
@@ -32,6 +35,9 @@ static void help(void) {
                "                          $AGENTIX_CACHE_DIR, $XDG_CACHE_HOME/agentix, ~/.cache/agentix)\n"
                "     --runtime-dir=DIR    Take agentix-server and agentix-worker from DIR\n"
                "                          (default $AGENTIX_RUNTIME_DIR, else the installed ones)\n"
+               "     --gc                 Build nothing: remove the store paths and layers of the\n"
+               "                          cache that no bundle's latest build uses; say how much\n"
+               "                          that freed\n"
                "     --json               Print the result as JSON\n"
                "  -q --quiet              No progress display\n"
                "\n"
@@ -85,7 +91,28 @@ enum {
         ARG_PLATFORM = ARG_COMMON_END,
         ARG_CACHE_DIR,
         ARG_RUNTIME_DIR,
+        ARG_GC,
 };
+
+static int collect_cache(const char *cache_dir) {
+        _cleanup_free_ char *error = NULL;
+        char freed[FORMAT_BYTES_MAX];
+        CacheGcResult res;
+        int r;
+
+        r = cache_gc(cache_dir, &res, &error);
+        if (r < 0)
+                return fail(EXIT_FAILED, "build --gc: %s", error ?: strerror(-r));
+        if (arg_json)
+                return print_json(json_pack("{s:s, s:I, s:I, s:I, s:I}", "cache_dir", cache_dir, "bundles",
+                                            (json_int_t) res.n_roots, "store_paths_removed",
+                                            (json_int_t) res.n_store_paths, "layers_removed", (json_int_t) res.n_layers,
+                                            "bytes_freed", (json_int_t) res.bytes_freed));
+        if (!arg_quiet)
+                printf("Removed %zu store paths and %zu layers no bundle's latest build uses (%zu kept): %s freed in %s\n",
+                       res.n_store_paths, res.n_layers, res.n_roots, format_bytes(res.bytes_freed, freed), cache_dir);
+        return EXIT_OK;
+}
 
 int verb_build(int argc, char *argv[]) {
         static const struct option options[] = {
@@ -95,6 +122,7 @@ int verb_build(int argc, char *argv[]) {
                 { "platform", required_argument, NULL, ARG_PLATFORM },
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
+                { "gc", no_argument, NULL, ARG_GC },
                 {}
         };
         BundleBuildOptions o = {};
@@ -102,7 +130,7 @@ int verb_build(int argc, char *argv[]) {
         _cleanup_free_ char *error = NULL;
         char manifest[PATH_MAX], cache[PATH_MAX];
         const char *file = NULL, *dir = ".";
-        bool drawn = false;
+        bool drawn = false, gc = false;
         int c, r;
 
         o.runtime_dir = getenv("AGENTIX_RUNTIME_DIR");
@@ -130,7 +158,21 @@ int verb_build(int argc, char *argv[]) {
                 case ARG_RUNTIME_DIR:
                         o.runtime_dir = optarg;
                         break;
+                case ARG_GC:
+                        gc = true;
+                        break;
                 }
+        }
+        if (gc) {
+                if (optind < argc || file || o.output || o.platform)
+                        return fail_usage("build", "--gc builds nothing: it takes only --cache-dir=");
+                if (!o.cache_dir) {
+                        r = default_cache_dir(cache, sizeof(cache));
+                        if (r < 0)
+                                return fail_usage("build", "no cache directory: set $HOME or use --cache-dir");
+                        o.cache_dir = cache;
+                }
+                return collect_cache(o.cache_dir);
         }
         if (optind + 1 < argc)
                 return fail_usage("build", "takes one directory, not %d arguments", argc - optind);

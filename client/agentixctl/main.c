@@ -109,6 +109,8 @@ static void help(void) {
                "  build [-f|--file=FILE] [-o|--output=FILE] [--platform=OS/ARCH]\n"
                "        [--cache-dir=DIR] [--runtime-dir=DIR] [DIR]\n"
                "                          Build the bundle image DIR/agentix-bundle.conf declares\n"
+               "  build --gc [--cache-dir=DIR]\n"
+               "                          Remove from the cache what no bundle's last build uses\n"
                "  help [COMMAND]          Show this help, or a command's\n"
                "\n"
                "Options:\n"

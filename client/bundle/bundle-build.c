@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "bundle-build.h"
+#include "cache-gc.h"
 #include "bundle-manifest.h"
 #include "closure.h"
 #include "docker-engine.h"
@@ -35,6 +36,7 @@ typedef struct Build {
         char *os, *arch, *variant;
         char *cache_store, *cache_layers, *cache_hashes, *cache_tmp;
         char *tmp;                 /* this build's scratch directory */
+        int cache_lock;            /* shared: no collection (cache-gc.c) while this build runs */
         ImageLayer *layers;
         size_t n_layers;
         size_t n_hashed;           /* store paths whose files were read to hash them */
@@ -510,6 +512,12 @@ static int cache_dirs(Build *b) {
                 if (r < 0)
                         return build_fail(b, r, "cannot create the cache directory %s: %s", *d, strerror(-r));
         }
+        r = cache_lock(b->o->cache_dir, false, &b->cache_lock);
+        if (r == -EBUSY)
+                return build_fail(b, r, "the cache %s is being collected (agentixctl build --gc): try again once that is done",
+                                  b->o->cache_dir);
+        if (r < 0)
+                return build_fail(b, r, "cannot lock the cache %s: %s", b->o->cache_dir, strerror(-r));
         remove_stale(b->cache_store, ".tmp-");
         remove_stale(b->cache_tmp, "build-");
         remove_stale(b->cache_layers, ".tmp-");
@@ -517,7 +525,36 @@ static int cache_dirs(Build *b) {
         return 0;
 }
 
+/* What this build used, for the next collection to keep (cache-gc.c). */
+static int record_roots(Build *b) {
+        _cleanup_strv_free_ char **store = NULL, **layers = NULL;
+        char platform[64], key[PATH_MAX];
+        size_t n = strlen(b->cache_layers), suffix = STRLEN("." LAYER_FORMAT ".tar");
+        int r;
+
+        for (size_t i = 0; i < b->c->n_paths; i++)
+                if (strv_extend(&store, b->c->paths[i]->basename) < 0)
+                        return -ENOMEM;
+        for (size_t i = 0; i < b->n_layers; i++) {
+                const char *p = b->layers[i].path;
+                size_t len = p ? strlen(p) : 0;
+                /* Cached layers are CACHE/layers/KEY.l1.tar; the runtime layer is this build's own. */
+                if (len <= n + 1 + suffix || !strneq(p, b->cache_layers, n) || p[n] != '/')
+                        continue;
+                snprintf(key, sizeof(key), "%.*s", (int) (len - n - 1 - suffix), p + n + 1);
+                if (strv_extend(&layers, key) < 0)
+                        return -ENOMEM;
+        }
+        snprintf(platform, sizeof(platform), "%s-%s%s%s", b->os, b->arch, b->variant ? "-" : "", b->variant ?: "");
+        r = cache_record_build(b->o->cache_dir, b->m->name, b->m->version, platform, store, layers);
+        if (r < 0)
+                return build_fail(b, r, "cannot record what the build used in %s/roots: %s", b->o->cache_dir,
+                                  strerror(-r));
+        return 0;
+}
+
 static void build_done(Build *b) {
+        safe_close(b->cache_lock);
         if (b->tmp)
                 (void) remove_tree(b->tmp);
         for (size_t i = 0; i < b->n_layers; i++) {
@@ -540,7 +577,7 @@ static void build_done(Build *b) {
 }
 
 int bundle_build(const BundleBuildOptions *o, BundleBuildResult *res, char **ret_error) {
-        Build b = { .o = o };
+        Build b = { .o = o, .cache_lock = -EBADF };
         uint16_t machine = 0;
         size_t made = 0;
         int r;
@@ -584,6 +621,9 @@ int bundle_build(const BundleBuildOptions *o, BundleBuildResult *res, char **ret
         if (r < 0)
                 goto finish;
         r = deliver(&b, res);
+        if (r < 0)
+                goto finish;
+        r = record_roots(&b);
         if (r < 0)
                 goto finish;
 

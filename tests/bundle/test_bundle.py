@@ -233,6 +233,50 @@ def rebuild_is_cached_and_gives_the_same_image():
 
 
 @test
+def gc_removes_what_no_bundles_latest_build_uses_and_nothing_else():
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+        first = build(EXAMPLE, "-o", os.path.join(out, "a.tar"), cache=cache)
+
+        def gc():
+            r = subprocess.run([AGENTIXCTL, "--json", "build", "--gc", "--cache-dir", cache], capture_output=True,
+                               text=True)
+            assert r.returncode == 0, r.stderr
+            return json.loads(r.stdout)
+
+        assert gc() == {"cache_dir": cache, "bundles": 1, "store_paths_removed": 0, "layers_removed": 0,
+                        "bytes_freed": 0}
+        # A bundle whose tools changed: the store paths only its older build used go.
+        store = os.path.join(cache, "store")
+        before = set(os.listdir(store))
+        project = write_project(os.path.join(out, "p"), "[Bundle]\nName=agentix-test-gc\nVersion=1\n"
+                                                        "[Tools]\nPackages=lz4\n")
+        build(project, "-o", os.path.join(out, "p1.tar"), cache=cache)
+        only_old = set(os.listdir(store)) - before
+        assert any("-lz4-" in p for p in only_old), only_old
+        write_project(project, "[Bundle]\nName=agentix-test-gc\nVersion=1\n")
+        build(project, "-o", os.path.join(out, "p2.tar"), cache=cache)
+        all_paths = set(os.listdir(store))
+        used = set()
+        for root in os.listdir(os.path.join(cache, "roots")):
+            with open(os.path.join(cache, "roots", root)) as f:
+                used |= set(json.load(f)["store"])
+        assert before <= used and any("-lz4-" in p for p in all_paths - used), used
+        got = gc()
+        assert got["bundles"] == 2 and got["store_paths_removed"] == len(all_paths - used) and \
+            got["layers_removed"] >= 1 and got["bytes_freed"] > 0, got
+        assert set(os.listdir(store)) == used
+        # What the kept builds use is all still there: rebuilding hits the cache.
+        again = build(EXAMPLE, "-o", os.path.join(out, "b.tar"), cache=cache)
+        assert again["id"] == first["id"] and again["store_paths_made"] == 0 and again["layers_written"] == 0, again
+        # Without a cache there is nothing to do; a bad option combination is a usage error.
+        r = subprocess.run([AGENTIXCTL, "build", "--gc", "--cache-dir", os.path.join(out, "none")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "0 B freed" in r.stdout, (r.stdout, r.stderr)
+        r = subprocess.run([AGENTIXCTL, "build", "--gc", EXAMPLE], capture_output=True, text=True)
+        assert r.returncode == 64, r.stderr
+
+
+@test
 def image_records_platform_volume_and_tags():
     bundle = build()
     info = json.loads(docker("image", "inspect", bundle["id"]).stdout)[0]
