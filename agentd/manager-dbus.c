@@ -7,6 +7,7 @@
 #include "log.h"
 #include "manager-dbus.h"
 #include "pool.h"
+#include "proxy-token.h"
 #include "sandbox-dbus.h"
 #include "snapshot.h"
 #include "strv.h"
@@ -124,6 +125,31 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
                 return sd_bus_error_setf(error, AGENTD_ERROR_START_FAILED, "Sandbox %s is %s, not running.", s->id,
                                          sandbox_state_to_string(s->state));
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
+}
+
+/* The address of a port of the sandbox through its runtime's proxy (/proxy/PORT/), and that
+ * port's token (proxy-token.h): the owner's and root's. */
+static int method_get_port_url(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ char *url = NULL;
+        char token[PROXY_TOKEN_LEN + 1];
+        Sandbox *s = NULL;
+        uint16_t port;
+        int r;
+
+        r = get_own_sandbox(userdata, msg, &s, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "q", &port);
+        if (r < 0)
+                return r;
+        if (port == 0)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Ports go from 1 to 65535.");
+        if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED) || !s->runtime_url)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
+                                         sandbox_state_to_string(s->state));
+        if (proxy_token(s->token, port, token) < 0 || asprintf(&url, "%s/proxy/%u/", s->runtime_url, port) < 0)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(msg, "ss", url, token);
 }
 
 /* a(suu): each pool agentd.conf's pools.d names, its ready sandboxes and its Size=. */
@@ -292,6 +318,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
                                  method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetPortUrl", "sq", SD_BUS_PARAM(id) SD_BUS_PARAM(port), "ss",
+                                 SD_BUS_PARAM(url) SD_BUS_PARAM(token), method_get_port_url, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListPools", "", , "a(suu)", SD_BUS_PARAM(pools), method_list_pools,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "a(ssutt)", SD_BUS_PARAM(snapshots), method_list_snapshots,

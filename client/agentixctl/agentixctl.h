@@ -75,6 +75,7 @@ int verb_pools(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
 int verb_logs(int argc, char *argv[]);
 int verb_pause(int argc, char *argv[]);
+int verb_port(int argc, char *argv[]);
 int verb_resume(int argc, char *argv[]);
 int verb_snapshot(int argc, char *argv[]);
 int verb_snapshots(int argc, char *argv[]);

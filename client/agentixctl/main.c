@@ -38,6 +38,7 @@ static const Verb verbs[] = {
         { "status", verb_status },
         { "logs", verb_logs },
         { "pause", verb_pause },
+        { "port", verb_port },
         { "resume", verb_resume },
         { "snapshot", verb_snapshot },
         { "snapshots", verb_snapshots },
@@ -95,6 +96,7 @@ static void help(void) {
                "  pools                   List agentd's warm pools: ready and size\n"
                "  status ID               Show a sandbox's properties\n"
                "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
+               "  port [--link] ID PORT   Print the address of a port in the sandbox, and its token\n"
                "  pause ID...             Freeze a sandbox's processes (calls wait)\n"
                "  resume ID...            Thaw them\n"
                "  snapshot [--tag=NAME] ID\n"

@@ -376,6 +376,11 @@ AGENTIX_API int agentix_sandbox_resume(agentix_manager *m, const char *id, agent
  * (free() it). tag: REPOSITORY[:TAG], or NULL for agentix-snapshot/<id>:<n>. */
 AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, const char *tag, char **ret_image,
                                          agentix_error *ret_error);
+/* A port inside the sandbox through its runtime's proxy: *ret_url (http://HOST:PORT/proxy/N/)
+ * takes *ret_token as `Authorization: Bearer`, or once as ?agentix_token= (a browser then has
+ * it as a cookie). Owner or root only. free() both. */
+AGENTIX_API int agentix_sandbox_port_url(agentix_manager *m, const char *id, uint16_t port, char **ret_url,
+                                         char **ret_token, agentix_error *ret_error);
 /* The runtime's URL and token (owner or root only): what agentix_options wants. free() both. */
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error);

@@ -339,6 +339,30 @@ AGENTIX_API int agentix_snapshot_delete(agentix_manager *m, const char *image, a
         return r < 0 ? bus_error(ret_error, &be, r, "cannot delete the snapshot") : 0;
 }
 
+AGENTIX_API int agentix_sandbox_port_url(agentix_manager *m, const char *id, uint16_t port, char **ret_url,
+                                         char **ret_token, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *url, *token;
+        int r;
+
+        r = sd_bus_call_method(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetPortUrl", &be, &reply, "sq", id,
+                               port);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot reach the port");
+        r = sd_bus_message_read(reply, "ss", &url, &token);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, r, "agentd answered GetPortUrl oddly");
+        *ret_url = strdup(url);
+        *ret_token = strdup(token);
+        if (!*ret_url || !*ret_token) {
+                *ret_url = mfree(*ret_url);
+                *ret_token = mfree(*ret_token);
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
+        }
+        return 0;
+}
+
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error) {
         _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;

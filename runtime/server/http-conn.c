@@ -17,6 +17,7 @@
 #include <http_parser.h>
 
 #include "eio-server.h"
+#include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
 
@@ -187,6 +188,12 @@ static int on_headers_complete(http_parser *p) {
         c->keep_alive = http_should_keep_alive(p) && !http_server_is_shutting_down(c->server);
         c->body_pending = request_has_body(p);
         c->target_error = parse_target(c);
+        if (c->target_error == 0 && proxy_path(c->path) && http_server_has_proxy(c->server)) {
+                /* conn_parse() hands the connection to the proxy, head and all. */
+                c->proxy_requested = true;
+                http_parser_pause(p, 1);
+                return 0;
+        }
         if (p->upgrade)
                 return 0; /* the parser stops here; conn_parse() hands the connection over */
 
@@ -432,6 +439,17 @@ static void conn_parse(HttpConn *c) {
                 c->in_parsed += n;
                 e = HTTP_PARSER_ERRNO(c->parser);
 
+                if (c->proxy_requested) {
+                        const uint8_t *head = buffer_data(&c->in);
+                        size_t size = c->in.len;
+
+                        while (size > 0 && (*head == '\r' || *head == '\n'))
+                                head++, size--;
+                        c->request_done = true;
+                        http_server_proxy(c->server, c, head, size);
+                        c->dead = true; /* the proxy has the socket now */
+                        return;
+                }
                 if (c->parser->upgrade) {
                         const uint8_t *head = buffer_data(&c->in);
                         size_t size = c->in.len;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "eio-server.h"
+#include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
 #include "uv-event.h"
@@ -34,6 +35,7 @@ struct HttpServer {
         unsigned n_connections;  /* those and the WebSockets lws runs */
         unsigned port;
         bool shutting_down;
+        Proxy *proxy;            /* /proxy/PORT/ (http-proxy.c), or NULL */
 };
 
 const HttpServerConfig *http_server_config(const HttpServer *s) {
@@ -122,6 +124,22 @@ void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path) {
                 return;
         }
         eio_server_handle_request(c->eio, c);
+}
+
+void http_server_set_proxy(HttpServer *s, Proxy *proxy) {
+        s->proxy = proxy;
+}
+
+bool http_server_has_proxy(const HttpServer *s) {
+        return s->proxy;
+}
+
+void http_server_proxy(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size) {
+        int fd = c->fd;
+
+        c->io = sd_event_source_disable_unref(c->io);
+        c->fd = -EBADF;
+        proxy_take(s->proxy, fd, head, size);
 }
 
 int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size) {

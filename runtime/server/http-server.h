@@ -19,6 +19,7 @@ struct lws;
 struct http_parser;
 
 typedef struct HttpServer HttpServer;
+typedef struct Proxy Proxy;
 typedef struct EioServer EioServer;
 typedef struct EioSession EioSession;
 
@@ -100,6 +101,9 @@ typedef struct HttpConn {
         /* websocket send progress within the head packet of the session queue */
         size_t tx_offset;
         bool close_requested;
+
+        /* a /proxy/ request: the proxy takes the socket once its head is parsed */
+        bool proxy_requested;
 } HttpConn;
 
 typedef struct HttpServerConfig {
@@ -116,6 +120,9 @@ HttpServer *http_server_free(HttpServer *s);
 int http_server_listen(HttpServer *s, const char *host, const char *port);
 /* The port actually bound by the first listener (useful with port "0"). */
 unsigned http_server_port(HttpServer *s);
+
+/* Hand requests for /proxy/ paths to the port proxy (http-proxy.h); without one they are 404. */
+void http_server_set_proxy(HttpServer *s, Proxy *proxy);
 
 /* Route requests whose path starts with eio's path to it. */
 int http_server_add_eio(HttpServer *s, EioServer *eio);
@@ -145,6 +152,11 @@ void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path);
  * bytes, and whatever followed), to libwebsockets. Returns 0 when lws has the socket; <0 when
  * the request was answered with an error instead (the connection then closes). */
 int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size);
+/* A complete request head for a /proxy/ path: give the socket, with `head` (the request's bytes
+ * and whatever followed), to the proxy (or answer 404 without one). The connection is no longer
+ * http-conn.c's either way. */
+void http_server_proxy(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size);
+bool http_server_has_proxy(const HttpServer *s);
 void http_server_conn_added(HttpServer *s, HttpConn *c);
 void http_server_conn_removed(HttpServer *s, HttpConn *c);
 

@@ -10,6 +10,7 @@
 #include "environment-file.h"
 #include "eio-server.h"
 #include "frame.h"
+#include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
 #include "pids-limit.h"
@@ -48,6 +49,7 @@ typedef struct Server {
         sd_event *event;
         Options *opts;
         HttpServer *http;
+        Proxy *proxy;            /* /proxy/PORT/ */
         EioServer *eio;          /* /socket.io/ */
         EioServer *eio_echo;     /* /engine.io/ (conformance) */
         SioServer *sio;
@@ -58,6 +60,12 @@ typedef struct Server {
         uint64_t shutdown_deadline;
         bool shutting_down;
 } Server;
+
+static const char *current_token(void *userdata) {
+        Server *srv = userdata;
+
+        return srv->rpc ? rpc_token(srv->rpc) : NULL;
+}
 
 static void help(void) {
         printf("Usage: agentix-server [OPTIONS]\n"
@@ -582,6 +590,11 @@ static int setup(Server *srv, Options *o) {
                         return r;
         }
 
+        r = proxy_new(srv->event, current_token, srv, &srv->proxy);
+        if (r < 0)
+                return r;
+        http_server_set_proxy(srv->http, srv->proxy);
+
         for (size_t i = 0; i < o->n_hosts; i++) {
                 r = http_server_listen(srv->http, o->hosts[i], o->port);
                 if (r < 0) {
@@ -615,6 +628,7 @@ static void end_descendants(void) {
 static void server_done(Server *srv) {
         /* lws first: closing its connections calls back into the Engine.IO layer. */
         srv->http = http_server_free(srv->http);
+        srv->proxy = proxy_free(srv->proxy);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);
         srv->worker = worker_link_free(srv->worker);

@@ -1139,6 +1139,10 @@ unsigned rpc_n_running(const Rpc *rpc) {
         return rpc->n_running;
 }
 
+const char *rpc_token(Rpc *rpc) {
+        return rpc->token;
+}
+
 const SioNamespace *rpc_namespace(Rpc *rpc) {
         return &rpc->ns;
 }

@@ -30,6 +30,8 @@ Rpc *rpc_free(Rpc *rpc);
 
 /* The namespace to register with the Socket.IO server ("/rpc"). */
 const SioNamespace *rpc_namespace(Rpc *rpc);
+/* The token clients authenticate with now (a claim changes it), or NULL: none. */
+const char *rpc_token(Rpc *rpc);
 
 /* Callbacks for the WorkerLink (userdata = the Rpc), and the link itself. */
 extern const WorkerLinkCallbacks rpc_worker_callbacks;

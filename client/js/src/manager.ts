@@ -167,6 +167,14 @@ export class SandboxManager {
     return { url, token };
   }
 
+  /** A port inside the sandbox through its runtime's proxy: requests to `url` carry `token` as
+   * `Authorization: Bearer`, or once as `?agentix_token=` (a browser then keeps it as a cookie). */
+  async portUrl(id: string, port: number): Promise<{ url: string; token: string }> {
+    const m = await this.iface();
+    const [url, token] = (await this.call(() => m.GetPortUrl(id, port))) as [string, string];
+    return { url, token };
+  }
+
   /** The last `lines` lines its runtime wrote (its container's log); the owner's and root's only. */
   async logs(id: string, lines = 100): Promise<string> {
     const s = await this.sandboxIface(id);

@@ -212,6 +212,15 @@ class AgentdDeployment:
         """The last `lines` lines its runtime wrote (its container's log), as one string."""
         return await self._run(lambda: str(self._sandbox(sandbox_id).Logs(self._dbus.UInt64(lines), timeout=60)))
 
+    async def port_url(self, sandbox_id, port):
+        """A port inside the sandbox through its runtime's proxy: (url, token). Requests carry the
+        token as `Authorization: Bearer`, or once as `?agentix_token=` (a browser keeps a cookie)."""
+        def get():
+            _, manager = self._manager()
+            url, token = manager.GetPortUrl(str(sandbox_id), self._dbus.UInt16(port), timeout=30)
+            return str(url), str(token)
+        return await self._run(get)
+
     async def pause(self, sandbox_id):
         """Freeze every process of the sandbox (state "paused"): calls to its runtime wait."""
         await self._run(lambda: self._sandbox(sandbox_id).Pause(timeout=120))

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The port proxy: a request for /proxy/PORT/REST that carries PORT's token (proxy-token.h;
+ * `Authorization: Bearer TOKEN`, the cookie agentix_proxy_PORT, or once ?agentix_token=TOKEN,
+ * which answers with a redirect that sets the cookie, scoped to /proxy/PORT/) goes to
+ * 127.0.0.1:PORT inside the sandbox as REST. Bytes then pass both ways as they come — request
+ * and response bodies stream, and a WebSocket upgrade simply carries on — one request per
+ * connection (the upstream is told Connection: close). No token: 401; nothing listening: 502,
+ * with one line. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <systemd/sd-event.h>
+
+typedef struct Proxy Proxy;
+
+/* token(userdata): the runtime's token now (it changes at a claim), or NULL: the proxy is off. */
+int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret);
+Proxy *proxy_free(Proxy *p);
+
+/* Take a client connection (non-blocking fd) whose request head, and whatever followed it, are
+ * data. The fd is the proxy's from now on, whatever happens. */
+void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);
+
+/* Is this request path one for the proxy? */
+static inline bool proxy_path(const char *path) {
+        return strncmp(path, "/proxy/", 7) == 0;
+}
