@@ -99,8 +99,9 @@ def introspection_names_every_argument():
     assert methods["ListPools"] == [("out", "pools", "a(suu)")]
     assert methods["ListSnapshots"] == [("out", "snapshots", "a(ssutt)")]
     assert methods["DeleteSnapshot"] == [("in", "image", "s")]
+    assert methods["GetPortUrl"] == [("in", "id", "s"), ("in", "port", "q"), ("out", "url", "s"), ("out", "token", "s")]
     assert set(methods) == {"CreateSandbox", "GetSandbox", "ListSandboxes", "DeleteSandbox", "GetRuntimeAccess",
-                            "ListPools", "ListSnapshots", "DeleteSnapshot", "Reload"}
+                            "GetPortUrl", "ListPools", "ListSnapshots", "DeleteSnapshot", "Reload"}
 
 
 @test

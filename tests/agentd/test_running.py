@@ -129,6 +129,63 @@ def pause_is_refused_where_it_cannot_be():
         agentd().manager().DeleteSandbox(sid, timeout=60)
 
 
+# ---- ports and file watch ------------------------------------------------------------------------
+
+def http_get(url, headers=None, timeout=10):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@test
+def a_web_server_in_the_sandbox_is_reached_through_its_port_url():
+    """python3 -m http.server from the bundle, inside the sandbox; reached from the host only
+    with the port's token."""
+    path, sid = agentd().create()
+    try:
+        exec_in(sid, "mkdir -p /srv && echo served-from-the-sandbox > /srv/index.txt && "
+                     "cd /srv && (python3 -m http.server 8080 >/dev/null 2>&1 &)")
+        url, token = map(str, agentd().manager().GetPortUrl(sid, dbus.UInt16(8080)))
+        _, runtime_token = agentd().manager().GetRuntimeAccess(sid)
+        assert url.endswith("/proxy/8080/") and url.startswith("http://127.0.0.1:"), url
+        wait_until(lambda: http_get(url + "index.txt", {"Authorization": f"Bearer {token}"})[0] == 200, 20,
+                   what="the server in the sandbox")
+        status, body = http_get(url + "index.txt", {"Authorization": f"Bearer {token}"})
+        assert (status, body) == (200, b"served-from-the-sandbox\n"), (status, body)
+        for headers in ({}, {"Authorization": f"Bearer {runtime_token}"}):
+            assert http_get(url + "index.txt", headers)[0] == 401
+        # busctl and agentixctl give the same.
+        r = subprocess.run(["busctl", "--system", "--json=short", "call", NAME, "/org/agentix/Agentd1",
+                            "org.agentix.Agentd1.Manager", "GetPortUrl", "sq", sid, "8080"], env=agentd().env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and json.loads(r.stdout)["data"] == [url, token], r.stderr
+        r = agentixctl("port", "--link", sid, "8080")
+        assert r.returncode == 0 and r.stdout.strip() == f"{url}?agentix_token={token}", r.stdout
+        # Nothing on another port: 502; port 0: refused.
+        url2, token2 = map(str, agentd().manager().GetPortUrl(sid, dbus.UInt16(8081)))
+        assert http_get(url2, {"Authorization": f"Bearer {token2}"})[0] == 502
+        got, _ = error_name(lambda: agentd().manager().GetPortUrl(sid, dbus.UInt16(0)))
+        assert got == f"{NAME}.InvalidConfig", got
+        # agentixctl watch sees a file the server writes.
+        w = subprocess.Popen([AGENTIXCTL, "-s", sid, "watch", "-n", "1", "/srv/new"], env=agentd().env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            exec_in(sid, "mkdir -p /srv/new")
+            n = iter(range(1000))
+            wait_until(lambda: exec_in(sid, f"touch /srv/new/f{next(n)}") and w.poll() is not None, 20,
+                       what="agentixctl watch to see the change")
+            out = w.stdout.read()
+            assert w.returncode == 0 and out.startswith("created\t/srv/new/f") and out.count("\n") == 1, out
+        finally:
+            w.kill()
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
 # ---- snapshots ----------------------------------------------------------------------------------
 
 @test
@@ -285,6 +342,10 @@ def snapshots_are_their_owners_and_counted():
         for method in ("Pause", "Resume"):
             r = busctl_as("bob", d.address, "call", NAME, apath, SANDBOX, method)
             assert r.returncode != 0, (method, r.stdout)
+        r = call("bob", "GetPortUrl", "sq", a, "8080")
+        assert r.returncode != 0 and f"belongs to uid {uid['alice']}" in r.stderr, r.stderr
+        r = call("alice", "GetPortUrl", "sq", a, "8080")
+        assert r.returncode == 0 and "/proxy/8080/" in r.stdout, r.stderr
         r = busctl_as("bob", d.address, "call", NAME, apath, SANDBOX, "Snapshot", "a{sv}", "0")
         assert r.returncode != 0, r.stdout
         # Outside the group: the bus says no.
