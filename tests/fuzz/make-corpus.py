@@ -162,3 +162,23 @@ PADDED = ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection:
           "Sec-WebSocket-Accept: " + ACCEPT + "\r\nX-Pad: ")
 write("fuzz-ws-handshake", "padded-101-under", bytes([61 << 1 | 1, len(PADDED)]) + (PADDED + "\r\n\r\n").encode())
 write("fuzz-ws-handshake", "padded-101-over", bytes([62 << 1 | 1, len(PADDED)]) + (PADDED + "\r\n\r\n").encode())
+
+# fuzz-proxy-request: request heads for /proxy/ with the fuzz target's runtime token.
+import hashlib  # noqa: E402
+import hmac  # noqa: E402
+
+PT = hmac.new(b"fuzz-runtime-token-0123456789", b"agentix-proxy:8080", hashlib.sha256).hexdigest()
+for name, data in {
+    "bearer": f"GET /proxy/8080/a/b?x=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {PT}\r\n"
+              "Connection: keep-alive\r\n\r\n",
+    "cookie": f"GET /proxy/8080/ HTTP/1.1\r\nCookie: a=1; agentix_proxy_8080={PT}; b=2\r\n\r\n",
+    "query-get": f"GET /proxy/8080/p?agentix_token={PT}&q=7 HTTP/1.1\r\n\r\n",
+    "query-post": f"POST /proxy/8080/p?q=1&agentix_token={PT} HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+    "upgrade": f"GET /proxy/8080/ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Authorization: Bearer {PT}\r\n\r\n",
+    "no-token": "GET /proxy/8080/ HTTP/1.1\r\nHost: h\r\n\r\n",
+    "bad-port": "GET /proxy/99999/ HTTP/1.1\r\n\r\n",
+    "short": "GET /pro HTTP/1.1\r\n\r\n",
+    "no-end": "GET /proxy/8080/ HTTP/1.1\r\nHost: h\r\n",
+}.items():
+    write("fuzz-proxy-request", name, data)

@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${FUZZ_JOBS:-1}
-targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file})
+targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file fuzz-proxy-request})
 
 case $secs in
         ''|*[!0-9]*) echo "usage: $0 [seconds-per-target]" >&2; exit 2 ;;
