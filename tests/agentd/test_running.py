@@ -171,15 +171,16 @@ def a_web_server_in_the_sandbox_is_reached_through_its_port_url():
         got, _ = error_name(lambda: agentd().manager().GetPortUrl(sid, dbus.UInt16(0)))
         assert got == f"{NAME}.InvalidConfig", got
         # agentixctl watch sees a file the server writes.
+        exec_in(sid, "mkdir -p /srv/new")
         w = subprocess.Popen([AGENTIXCTL, "-s", sid, "watch", "-n", "1", "/srv/new"], env=agentd().env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            exec_in(sid, "mkdir -p /srv/new")
             n = iter(range(1000))
             wait_until(lambda: exec_in(sid, f"touch /srv/new/f{next(n)}") and w.poll() is not None, 20,
                        what="agentixctl watch to see the change")
             out = w.stdout.read()
-            assert w.returncode == 0 and out.startswith("created\t/srv/new/f") and out.count("\n") == 1, out
+            assert w.returncode == 0 and out.startswith("created\t/srv/new/f") and out.count("\n") == 1, \
+                (w.returncode, out, w.stderr.read())
         finally:
             w.kill()
     finally:
