@@ -84,7 +84,13 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
             states = container_states(sorted(mine))
             listed = {f"agentix-{sid}" for sid in a.ids()}
             return mine == listed and all(st == "running" for st in states.values())
-        wait_until(settled, 30, what="agentd's sandboxes to match Docker's containers, all running")
+        try:
+            wait_until(settled, 30, what="agentd's sandboxes to match Docker's containers, all running")
+        except AssertionError:
+            mine = managed_containers() - before
+            listed = {f"agentix-{sid}" for sid in a.ids()}
+            raise AssertionError(f"only in Docker: {mine - listed}, only in agentd: {listed - mine}, states: "
+                                 f"{container_states(sorted(mine))}") from None
         ids = a.ids()
         log = a.log_text().split("agentd 0.1.0 on the system bus")[-1]
         print(f"  after the restart: {log.count('adopted from docker')} adopted, "
