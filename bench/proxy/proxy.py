@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""The port proxy against the port itself, side by side in one run: the same upstream (a Python
-ThreadingHTTPServer on loopback, as a web app in a sandbox would be), the same client
-(http.client, a new connection per request, since the proxy takes one request per connection),
-requests alternating between the two ways. Measured in the client around each request, body
-read to the end: a small GET (REQUESTS times each), and a 64 MiB download (DOWNLOADS times
-each). Medians, p99, ratios; a table and one JSON line.
+"""The port proxy against the port itself, side by side in one run: the same upstream, the same
+client (http.client, a new connection per request, since the proxy takes one request per
+connection), requests alternating between the two ways. Measured in the client around each
+request, body read to the end: a small GET (REQUESTS times each), and a 64 MiB download
+(DOWNLOADS times each). Medians, p99, ratios; a table and one JSON line.
 
-  proxy.py AGENTIX_SERVER [REQUESTS] [DOWNLOADS]"""
+  proxy.py local AGENTIX_SERVER [REQUESTS] [DOWNLOADS]
+      agentix-server and a Python ThreadingHTTPServer on the host's loopback: what the proxy adds.
+  proxy.py docker IMAGE BUNDLE [REQUESTS] [DOWNLOADS]
+      a sandbox-like container (IMAGE with BUNDLE's /nix, agentix-server its entrypoint) running
+      busybox httpd on port 8080, published by Docker on 127.0.0.1 beside the runtime's port:
+      the port through the proxy against the same port published directly."""
 
 import hashlib
 import hmac
@@ -23,9 +27,10 @@ import threading
 import time
 import urllib.request
 
-SERVER = sys.argv[1]
-REQUESTS = int(sys.argv[2]) if len(sys.argv) > 2 else 500
-DOWNLOADS = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+MODE = sys.argv[1]
+COUNTS = sys.argv[3:] if MODE == "local" else sys.argv[4:]
+REQUESTS = int(COUNTS[0]) if len(COUNTS) > 0 else 500
+DOWNLOADS = int(COUNTS[1]) if len(COUNTS) > 1 else 5
 TOKEN = "bench-token-0123456789abcdef"
 BIG = 64 << 20
 CHUNK = bytes(range(256)) * 4096
@@ -81,45 +86,83 @@ def stats(times):
             "runs": len(times)}
 
 
-def main():
+def wait_health(port):
+    for _ in range(500):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    sys.exit("agentix-server did not answer /health")
+
+
+def measure(ways):
+    small = {k: [] for k in ways}
+    big = {k: [] for k in ways}
+    for i in range(20):  # warm up both
+        for port, prefix, headers in ways.values():
+            get(port, prefix + "/small", headers)
+    for i in range(REQUESTS):
+        for k in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
+            port, prefix, headers = ways[k]
+            t0 = time.perf_counter()
+            get(port, prefix + "/small", headers)
+            small[k].append(time.perf_counter() - t0)
+    for i in range(DOWNLOADS):
+        for k in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
+            port, prefix, headers = ways[k]
+            t0 = time.perf_counter()
+            assert get(port, prefix + "/big", headers) == BIG
+            big[k].append(time.perf_counter() - t0)
+    return small, big
+
+
+def local():
+    server = sys.argv[2]
     app_port, server_port = free_port(), free_port()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", app_port), App)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    proc = subprocess.Popen([SERVER, "--host", "127.0.0.1", "--port", str(server_port)],
+    proc = subprocess.Popen([server, "--host", "127.0.0.1", "--port", str(server_port)],
                             env=dict(os.environ, AGENTIX_TOKEN=TOKEN), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{server_port}/health", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
+        wait_health(server_port)
         token = hmac.new(TOKEN.encode(), f"agentix-proxy:{app_port}".encode(), hashlib.sha256).hexdigest()
-        ways = {"direct": (app_port, "", {}),
-                "proxy": (server_port, f"/proxy/{app_port}", {"Authorization": f"Bearer {token}"})}
-        small = {k: [] for k in ways}
-        big = {k: [] for k in ways}
-        for i in range(20):  # warm up both
-            for port, prefix, headers in ways.values():
-                get(port, prefix + "/small", headers)
-        for i in range(REQUESTS):
-            for k in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
-                port, prefix, headers = ways[k]
-                t0 = time.perf_counter()
-                get(port, prefix + "/small", headers)
-                small[k].append(time.perf_counter() - t0)
-        for i in range(DOWNLOADS):
-            for k in (("direct", "proxy") if i % 2 == 0 else ("proxy", "direct")):
-                port, prefix, headers = ways[k]
-                t0 = time.perf_counter()
-                assert get(port, prefix + "/big", headers) == BIG
-                big[k].append(time.perf_counter() - t0)
+        return measure({"direct": (app_port, "", {}),
+                        "proxy": (server_port, f"/proxy/{app_port}", {"Authorization": f"Bearer {token}"})})
     finally:
         proc.terminate()
         proc.wait(10)
         httpd.shutdown()
 
+
+def docker(*args):
+    return subprocess.run(["docker", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def in_docker():
+    image, bundle = sys.argv[2], sys.argv[3]
+    name = f"agentix-bench-proxy-{os.getpid()}"
+    carrier = docker("create", "--name", name + "-carrier", bundle)
+    try:
+        docker("run", "-d", "--name", name, "--volumes-from", carrier, "-e", f"AGENTIX_TOKEN={TOKEN}",
+               "-p", "127.0.0.1::8000", "-p", "127.0.0.1::8080", "--entrypoint", "/nix/runtime/bin/agentix-server",
+               image)
+        docker("exec", name, "/bin/sh", "-c", "mkdir -p /srv && printf '{\"ok\": true}\\n' > /srv/small && "
+               f"head -c {BIG} /dev/zero > /srv/big && httpd -p 8080 -h /srv")
+        runtime_port = int(docker("port", name, "8000/tcp").split()[0].rsplit(":", 1)[1])
+        app_port = int(docker("port", name, "8080/tcp").split()[0].rsplit(":", 1)[1])
+        wait_health(runtime_port)
+        token = hmac.new(TOKEN.encode(), b"agentix-proxy:8080", hashlib.sha256).hexdigest()
+        return measure({"direct": (app_port, "", {}),
+                        "proxy": (runtime_port, "/proxy/8080", {"Authorization": f"Bearer {token}"})})
+    finally:
+        subprocess.run(["docker", "rm", "-f", "-v", name, name + "-carrier"], capture_output=True)
+
+
+def main():
+    small, big = local() if MODE == "local" else in_docker()
+    ways = small.keys()
     results = {f"small_{k}": stats(v) for k, v in small.items()}
     results.update({f"download_64MiB_{k}": stats(v) for k, v in big.items()})
     for k in ways:
