@@ -131,6 +131,32 @@ def pause_is_refused_where_it_cannot_be():
 
 # ---- ports and file watch ------------------------------------------------------------------------
 
+# A WebSocket echo server in the standard library, for the bundle's python3 in a sandbox: the
+# handshake, then each (masked) client frame's payload sent back unmasked, same opcode.
+WS_ECHO = r"""
+import base64, hashlib, socket, struct
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8090)); s.listen(4)
+while True:
+    c, _ = s.accept(); f = c.makefile("rb")
+    key = [l.split(b":", 1)[1].strip() for l in iter(f.readline, b"\r\n") if l.lower().startswith(b"sec-websocket-key")][0]
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+    while True:
+        h = f.read(2)
+        if len(h) < 2 or h[0] & 15 == 8: break
+        n = h[1] & 127
+        if n == 126: n = struct.unpack(">H", f.read(2))[0]
+        elif n == 127: n = struct.unpack(">Q", f.read(8))[0]
+        mask = f.read(4); data = bytes(b ^ mask[i % 4] for i, b in enumerate(f.read(n)))
+        head = bytes([0x80 | (h[0] & 15)]) + (bytes([n]) if n < 126 else struct.pack(">BH", 126, n) if n < 65536
+                                              else struct.pack(">BQ", 127, n))
+        c.sendall(head + data)
+    c.close()
+"""
+
+
 def http_get(url, headers=None, timeout=10):
     import urllib.error
     import urllib.request
@@ -158,6 +184,29 @@ def a_web_server_in_the_sandbox_is_reached_through_its_port_url():
         assert (status, body) == (200, b"served-from-the-sandbox\n"), (status, body)
         for headers in ({}, {"Authorization": f"Bearer {runtime_token}"}):
             assert http_get(url + "index.txt", headers)[0] == 401
+        # A WebSocket echo in the sandbox, through its port's URL.
+        c = runtime(sid)
+        try:
+            assert c.call("fs::write", "/srv/ws_echo.py", WS_ECHO)["error"] is None
+        finally:
+            c.close()
+        exec_in(sid, "(python3 /srv/ws_echo.py >/dev/null 2>&1 &)")
+        ws_url, ws_token = map(str, agentd().manager().GetPortUrl(sid, dbus.UInt16(8090)))
+        import websocket  # python3-websocket
+
+        def ws_connect():
+            try:
+                return websocket.create_connection(ws_url.replace("http://", "ws://") + "echo", timeout=10,
+                                                   header=[f"Authorization: Bearer {ws_token}"])
+            except (websocket.WebSocketException, OSError):
+                return None
+        ws = wait_until(ws_connect, 20, what="the WebSocket echo in the sandbox")
+        try:
+            for m in ("through the proxy", "y" * 70000):
+                ws.send(m)
+                assert ws.recv() == m
+        finally:
+            ws.close()
         # busctl and agentixctl give the same.
         r = subprocess.run(["busctl", "--system", "--json=short", "call", NAME, "/org/agentix/Agentd1",
                             "org.agentix.Agentd1.Manager", "GetPortUrl", "sq", sid, "8080"], env=agentd().env,
