@@ -38,6 +38,18 @@ it("pauses, resumes and snapshots a sandbox; a create from the snapshot has its 
     expect((await manager.get(a.id)).state).toBe("paused");
     await manager.resume(a.id);
     expect((await manager.get(a.id)).state).toBe("running");
+    // A web server in the sandbox, through its port's URL.
+    await rt.exec("mkdir -p /www && echo from-the-sandbox > /www/i.txt && cd /www && (python3 -m http.server 8080 >/dev/null 2>&1 &)");
+    const { url, token } = await manager.portUrl(a.id, 8080);
+    expect(url).toMatch(/\/proxy\/8080\/$/);
+    let body = "";
+    for (let i = 0; i < 100 && body === ""; i++) {
+      const r = await fetch(`${url}i.txt`, { headers: { Authorization: `Bearer ${token}` } });
+      if (r.status === 200) body = await r.text();
+      else await new Promise((ok) => setTimeout(ok, 100));
+    }
+    expect(body).toBe("from-the-sandbox\n");
+    expect((await fetch(`${url}i.txt`)).status).toBe(401);
     snap = await manager.snapshot(a.id, { tag: "agentix-test/ts-snap:1" });
     expect(snap).toBe("agentix-test/ts-snap:1");
     const listed = await manager.listSnapshots();

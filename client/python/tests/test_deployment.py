@@ -2,6 +2,7 @@
 """AgentdDeployment and session() against a real agentd (on a private bus with the project's
 policy) and a real dockerd: a sandbox for a block, deleted after it, also when it raises."""
 
+import asyncio
 import os
 import sys
 
@@ -62,6 +63,29 @@ async def test_pause_resume_and_a_snapshot_a_create_can_name(agentd):
             assert (await deployment.get(sandbox.id)).state == "paused"
             await deployment.resume(sandbox.id)
             assert (await deployment.get(sandbox.id)).state == "running"
+            # A web server in the sandbox, through its port's URL.
+            await sandbox.aexecute("mkdir -p /www && echo from-the-sandbox > /www/i.txt && cd /www && "
+                                   "(python3 -m http.server 8080 >/dev/null 2>&1 &)")
+            url, token = await deployment.port_url(sandbox.id, 8080)
+            assert url.endswith("/proxy/8080/")
+            import urllib.error
+            import urllib.request
+
+            def fetch(headers):
+                try:
+                    with urllib.request.urlopen(urllib.request.Request(url + "i.txt", headers=headers), timeout=5) as r:
+                        return r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    return e.code, b""
+                except OSError:
+                    return 0, b""
+            for _ in range(100):
+                got = fetch({"Authorization": f"Bearer {token}"})
+                if got[0] == 200:
+                    break
+                await asyncio.sleep(0.1)
+            assert got == (200, b"from-the-sandbox\n"), got
+            assert fetch({})[0] == 401
             assert await deployment.snapshot(sandbox.id, tag=tag) == tag
             (snap,) = [s for s in await deployment.list_snapshots() if s.image == tag]
             assert snap.sandbox_id == sandbox.id and snap.owner == 0 and snap.size > 0
