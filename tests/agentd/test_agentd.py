@@ -582,22 +582,19 @@ def a_hung_docker_stalls_nothing_else():
     threading.Thread(target=accept, daemon=True).start()
     env, conn, stop_bus = private_bus("hung", {"DOCKER_HOST": f"unix://{path}"}, ["--docker-timeout=3"])
     try:
-        t0 = time.time()
         create_call = subprocess.Popen(["busctl", "--system", "--timeout=30", "call", NAME, MANAGER_PATH, MANAGER,
                                         "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX, "bundle", "s", "b:1"],
                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)
         mgr = dbus.Interface(conn.get_object(NAME, MANAGER_PATH), MANAGER)
         for _ in range(5):
-            t1 = time.time()
             listed = mgr.ListSandboxes()
             dbus.Interface(conn.get_object(NAME, MANAGER_PATH), "org.freedesktop.DBus.Introspectable").Introspect()
-            assert time.time() - t1 < 0.1, f"agentd took {time.time() - t1:.3f} s while Docker hangs"
+            # Answered while the create still waits on the hung Docker: nothing else stalls.
+            assert create_call.poll() is None, "the create ended before the other calls were answered"
         assert len(listed) == 1 and listed[0][2] == "creating", listed
         out, err = create_call.communicate(timeout=30)
-        took = time.time() - t0
         assert create_call.returncode != 0 and "Docker did not answer in time" in err, err
-        assert 2.5 < took < 10, took
     finally:
         stop.set()
         stop_bus()
@@ -667,7 +664,7 @@ def bomb_and_hog(runtime):
                 worst = max(worst, time.perf_counter() - t0)
                 time.sleep(0.02)
             print(f"    slowest call beside the bomb: {worst * 1000:.1f} ms")
-            assert worst < 0.1, worst
+            # (how slow it got is reported, not asserted: a test asserts no duration)
             assert subprocess.run(["true"]).returncode == 0
             # The bomb did run, into its sandbox's pids limit: forks were refused there.
             info = json.loads(docker("inspect", f"agentix-{bomb}").stdout)[0]

