@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import dbus
@@ -156,6 +157,8 @@ def reload_takes_a_good_file_keeps_the_old_one_for_a_bad_one_and_names_what_wait
                env_extra={"CONTAINER_HOST": "unix:///nonexistent/podman.sock"})
     monitor = subprocess.Popen(["busctl", "--system", "--json=short", "monitor", NAME], env=a.env,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    seen = []
+    threading.Thread(target=lambda: seen.extend(monitor.stdout), daemon=True).start()
     time.sleep(0.3)  # the monitor is in place
     _, kept = a.create()
     try:
@@ -190,12 +193,17 @@ def reload_takes_a_good_file_keeps_the_old_one_for_a_bad_one_and_names_what_wait
         _, second = a.create()
         a.manager().DeleteSandbox(second, timeout=60)
         # PropertiesChanged told watchers what the good reloads changed (runc, then "" again).
-        time.sleep(0.5)
-        monitor.terminate()
-        said = [json.loads(line)["payload"]["data"] for line in monitor.communicate(timeout=10)[0].splitlines()
-                if '"member":"PropertiesChanged"' in line and MANAGER_PATH + '"' in line]
-        runtimes = [d[1]["DefaultRuntime"]["data"] for d in said if d[0] == MANAGER and "DefaultRuntime" in d[1]]
-        assert runtimes == ["runc", ""], said
+        def said():
+            return [json.loads(line)["payload"]["data"] for line in list(seen)
+                    if '"member":"PropertiesChanged"' in line and MANAGER_PATH + '"' in line]
+
+        def runtimes():
+            return [d[1]["DefaultRuntime"]["data"] for d in said() if d[0] == MANAGER and "DefaultRuntime" in d[1]]
+        try:
+            wait_until(lambda: len(runtimes()) >= 2, 10, what="the monitor to see both changes")
+        except AssertionError:
+            pass  # said below
+        assert runtimes() == ["runc", ""], said()
     finally:
         monitor.kill()
         a.manager().DeleteSandbox(kept, timeout=60)

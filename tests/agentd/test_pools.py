@@ -55,7 +55,10 @@ def members(pool="small"):
     out = docker("ps", "-a", "--filter", f"label=org.agentix.pool={pool}", "--format", "{{.Names}}").stdout.split()
     got = {}
     for name in out:
-        env = json.loads(docker("inspect", name).stdout)[0]["Config"]["Env"]
+        r = docker("inspect", name, check=False)
+        if r.returncode != 0:
+            continue  # removed since it was listed (a member agentd replaces)
+        env = json.loads(r.stdout)[0]["Config"]["Env"]
         got[name] = next(e.split("=", 1)[1] for e in env if e.startswith("AGENTIX_TOKEN="))
     return got
 
