@@ -43,7 +43,13 @@ void uv_event_run(UvEvent *u) {
         if (u->running)
                 return;
         u->running = true;
-        (void) uv_run(&u->loop, UV_RUN_NOWAIT);
+        /* uv may have more for now right away (lws's writes queue their own follow-up):
+         * doing it here saves a timer for "now" and its two timerfd_settime() calls. */
+        for (int i = 0; i < 4; i++) {
+                (void) uv_run(&u->loop, UV_RUN_NOWAIT);
+                if (uv_backend_timeout(&u->loop) != 0)
+                        break;
+        }
         u->running = false;
         uv_event_rearm(u);
 }
