@@ -56,6 +56,10 @@ extern bool arg_user_bus;         /* --user: agentd on the session bus */
  * Returns an exit status. */
 int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret);
 
+/* SIGINT, SIGTERM and SIGHUP become events on `event`, handled by handler (stop-signals.c): a
+ * command that ends its remote call cleanly on Ctrl-C (call, cp, watch). */
+void ctl_catch_stop_signals(sd_event *event, sd_event_signal_handler_t handler, void *userdata);
+
 /* The commands: argv[0] is the command's name. Each returns an exit status. */
 int verb_exec(int argc, char *argv[]);
 int verb_shell(int argc, char *argv[]);

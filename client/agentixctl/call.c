@@ -227,7 +227,6 @@ int verb_call(int argc, char *argv[]) {
         json_t *json_args = NULL, *json_kwargs = NULL;
         agentix_client *client = NULL;
         sd_event *event = NULL;
-        sigset_t mask;
         int c, r, status;
 
         while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0) {
@@ -293,14 +292,7 @@ int verb_call(int argc, char *argv[]) {
         if (status != EXIT_OK)
                 goto finish;
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(event, NULL, SIGINT, on_signal, &call);
-        (void) sd_event_add_signal(event, NULL, SIGTERM, on_signal, &call);
-        (void) sd_event_add_signal(event, NULL, SIGHUP, on_signal, &call);
+        ctl_catch_stop_signals(event, on_signal, &call);
 
         agentix_args a = {
                 .args = buffer_data(&args), .args_size = args.len,

@@ -463,15 +463,7 @@ int verb_cp(int argc, char *argv[]) {
         if (r < 0)
                 return fail_errno(EXIT_SOFTWARE, r, "cp: cannot set up an event loop: %m");
 
-        sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(cp.event, NULL, SIGINT, on_signal, &cp);
-        (void) sd_event_add_signal(cp.event, NULL, SIGTERM, on_signal, &cp);
-        (void) sd_event_add_signal(cp.event, NULL, SIGHUP, on_signal, &cp);
+        ctl_catch_stop_signals(cp.event, on_signal, &cp);
 
         if (!src.remote) {
                 struct stat st;

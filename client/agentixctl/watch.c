@@ -99,7 +99,6 @@ int verb_watch(int argc, char *argv[]) {
         bool recursive = true;
         Watch w = {};
         msgpack_packer pk;
-        sigset_t mask;
         char *end;
         int c, r, status;
 
@@ -135,14 +134,7 @@ int verb_watch(int argc, char *argv[]) {
         if (status != EXIT_OK)
                 goto finish;
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        (void) sd_event_add_signal(event, NULL, SIGINT, on_signal, &w);
-        (void) sd_event_add_signal(event, NULL, SIGTERM, on_signal, &w);
-        (void) sd_event_add_signal(event, NULL, SIGHUP, on_signal, &w);
+        ctl_catch_stop_signals(event, on_signal, &w);
 
         agentix_args a = {
                 .args = buffer_data(&args), .args_size = args.len,

@@ -185,39 +185,6 @@ AGENTIX_API int agentix_sandbox_delete(agentix_manager *m, const char *id, agent
         return r < 0 ? bus_error(ret_error, &be, r, "cannot delete the sandbox") : 0;
 }
 
-AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint64_t seconds, agentix_error *ret_error) {
-        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
-        int r;
-
-        r = sd_bus_path_encode(MANAGER_PATH "/sandbox", id, &path);
-        if (r >= 0)
-                r = sd_bus_call_method(m->bus, BUS_NAME, path, SANDBOX_INTERFACE, "Extend", &be, NULL, "t", seconds);
-        if (r < 0 && sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT))
-                return error_set_typed(ret_error, AGENTIX_E_SANDBOX, -ENOENT, "NoSuchSandbox", "No sandbox '%s'.", id);
-        return r < 0 ? bus_error(ret_error, &be, r, "cannot extend the sandbox") : 0;
-}
-
-AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_t lines, char **ret_text,
-                                     agentix_error *ret_error) {
-        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_free_ char *path = NULL;
-        const char *text;
-        int r;
-
-        r = sd_bus_path_encode(MANAGER_PATH "/sandbox", id, &path);
-        if (r >= 0)
-                r = sd_bus_call_method(m->bus, BUS_NAME, path, SANDBOX_INTERFACE, "Logs", &be, &reply, "t", lines);
-        if (r < 0 && sd_bus_error_has_name(&be, SD_BUS_ERROR_UNKNOWN_OBJECT))
-                return error_set_typed(ret_error, AGENTIX_E_SANDBOX, -ENOENT, "NoSuchSandbox", "No sandbox '%s'.", id);
-        if (r >= 0)
-                r = sd_bus_message_read(reply, "s", &text);
-        if (r >= 0 && !(*ret_text = strdup(text)))
-                r = -ENOMEM;
-        return r < 0 ? bus_error(ret_error, &be, r, "cannot read the sandbox's log") : 0;
-}
-
 #define SNAPSHOT_TIMEOUT_USEC (15ULL * 60 * 1000 * 1000) /* agentd's commit of a large filesystem */
 
 /* Call method on sandbox id's object (args: its arguments, appended by the caller) and keep the
@@ -241,6 +208,38 @@ static int new_sandbox_call(agentix_manager *m, const char *id, const char *meth
         if (r < 0)
                 return r;
         return sd_bus_message_new_method_call(m->bus, ret, BUS_NAME, path, SANDBOX_INTERFACE, method);
+}
+
+AGENTIX_API int agentix_sandbox_extend(agentix_manager *m, const char *id, uint64_t seconds, agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
+        int r;
+
+        r = new_sandbox_call(m, id, "Extend", &msg);
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "t", seconds);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        return call_sandbox(m, id, msg, 0, NULL, ret_error, "cannot extend the sandbox");
+}
+
+AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_t lines, char **ret_text,
+                                     agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL, *reply = NULL;
+        const char *text;
+        int r;
+
+        r = new_sandbox_call(m, id, "Logs", &msg);
+        if (r >= 0)
+                r = sd_bus_message_append(msg, "t", lines);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        r = call_sandbox(m, id, msg, 0, &reply, ret_error, "cannot read the sandbox's log");
+        if (r < 0)
+                return r;
+        if (sd_bus_message_read(reply, "s", &text) < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, -EBADMSG, "agentd answered Logs oddly");
+        *ret_text = strdup(text);
+        return *ret_text ? 0 : error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
 }
 
 static int pause_or_resume(agentix_manager *m, const char *id, const char *method, agentix_error *ret_error) {

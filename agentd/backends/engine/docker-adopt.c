@@ -30,22 +30,6 @@ static void adopt_drop(void *userdata) {
                 free(a);
 }
 
-static uint64_t label_u64(json_t *labels, const char *key, bool *ok) {
-        const char *v = json_string_value(json_object_get(labels, key));
-        unsigned long long n;
-        char *end;
-
-        if (!v) {
-                *ok = false;
-                return 0;
-        }
-        errno = 0;
-        n = strtoull(v, &end, 10);
-        if (errno || end == v || *end)
-                *ok = false;
-        return n;
-}
-
 static const char *empty_to_null(const char *s) {
         return s && *s ? s : NULL;
 }
@@ -69,9 +53,9 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         json_t *e;
         AgentdSandboxSpec spec = {
                 .id = json_string_value(json_object_get(labels, "org.agentix.sandbox")),
-                .owner = (uid_t) label_u64(labels, "org.agentix.owner", &ok),
-                .created_at = label_u64(labels, "org.agentix.created", &ok),
-                .expires_at = label_u64(labels, "org.agentix.expires", &ok),
+                .owner = (uid_t) docker_label_u64(labels, "org.agentix.owner", &ok),
+                .created_at = docker_label_u64(labels, "org.agentix.created", &ok),
+                .expires_at = docker_label_u64(labels, "org.agentix.expires", &ok),
                 .image = label(labels, "org.agentix.image"),
                 .bundle = label(labels, "org.agentix.bundle"),
                 .bound_to = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.bound-to"))),

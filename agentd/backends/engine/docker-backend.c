@@ -138,6 +138,22 @@ int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_remov
         return r;
 }
 
+uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok) {
+        const char *v = json_string_value(json_object_get(labels, key));
+        unsigned long long n;
+        char *end;
+
+        if (!v) {
+                *ok = false;
+                return 0;
+        }
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end)
+                *ok = false;
+        return n;
+}
+
 char *docker_escape(const char *s) {
         char *e = curl_easy_escape(NULL, s, 0), *copy;
 

@@ -79,6 +79,17 @@ void docker_backend_release(DockerBackend *b);
                               .snapshots = docker_backend_snapshots,                 \
                               .delete_snapshot = docker_backend_delete_snapshot)
 
+/* A label's value as a decimal number; *ok becomes false when it is missing or not one. */
+uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok);
+
+/* Whose snapshot an image is (its inspect), seen by uid (root may use and replace any). */
+typedef enum DockerSnapshotOwner {
+        DOCKER_SNAPSHOT_NONE,   /* no snapshot: anyone's image */
+        DOCKER_SNAPSHOT_OTHERS, /* another user's snapshot */
+        DOCKER_SNAPSHOT_OURS,   /* uid's snapshot, or uid is root */
+} DockerSnapshotOwner;
+DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid);
+
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
 

@@ -532,16 +532,6 @@ static void start_egress(CreateJob *j, json_t *inspect) {
         j->step = STEP_EGRESS;
 }
 
-/* An image that is no snapshot is anyone's; a snapshot is its owner's, and root's. */
-static bool snapshot_usable_by(json_t *image, uid_t uid) {
-        const char *owner = json_string_value(json_object_get(json_object_get(json_object_get(image, "Config"),
-                                                                              "Labels"), "org.agentix.snapshot.owner"));
-        char buf[32];
-
-        snprintf(buf, sizeof(buf), "%u", (unsigned) uid);
-        return !owner || uid == 0 || streq(owner, buf);
-}
-
 static void on_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         CreateJob *j = userdata;
         const AgentdSandboxSpec *s = j->spec;
@@ -576,7 +566,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                              "Task image '%s' is not in %s: pull, build or import it first", s->image, service);
                 if (status != 200)
                         FAIL_DOCKER(j, "looking up the task image", status, body, error);
-                if (!snapshot_usable_by(body, s->owner))
+                if (docker_snapshot_owner(body, s->owner) == DOCKER_SNAPSHOT_OTHERS)
                         FAIL(j, AGENTD_ERROR_NOT_OWNER, "Image '%s' is a snapshot of another user", s->image);
                 j->step = s->runtime ? STEP_RUNTIME : STEP_NETWORK;
                 break;

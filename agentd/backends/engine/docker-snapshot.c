@@ -185,9 +185,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
         char buf[256];
 
         switch (j->step) {
-        case STEP_FIND_IMAGE: {
-                const char *owner;
-
+        case STEP_FIND_IMAGE:
                 if (status == 404 && !strstr(json_string_value(json_object_get(body, "message")) ?: "",
                                              "invalid reference format"))
                         break; /* a new name */
@@ -202,18 +200,17 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                                docker_error_message(status, body, error, buf, sizeof(buf)));
                         return;
                 }
-                owner = json_string_value(json_object_get(json_object_get(json_object_get(body, "Config"),
-                                                                          "Labels"), LABEL_OWNER));
-                if (!owner) {
+                switch (docker_snapshot_owner(body, j->owner)) {
+                case DOCKER_SNAPSHOT_NONE:
                         finish(j, AGENTD_ERROR_NOT_OWNER, "Image %s:%s exists and is not a snapshot: choose another tag.",
                                j->repository, j->tag);
                         return;
-                }
-                snprintf(buf, sizeof(buf), "%u", (unsigned) j->owner);
-                if (j->owner != 0 && !streq(owner, buf)) {
+                case DOCKER_SNAPSHOT_OTHERS:
                         finish(j, AGENTD_ERROR_NOT_OWNER, "Image %s:%s is a snapshot of another user.", j->repository,
                                j->tag);
                         return;
+                case DOCKER_SNAPSHOT_OURS:
+                        break;
                 }
                 j->replaced_id = strdup(json_string_value(json_object_get(body, "Id")) ?: "");
                 if (!j->replaced_id) {
@@ -221,7 +218,6 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                         return;
                 }
                 break;
-        }
         case STEP_LIST_NUMBERS:
                 if (status != 200) {
                         finish(j, AGENTD_ERROR_BACKEND_UNAVAILABLE, "%s cannot list the sandbox's snapshots: %s", service,
@@ -320,24 +316,22 @@ int docker_backend_snapshot(DockerBackend *b, const char *sandbox_id, uid_t owne
         return r;
 }
 
+DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid) {
+        json_t *labels = json_object_get(json_object_get(image, "Config"), "Labels");
+        bool ok = true;
+        uid_t owner = (uid_t) docker_label_u64(labels, LABEL_OWNER, &ok);
+
+        if (!json_object_get(labels, LABEL_OWNER))
+                return DOCKER_SNAPSHOT_NONE;
+        return uid == 0 || (ok && owner == uid) ? DOCKER_SNAPSHOT_OURS : DOCKER_SNAPSHOT_OTHERS;
+}
+
 /* ---- the list ---------------------------------------------------------------------------- */
 
 typedef struct ListJob {
         agentd_snapshots_t done;
         void *userdata;
 } ListJob;
-
-static uint64_t label_number(json_t *labels, const char *key, bool *ok) {
-        const char *v = json_string_value(json_object_get(labels, key));
-        unsigned long long n;
-        char *end;
-
-        errno = 0;
-        n = v ? strtoull(v, &end, 10) : 0;
-        if (!v || errno || end == v || *end)
-                *ok = false;
-        return n;
-}
 
 static void on_list(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         _cleanup_free_ ListJob *j = userdata;
@@ -363,7 +357,7 @@ static void on_list(DockerClient *d, int status, json_t *body, const char *error
                 bool ok = true;
                 AgentdSnapshot s = {
                         .sandbox_id = json_string_value(json_object_get(labels, "org.agentix.snapshot.sandbox")) ?: "",
-                        .owner = (uid_t) label_number(labels, LABEL_OWNER, &ok),
+                        .owner = (uid_t) docker_label_u64(labels, LABEL_OWNER, &ok),
                         .created_at = (uint64_t) json_integer_value(json_object_get(image, "Created")),
                         .size = (uint64_t) json_integer_value(json_object_get(image, "Size")),
                 };
@@ -436,7 +430,6 @@ static void delete_finish(DeleteJob *j, const char *error_name, const char *fmt,
 static void on_delete_reply(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         DeleteJob *j = userdata;
         _cleanup_free_ char *escaped = NULL, *path = NULL;
-        const char *owner;
         DockerRequest *req;
         char buf[256];
 
@@ -461,16 +454,15 @@ static void on_delete_reply(DockerClient *d, int status, json_t *body, const cha
                               j->image, docker_error_message(status, body, error, buf, sizeof(buf)));
                 return;
         }
-        owner = json_string_value(json_object_get(json_object_get(json_object_get(body, "Config"), "Labels"),
-                                                  LABEL_OWNER));
-        if (!owner) {
+        switch (docker_snapshot_owner(body, j->owner)) {
+        case DOCKER_SNAPSHOT_NONE:
                 delete_finish(j, AGENTD_ERROR_NO_SUCH_SNAPSHOT, "Image %s is not a snapshot.", j->image);
                 return;
-        }
-        snprintf(buf, sizeof(buf), "%u", (unsigned) j->owner);
-        if (j->owner != 0 && !streq(owner, buf)) {
+        case DOCKER_SNAPSHOT_OTHERS:
                 delete_finish(j, AGENTD_ERROR_NOT_OWNER, "Snapshot %s is another user's.", j->image);
                 return;
+        case DOCKER_SNAPSHOT_OURS:
+                break;
         }
         j->inspected = true;
         escaped = docker_escape(j->image);

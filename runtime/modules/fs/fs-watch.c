@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "fs-ops.h"
+#include "fs-path.h"
 
 #define WATCH_MASK \
         (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_EXCL_UNLINK)
@@ -89,14 +90,6 @@ static int watch_one(FsWatch *w, const char *path, FsStatus *status) {
         return set_path(w, wd, path);
 }
 
-static char *join(const char *dir, const char *name) {
-        char *p;
-
-        if (asprintf(&p, "%s%s%s", dir, streq(dir, "/") ? "" : "/", name) < 0)
-                return NULL;
-        return p;
-}
-
 /* Watch dir and every directory below it; with emit, report what is in them as created. */
 static int watch_tree(FsWatch *w, const char *dir, FsWatchEmit emit, void *userdata, FsStatus *status) {
         _cleanup_(closedirp) DIR *d = NULL;
@@ -114,7 +107,7 @@ static int watch_tree(FsWatch *w, const char *dir, FsWatchEmit emit, void *userd
 
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
-                p = join(dir, de->d_name);
+                p = fs_path_join(dir, de->d_name);
                 if (!p)
                         return -ENOMEM;
                 if (emit) {
@@ -208,7 +201,7 @@ static int handle(FsWatch *w, const struct inotify_event *ev, FsWatchEmit emit, 
                 }
                 return 0;
         }
-        path = ev->len > 0 ? join(dir, ev->name) : strdup(dir);
+        path = ev->len > 0 ? fs_path_join(dir, ev->name) : strdup(dir);
         if (!path)
                 return -ENOMEM;
         if (ev->mask & IN_CREATE) {
