@@ -358,6 +358,69 @@ def the_runtime_serves_the_same_under_every_runtime():
         print(f"    {runtime}: exec (unary, stream, bidi, PTY), fs, upload/download, C module: all served")
 
 
+# From inside a sandbox, against its own runtime's port proxy: raw HTTP requests, one per line of
+# output as "NAME STATUS".
+PROXY_TRIES = r'''
+import socket
+def get(name, request):
+    s = socket.create_connection(("127.0.0.1", 8000), timeout=5)
+    s.sendall(request.encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    print(name, data.split(b" ", 2)[1].decode(), "app-reached" if b"served-to-the-host" in data else "-", flush=True)
+get("no-token", "GET /proxy/8080/ HTTP/1.1\r\nHost: x\r\n\r\n")
+get("made-up-token", "GET /proxy/8080/ HTTP/1.1\r\nAuthorization: Bearer " + "0" * 64 + "\r\n\r\n")
+get("made-up-cookie", "GET /proxy/8080/ HTTP/1.1\r\nCookie: agentix_proxy_8080=" + "0" * 64 + "\r\n\r\n")
+get("another-host", "GET /proxy/8080@169.254.169.254/ HTTP/1.1\r\n\r\n")
+get("absolute-form", "GET http://169.254.169.254/proxy/8080/ HTTP/1.1\r\n\r\n")
+'''
+
+
+@test
+def the_port_proxy_opens_nothing_from_inside_without_the_ports_token():
+    """Code in a sandbox reaches its own runtime's proxy, but not the app behind it without the
+    port's token (which it cannot derive: the runtime token is out of its reach, above), and not
+    any address but the sandbox's loopback."""
+    for runtime in RUNTIMES:
+        s = Sandbox(runtime=runtime)
+        try:
+            rc, out = s.run("mkdir -p /srv && echo served-to-the-host > /srv/index.html && cd /srv && "
+                            "(python3 -m http.server 8080 >/dev/null 2>&1 &)")
+            assert rc == 0, out
+            url, token = map(str, agentd().manager().GetPortUrl(s.id, dbus.UInt16(8080)))
+            # The control: the host, with the token, reaches the app.
+            wait_until(lambda: http_status(url, token) == 200, 20, what=f"{runtime}: the app through the proxy")
+            rc, out = s.python(PROXY_TRIES)
+            assert rc == 0, out
+            got = {line.split()[0]: line.split()[1:] for line in out.splitlines()}
+            for name in ("no-token", "made-up-token", "made-up-cookie"):
+                assert got[name] == ["401", "-"], f"{runtime}: {name}: {got}"
+            for name in ("another-host", "absolute-form"):
+                assert got[name][0] in ("400", "404") and got[name][1] == "-", f"{runtime}: {name}: {got}"
+            print(f"    {runtime}: 5 requests from inside, 5 refused (401, 401, 401, "
+                  f"{got['another-host'][0]}, {got['absolute-form'][0]}); the host with the token: 200")
+        finally:
+            s.delete()
+
+
+def http_status(url, token):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}),
+                                    timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
 @test
 def a_user_sandbox_runs_as_that_user_and_cannot_read_the_token():
     for runtime in RUNTIMES:
