@@ -44,6 +44,7 @@ struct ProxyConn {
         int client, upstream;
         sd_event_source *client_io, *upstream_io, *timer;
         bool connected;
+        bool response_head_seen; /* the upstream's response head is rewritten (proxy-request.c) */
         bool tried_ipv6;
         /* The response is whole and sent: what the client still sends is read and dropped
          * until it closes (closing with unread input would reset the connection, and could
@@ -163,7 +164,7 @@ static void conn_update(ProxyConn *c) {
         }
         if (!c->up.eof && pending(&c->up) < PIPE_MAX)
                 client_ev |= EPOLLIN;
-        if (pending(&c->down) > 0)
+        if (c->response_head_seen && pending(&c->down) > 0)
                 client_ev |= EPOLLOUT;
         if (!c->connected)
                 upstream_ev = EPOLLOUT;
@@ -201,7 +202,15 @@ static void conn_pump(ProxyConn *c) {
                 r = pipe_fill(&c->down, c->upstream);
         if (r > 0)
                 c->progress_usec = loop_usec(c->proxy);
-        if (r >= 0)
+        if (r >= 0 && !c->response_head_seen) {
+                /* Nothing goes to the client before its head: whole, or all there will be. */
+                int k = proxy_response_rewrite(&c->down.buf);
+                if (k == -ENOMEM)
+                        r = k;
+                else if (k != 0 || c->down.eof || pending(&c->down) >= PIPE_MAX)
+                        c->response_head_seen = true;
+        }
+        if (r >= 0 && c->response_head_seen)
                 r = pipe_flush(&c->down, c->client);
         /* The upstream answered and closed: the response is whole and out; nothing the client
          * still sends matters (one request per connection). */

@@ -290,6 +290,41 @@ int proxy_request_read(const uint8_t *data, size_t size, const char *runtime_tok
         return r < 0 ? -ENOMEM : 0;
 }
 
+int proxy_response_rewrite(Buffer *buf) {
+        _cleanup_buffer_ Buffer out = BUFFER_NULL;
+        const char *s = (const char *) buffer_data(buf), *end, *line, *eol;
+        int r = 0;
+
+        if (buf->len < 4)
+                return 0; /* (nothing yet from the upstream) */
+        end = memmem(s, buf->len, "\r\n\r\n", 4);
+        if (!end)
+                return buf->len > 64 * 1024 ? -EBADMSG : 0;
+        eol = memmem(s, (size_t) (end + 2 - s), "\r\n", 2);
+        if (!strneq(s, "HTTP/1.", MIN((size_t) 7, buf->len)) || eol - s < 12)
+                return -EBADMSG;
+        if (strneq(s + 9, "101", 3))
+                return 1;
+        r = buffer_append(&out, s, (size_t) (eol + 2 - s));
+        for (line = eol + 2; r >= 0 && line < end + 2; line = eol + 2) {
+                size_t n;
+
+                eol = memmem(line, (size_t) (end + 2 - line), "\r\n", 2);
+                n = (size_t) (eol - line);
+                if (name_is(line, n, "connection") || name_is(line, n, "keep-alive"))
+                        continue;
+                r = buffer_append(&out, line, n + 2);
+        }
+        r = r ?: buffer_append(&out, "Connection: close\r\n\r\n", 21);
+        r = r ?: buffer_append(&out, end + 4, buf->len - (size_t) (end + 4 - s));
+        if (r < 0)
+                return -ENOMEM;
+        buffer_done(buf);
+        *buf = out;
+        out = BUFFER_NULL;
+        return 1;
+}
+
 void proxy_request_done(ProxyRequest *r) {
         buffer_done(&r->upstream);
         free(r->headers);

@@ -29,3 +29,11 @@ typedef struct ProxyRequest {
  * (NULL or "": the proxy is off). 0, or -ENOMEM. */
 int proxy_request_read(const uint8_t *data, size_t size, const char *runtime_token, ProxyRequest *ret);
 void proxy_request_done(ProxyRequest *r);
+
+/* The upstream's response, whose head starts buf (nothing of it sent yet), with that head
+ * rewritten for the client: its Connection and Keep-Alive headers replaced by Connection:
+ * close, since the proxy takes one request per connection (a client that kept the connection
+ * for another request would have it swallowed). A 101 (an upgrade) is left as it is.
+ * 1 when done, 0 while the head is not whole yet, -EBADMSG for no HTTP head (passed on as it
+ * is), -ENOMEM. */
+int proxy_response_rewrite(Buffer *buf);

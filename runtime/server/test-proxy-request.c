@@ -126,6 +126,29 @@ static void test_the_proxys_own_answers(void **state) {
         }
 }
 
+static void test_the_response_says_connection_close(void **state) {
+        static const char *const cases[][2] = {
+                { "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\nhi",
+                  "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi" },
+                { "HTTP/1.0 404 Not Found\r\n\r\n", "HTTP/1.0 404 Not Found\r\nConnection: close\r\n\r\n" },
+                { "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+                  "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_buffer_ Buffer b = BUFFER_NULL;
+                assert_int_equal(buffer_append(&b, cases[i][0], strlen(cases[i][0])), 0);
+                assert_int_equal(proxy_response_rewrite(&b), 1);
+                assert_int_equal(buffer_append(&b, "", 1), 0);
+                assert_string_equal((const char *) buffer_data(&b), cases[i][1]);
+        }
+        _cleanup_buffer_ Buffer partial = BUFFER_NULL, junk = BUFFER_NULL;
+        assert_int_equal(buffer_append(&partial, "HTTP/1.1 200 OK\r\nA: b\r\n", 24), 0);
+        assert_int_equal(proxy_response_rewrite(&partial), 0);
+        assert_int_equal(buffer_append(&junk, "SSH-2.0-x\r\n\r\n", 15), 0);
+        assert_int_equal(proxy_response_rewrite(&junk), -EBADMSG);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_bearer_forwards_the_path_below_the_port),
@@ -133,6 +156,7 @@ int main(void) {
                 cmocka_unit_test(test_a_query_token_is_traded_for_a_cookie),
                 cmocka_unit_test(test_an_upgrade_keeps_its_connection_headers),
                 cmocka_unit_test(test_the_proxys_own_answers),
+                cmocka_unit_test(test_the_response_says_connection_close),
         };
 
         assert_int_equal(proxy_token(RT, 8080, tok), 0);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The port proxy's reading of a request (proxy-request.c), with any bytes as the head: it
+/* The port proxy's reading of a request and of a response head (proxy-request.c), with any bytes: it
  * decides or runs out of memory, never reads out of bounds; what it forwards starts with a
  * request line whose target is the path below /proxy/PORT, carries Connection: close unless
  * it upgrades, and never the proxy's own credentials. */
@@ -18,6 +18,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (size > 64 * 1024)
                 return 0;
+
+        /* The same bytes as an upstream's response: a head rewritten keeps what followed it. */
+        Buffer resp = BUFFER_NULL;
+        if (buffer_append(&resp, data, size) == 0 && proxy_response_rewrite(&resp) == 1) {
+                const char *out = (const char *) buffer_data(&resp);
+                CHECK(resp.len >= 4 && memmem(out, resp.len, "\r\n\r\n", 4));
+                CHECK(strncmp(out + 9, "101", 3) == 0 || memmem(out, resp.len, "Connection: close\r\n\r\n", 21));
+        }
+        buffer_done(&resp);
+
         if (proxy_request_read(data, size, RUNTIME_TOKEN, &r) < 0)
                 return 0;
         if (r.forward) {

@@ -134,6 +134,8 @@ def the_upstream_gets_the_request_without_the_proxys_credentials():
     r = requests.get(s.url(p, "/a/b?x=1&y=2"), timeout=10,
                      headers={"Authorization": f"Bearer {port_token(p)}", "Cookie": "theirs=1", "X-Mine": "yes"})
     assert r.status_code == 200, r.text
+    # One request per connection: the client is told, so it does not send another on it.
+    assert r.headers.get("Connection") == "close", r.headers
     got = r.json()
     assert got["path"] == "/a/b?x=1&y=2", got
     h = {k.lower(): v for k, v in got["headers"].items()}
