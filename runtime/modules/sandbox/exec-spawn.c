@@ -5,6 +5,7 @@
 #include <sys/pidfd.h>
 
 #include "exec-env.h"
+#include "exec-plain.h"
 #include "exec-spawn.h"
 #include "log.h"
 #include "pty.h"
@@ -77,11 +78,12 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
         int in[2] = { -EBADF, -EBADF }, out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         _cleanup_strv_free_ char **env_with_term = NULL;
         _cleanup_free_ char *slave = NULL;
+        _cleanup_(exec_plain_done) ExecPlain plain = EXEC_PLAIN_NULL;
         _cleanup_close_ int master = -EBADF;
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         char *const *envp = o->env ?: environ;
-        const char *shell = o->shell ?: exec_default_shell();
+        const char *shell;
         ExecStage stage = EXEC_STAGE_SETUP;
         sigset_t all, none;
         pid_t pid;
@@ -189,6 +191,24 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
         }
 
         stage = EXEC_STAGE_SPAWN;
+        /* A plain command with the default shell runs without it (exec-plain.h); if its
+         * program cannot be executed after all, the shell runs it and reports why. */
+        if (!o->shell) {
+                r = exec_plain_prepare(o->command, o->cwd, envp, &plain);
+                if (r < 0)
+                        goto finish;
+                if (r > 0) {
+                        r = posix_spawn(&pid, plain.path, &fa, &attr, plain.argv, plain.envp);
+                        if (r == 0)
+                                goto spawned;
+                        if (!exec_plain_should_fall_back(r)) {
+                                r = -r;
+                                goto finish;
+                        }
+                }
+        }
+
+        shell = o->shell ?: exec_default_shell();
         char *argv[] = { (char *) shell, (char *) "-c", (char *) o->command, NULL };
         if (strchr(shell, '/'))
                 r = posix_spawn(&pid, shell, &fa, &attr, argv, envp);
@@ -199,6 +219,7 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
                 goto finish;
         }
 
+spawned:
         /* Our copies of the child's ends must go, or we would never see EOF. */
         in[0] = safe_close(in[0]);
         out[1] = safe_close(out[1]);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Starting `<shell> -c <command>` with posix_spawn(). glibc implements it with
+/* Starting `<shell> -c <command>` with posix_spawn(), or the command's program itself when it
+ * is plain words and no shell was asked for (exec-plain.h). glibc implements it with
  * clone(CLONE_VM|CLONE_VFORK): no page tables are copied, so the cost does not grow with the
  * worker's size, and only async-signal-safe work runs in the child — safe in a multi-threaded
  * process. The child gets:

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -378,6 +379,98 @@ static void test_other_shell(void **state) {
         test_run_done(&t);
 }
 
+/* ---- plain commands, run without the shell (exec-plain.h) ---- */
+
+static void test_plain_has_no_shell_in_between(void **state) {
+        /* Field 4 of /proc/self/stat is the parent: us, not a shell. */
+        ExecOptions o = opts("cat /proc/self/stat");
+        TestRun t;
+        int pid = 0, ppid = 0;
+
+        run_ok(&t, &o);
+        assert_int_equal(sscanf(test_output(&t), "%d (cat) %*c %d", &pid, &ppid), 2);
+        assert_int_equal(pid, t.pid);
+        assert_int_equal(ppid, getpid());
+        assert_int_equal(t.result.exit_code, 0);
+        test_run_done(&t);
+}
+
+static void test_plain_child_state(void **state) {
+        /* What the shell path guarantees holds without it: signals reset, own session, PWD. */
+        struct sigaction old, ign = { .sa_handler = SIG_IGN };
+        sigset_t term, saved;
+        ExecOptions o = opts("cat /proc/self/status /proc/self/stat");
+        TestRun t;
+        char want[64];
+        const char *stat;
+        int pgrp = 0, sid = 0;
+
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        assert_int_equal(sigaction(SIGINT, &ign, &old), 0);
+        assert_int_equal(pthread_sigmask(SIG_BLOCK, &term, &saved), 0);
+        run_ok(&t, &o);
+        assert_int_equal(pthread_sigmask(SIG_SETMASK, &saved, NULL), 0);
+        assert_int_equal(sigaction(SIGINT, &old, NULL), 0);
+        assert_non_null(strstr(test_output(&t), "\nSigBlk:\t0000000000000000\n"));
+        assert_non_null(strstr(test_output(&t), "\nSigIgn:\t0000000000000000\n"));
+        stat = strstr(test_output(&t), "(cat) ");
+        assert_non_null(stat);
+        assert_int_equal(sscanf(stat, "(cat) %*c %*d %d %d", &pgrp, &sid), 2);
+        assert_int_equal(pgrp, t.pid);
+        assert_int_equal(sid, t.pid);
+        test_run_done(&t);
+
+        o = opts("printenv PWD");
+        o.cwd = "/usr/bin";
+        run_ok(&t, &o);
+        snprintf(want, sizeof(want), "%s\n", o.cwd);
+        assert_string_equal(test_output(&t), want);
+        test_run_done(&t);
+}
+
+static void test_plain_exit_codes_and_errors(void **state) {
+        ExecOptions o = opts("ls /nonexistent-agentix");
+        TestRun t;
+
+        run_ok(&t, &o);
+        assert_int_equal(t.result.exit_code, 2); /* ls's own status, not the shell's */
+        assert_non_null(strstr(test_output(&t), "nonexistent-agentix"));
+        test_run_done(&t);
+
+        /* Not found: the shell reports it as always. */
+        o = opts("no-such-command-agentix --flag");
+        run_ok(&t, &o);
+        assert_int_equal(t.result.exit_code, 127);
+        assert_non_null(strstr(test_output(&t), "not found"));
+        test_run_done(&t);
+
+        /* A path that is a directory: exec fails, the shell says so (126). */
+        o = opts("/usr");
+        run_ok(&t, &o);
+        assert_int_equal(t.result.exit_code, 126);
+        test_run_done(&t);
+}
+
+static void test_plain_script_without_interpreter_line(void **state) {
+        /* exec() refuses it (ENOEXEC); the shell then runs it as a script, as it always did. */
+        char path[] = "/tmp/test-exec-script.XXXXXX", want[128];
+        ExecOptions o = opts(path);
+        TestRun t;
+        int fd = mkstemp(path);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "echo from-script $0\n", 21), 21);
+        assert_int_equal(fchmod(fd, 0755), 0);
+        close(fd);
+        run_ok(&t, &o);
+        snprintf(want, sizeof(want), "from-script %s\n", path);
+        assert_string_equal(test_output(&t), want);
+        assert_int_equal(t.result.exit_code, 0);
+        test_run_done(&t);
+        unlink(path);
+}
+
 /* ---- the inbox (bidi, no PTY) ---- */
 
 static void test_inbox_cat(void **state) {
@@ -520,6 +613,10 @@ int main(void) {
                 cmocka_unit_test(test_stdin_default_is_dev_null),
                 cmocka_unit_test(test_invalid_utf8_passes_raw),
                 cmocka_unit_test(test_no_fd_leak),
+                cmocka_unit_test(test_plain_has_no_shell_in_between),
+                cmocka_unit_test(test_plain_child_state),
+                cmocka_unit_test(test_plain_exit_codes_and_errors),
+                cmocka_unit_test(test_plain_script_without_interpreter_line),
                 cmocka_unit_test(test_child_signal_state),
                 cmocka_unit_test(test_own_session),
                 cmocka_unit_test(test_missing_shell),
