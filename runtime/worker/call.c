@@ -299,6 +299,8 @@ AGENTIX_EXPORT void agentix_call_set_output_blocking(agentix_call *call, bool bl
         call->output_blocking = blocking;
 }
 
+#define BIN_FROM_FD_SLACK 4096u
+
 AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t size) {
         agentix_call *c = pk->callback == call_pack_write ? pk->data : NULL;
         uint8_t chunk[64 * 1024], *dst;
@@ -314,7 +316,9 @@ AGENTIX_EXPORT int agentix_pack_bin_from_fd(msgpack_packer *pk, int fd, size_t s
                 /* Our own packer: read straight into the frame. */
                 if (size > c->max_frame || c->out.len > c->max_frame - size)
                         return (c->pack_error = -EMSGSIZE);
-                if (buffer_reserve(&c->out, size) < 0)
+                /* With room for what usually follows (the rest of a small map): growing a
+                 * buffer of many MiB afterwards would copy all of it again. */
+                if (buffer_reserve(&c->out, size + BIN_FROM_FD_SLACK) < 0)
                         return (c->pack_error = -ENOMEM);
         }
 
