@@ -4,14 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
-/* CODE_FILE= and CODE_LINE= are the caller's, not this file's. */
-#define SD_JOURNAL_SUPPRESS_LOCATION
-#include <systemd/sd-journal.h>
 
 #include "log.h"
 
-#define LOG_MAX_FIELDS 8
+/* log_journal_send() is in log-journal.c, which only the programs that may run under systemd
+ * link (agentd, its backends, agentix-server); without it, messages go to stderr. The worker
+ * runs only inside sandboxes, and so never loads libsystemd (about 0.6 MiB of its resident
+ * size with the libraries that come with it). */
+#pragma weak log_journal_send
 
 static int max_level = LOG_INFO;
 static const char *log_prefix = NULL;
@@ -64,35 +64,6 @@ bool log_stderr_is_journal(void) {
         return stderr_is_journal;
 }
 
-static int log_to_journal(int level, int error, const char *file, int line, const char *const *fields,
-                          const char *message) {
-        char priority[32], code_file[256], code_line[32], errno_field[32], identifier[64];
-        _cleanup_free_ char *message_field = NULL;
-        struct iovec iov[6 + LOG_MAX_FIELDS];
-        size_t n = 0;
-
-        if (asprintf(&message_field, "MESSAGE=%s", message) < 0)
-                return -ENOMEM;
-        snprintf(priority, sizeof(priority), "PRIORITY=%d", level);
-        snprintf(code_file, sizeof(code_file), "CODE_FILE=%s", file);
-        snprintf(code_line, sizeof(code_line), "CODE_LINE=%d", line);
-        iov[n++] = (struct iovec) { message_field, strlen(message_field) };
-        iov[n++] = (struct iovec) { priority, strlen(priority) };
-        iov[n++] = (struct iovec) { code_file, strlen(code_file) };
-        iov[n++] = (struct iovec) { code_line, strlen(code_line) };
-        if (log_prefix) {
-                snprintf(identifier, sizeof(identifier), "SYSLOG_IDENTIFIER=%s", log_prefix);
-                iov[n++] = (struct iovec) { identifier, strlen(identifier) };
-        }
-        if (error > 0) {
-                snprintf(errno_field, sizeof(errno_field), "ERRNO=%d", error);
-                iov[n++] = (struct iovec) { errno_field, strlen(errno_field) };
-        }
-        for (size_t i = 0; fields && fields[i] && i < LOG_MAX_FIELDS; i++)
-                iov[n++] = (struct iovec) { (char *) fields[i], strlen(fields[i]) };
-        return sd_journal_sendv(iov, n);
-}
-
 int log_internalv_fields(int level, int error, const char *file, int line, const char *const *fields,
                          const char *fmt, va_list ap) {
         char buf[2048];
@@ -101,7 +72,8 @@ int log_internalv_fields(int level, int error, const char *file, int line, const
         errno = error;
         vsnprintf(buf, sizeof(buf), fmt, ap);
 
-        if (log_stderr_is_journal() && log_to_journal(level, error, file, line, fields, buf) >= 0)
+        if (log_journal_send && log_stderr_is_journal() &&
+            log_journal_send(level, error, file, line, fields, log_prefix, buf) >= 0)
                 return -(error ?: 1);
         if (max_level >= LOG_DEBUG)
                 fprintf(stderr, "%s%s%s:%d: %s\n", log_prefix ?: "", log_prefix ? ": " : "", file, line, buf);

@@ -26,6 +26,10 @@ int log_internalv_fields(int level, int error, const char *file, int line, const
                          const char *fmt, va_list ap) _printf_(6, 0);
 #define log_internal(level, error, file, line, ...) log_internal_fields(level, error, file, line, NULL, __VA_ARGS__)
 bool log_stderr_is_journal(void);
+/* One message as a journal entry (log-journal.c, libagentix_log_journal_dep): programs that do
+ * not link it log to stderr only. */
+int log_journal_send(int level, int error, const char *file, int line, const char *const *fields,
+                     const char *prefix, const char *message);
 
 #define log_full_errno(level, error, ...)                                               \
         ({                                                                              \
