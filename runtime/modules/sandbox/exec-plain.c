@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 #include "exec-env.h"
@@ -31,6 +34,37 @@ static bool is_shell_word(const char *w) {
 static bool is_plain_char(char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                strchr("_-./:,+@%=", c);
+}
+
+static bool shell_name_is_faithful(const char *shell) {
+        _cleanup_free_ char *target = realpath(shell, NULL);
+        const char *name;
+
+        if (!target)
+                return false;
+        name = strrchr(target, '/');
+        name = name ? name + 1 : target;
+        return streq(name, "dash") || streq(name, "bash");
+}
+
+bool exec_plain_shell_is_faithful(const char *shell) {
+        /* The shell does not change under a running worker (a package update that moves the
+         * /bin/sh link still points it at dash or bash): one realpath() per shell path. */
+        static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+        static char cached_shell[PATH_MAX];
+        static bool cached_answer;
+        bool answer;
+
+        if (!shell || strlen(shell) >= sizeof(cached_shell))
+                return false;
+        pthread_mutex_lock(&lock);
+        if (!streq(cached_shell, shell)) {
+                cached_answer = shell_name_is_faithful(shell);
+                strcpy(cached_shell, shell);
+        }
+        answer = cached_answer;
+        pthread_mutex_unlock(&lock);
+        return answer;
 }
 
 bool exec_plain_split(const char *command, char ***ret_words) {

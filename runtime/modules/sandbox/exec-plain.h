@@ -11,6 +11,7 @@
  * the first word names, found in PATH as the shell finds it, with the words as its argv". Such
  * a command runs directly, with PWD set to the working directory as the shell sets it.
  *
+ * Only with a shell known to do the same (exec_plain_shell_is_faithful(): dash, bash).
  * Everything else goes to the shell: any other character, a builtin, a PATH entry that is
  * empty or relative, BASH_ENV or ENV in the environment (a shell would read those files), a
  * program not found or not executable (the shell reports it as always: 127/126 and its
@@ -32,6 +33,13 @@ typedef struct ExecPlain {
 
 /* The shell's search path when PATH is unset (dash's default). */
 #define EXEC_PLAIN_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* Whether `shell` (a path) runs a plain command's program as found in PATH. dash and bash do;
+ * busybox's ash may run its own applet of that name instead (FEATURE_PREFER_APPLETS: in a
+ * busybox image `sh -c 'stat x'` is busybox's stat even when PATH names another), and an
+ * unknown shell may do anything: commands for those keep going through the shell. Decided by
+ * the name the path resolves to (remembered per path). */
+bool exec_plain_shell_is_faithful(const char *shell);
 
 /* Whether `command` is plain words only (see above) and its first word no builtin; on true
  * and with ret_words, the words (free with strv_free()). Pure: no file system access. */

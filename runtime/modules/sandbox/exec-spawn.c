@@ -191,9 +191,11 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
         }
 
         stage = EXEC_STAGE_SPAWN;
-        /* A plain command with the default shell runs without it (exec-plain.h); if its
-         * program cannot be executed after all, the shell runs it and reports why. */
-        if (!o->shell) {
+        /* A plain command with the default shell, when that is dash or bash, runs without it
+         * (exec-plain.h); if its program cannot be executed after all, the shell runs it and
+         * reports why. */
+        shell = o->shell ?: exec_default_shell();
+        if (!o->shell && exec_plain_shell_is_faithful(shell)) {
                 r = exec_plain_prepare(o->command, o->cwd, envp, &plain);
                 if (r < 0)
                         goto finish;
@@ -208,7 +210,6 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
                 }
         }
 
-        shell = o->shell ?: exec_default_shell();
         char *argv[] = { (char *) shell, (char *) "-c", (char *) o->command, NULL };
         if (strchr(shell, '/'))
                 r = posix_spawn(&pid, shell, &fa, &attr, argv, envp);

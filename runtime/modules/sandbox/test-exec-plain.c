@@ -180,6 +180,29 @@ static void test_path_with_slash_and_default(void **state) {
         exec_plain_done(&p);
 }
 
+static void test_faithful_shells(void **state) {
+        char busybox[300], sh[300], dash_link[300];
+
+        assert_true(exec_plain_shell_is_faithful("/bin/sh") == (access("/usr/bin/dash", X_OK) == 0 ||
+                                                                access("/usr/bin/bash", X_OK) == 0));
+        if (access("/bin/bash", X_OK) == 0)
+                assert_true(exec_plain_shell_is_faithful("/bin/bash"));
+        assert_false(exec_plain_shell_is_faithful("/nonexistent/sh"));
+        assert_false(exec_plain_shell_is_faithful(NULL));
+
+        /* An sh that is busybox (it may prefer its applets to PATH) is not; one that is dash is. */
+        snprintf(busybox, sizeof(busybox), "%s/busybox", tmp);
+        snprintf(sh, sizeof(sh), "%s/dir/sh", tmp);
+        make_file("busybox", 0755);
+        assert_int_equal(symlink(busybox, sh), 0);
+        assert_false(exec_plain_shell_is_faithful(sh));
+        if (access("/usr/bin/dash", X_OK) == 0) {
+                snprintf(dash_link, sizeof(dash_link), "%s/dir/sh-dash", tmp);
+                assert_int_equal(symlink("/usr/bin/dash", dash_link), 0);
+                assert_true(exec_plain_shell_is_faithful(dash_link));
+        }
+}
+
 static void test_fall_back_errors(void **state) {
         assert_true(exec_plain_should_fall_back(ENOENT));
         assert_true(exec_plain_should_fall_back(ENOEXEC));
@@ -196,6 +219,7 @@ int main(void) {
                 cmocka_unit_test(test_found_in_path),
                 cmocka_unit_test(test_left_to_the_shell),
                 cmocka_unit_test(test_path_with_slash_and_default),
+                cmocka_unit_test(test_faithful_shells),
                 cmocka_unit_test(test_fall_back_errors),
         };
 
