@@ -262,6 +262,9 @@ done
 for s in "${SERVERS[@]}"; do
         IFS=: read -r label port pid <<<"$s"
         measure 3-exec "$label" "$port" --callable sandbox::exec --kwarg-str command=true --count $EXEC_N --warmup $EXEC_WARM
+        # A program rather than a shell builtin: agentix runs it without the shell (exec-plain.h).
+        measure 3b-exec-program "$label" "$port" --callable sandbox::exec --kwarg-str command=/bin/true \
+                --count $EXEC_N --warmup $EXEC_WARM
 done
 # The floor of any exec on this machine: a small C process spawning /bin/true and /bin/sh -c true.
 spawn_measure 3-exec spawn-true --count $EXEC_N --warmup $EXEC_WARM -- /bin/true
