@@ -324,21 +324,27 @@ static void test_no_fd_leak(void **state) {
         test_run_done(&t);
 }
 
-static void test_child_signal_state(void **state) {
-        /* Dispositions and mask are reset even if ours are not: ignore SIGINT and block
-         * SIGTERM here, then look at the child's /proc status. */
+/* Run with SIGINT ignored and SIGTERM blocked here, so that the child's reset shows. */
+static void run_ok_with_our_signals_changed(TestRun *t, const ExecOptions *o) {
         struct sigaction old, ign = { .sa_handler = SIG_IGN };
         sigset_t term, saved;
-        ExecOptions o = opts("grep -E '^(SigBlk|SigIgn)' /proc/self/status");
-        TestRun t;
 
         sigemptyset(&term);
         sigaddset(&term, SIGTERM);
         assert_int_equal(sigaction(SIGINT, &ign, &old), 0);
         assert_int_equal(pthread_sigmask(SIG_BLOCK, &term, &saved), 0);
-        run_ok(&t, &o);
+        run_ok(t, o);
         assert_int_equal(pthread_sigmask(SIG_SETMASK, &saved, NULL), 0);
         assert_int_equal(sigaction(SIGINT, &old, NULL), 0);
+}
+
+static void test_child_signal_state(void **state) {
+        /* Dispositions and mask are reset even if ours are not: look at the child's /proc
+         * status. */
+        ExecOptions o = opts("grep -E '^(SigBlk|SigIgn)' /proc/self/status");
+        TestRun t;
+
+        run_ok_with_our_signals_changed(&t, &o);
         assert_string_equal(test_output(&t), "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
         test_run_done(&t);
 }
@@ -397,21 +403,13 @@ static void test_plain_has_no_shell_in_between(void **state) {
 
 static void test_plain_child_state(void **state) {
         /* What the shell path guarantees holds without it: signals reset, own session, PWD. */
-        struct sigaction old, ign = { .sa_handler = SIG_IGN };
-        sigset_t term, saved;
         ExecOptions o = opts("cat /proc/self/status /proc/self/stat");
         TestRun t;
         char want[64];
         const char *stat;
         int pgrp = 0, sid = 0;
 
-        sigemptyset(&term);
-        sigaddset(&term, SIGTERM);
-        assert_int_equal(sigaction(SIGINT, &ign, &old), 0);
-        assert_int_equal(pthread_sigmask(SIG_BLOCK, &term, &saved), 0);
-        run_ok(&t, &o);
-        assert_int_equal(pthread_sigmask(SIG_SETMASK, &saved, NULL), 0);
-        assert_int_equal(sigaction(SIGINT, &old, NULL), 0);
+        run_ok_with_our_signals_changed(&t, &o);
         assert_non_null(strstr(test_output(&t), "\nSigBlk:\t0000000000000000\n"));
         assert_non_null(strstr(test_output(&t), "\nSigIgn:\t0000000000000000\n"));
         stat = strstr(test_output(&t), "(cat) ");
