@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/swarm/cluster.sh — a real three-node Docker Swarm on one machine, for the swarm backend's
+# tests and bench/swarm.
+#
+#   cluster.sh up DIR     make it; DIR gets the nodes' sockets, data and logs, and env (source it)
+#   cluster.sh down DIR   remove everything up made (dockerds, namespaces, links, DIR)
+#
+# Each node is a dockerd in a network namespace of its own (agxsw1..3), joined to a bridge in the
+# host's namespace (agxswbr, 10.231.0.1/24) by a veth pair: node i is 10.231.0.1i. Each has its
+# own socket, data-root, exec-root and pidfile. Node 1 is the manager, 2 and 3 workers. The
+# host (agentd's side) reaches every node through the bridge; nothing leaves the machine.
+set -euo pipefail
+
+cmd=${1:?up or down}
+dir=${2:?directory}
+NODES=3
+BRIDGE=agxswbr
+NET=10.231.0
+DOCKER=/usr/bin/docker
+
+node_sock() { echo "unix://$dir/node$1/docker.sock"; }
+d() { local n=$1; shift; "$DOCKER" -H "$(node_sock "$n")" "$@"; }
+
+down() {
+        for i in $(seq $NODES); do
+                if [ -f "$dir/node$i/docker.pid" ]; then
+                        pid=$(cat "$dir/node$i/docker.pid" 2>/dev/null || true)
+                        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+                                kill "$pid"
+                                for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+                                kill -9 "$pid" 2>/dev/null || true
+                        fi
+                fi
+                # Whatever the node's dockerd mounted under its roots.
+                { grep -o " $dir/node$i[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do
+                        umount -l "$m" 2>/dev/null || true
+                done
+                ip netns del "agxsw$i" 2>/dev/null || true
+                ip link del "agxsw$i-h" 2>/dev/null || true
+        done
+        ip link del "$BRIDGE" 2>/dev/null || true
+        while iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT 2>/dev/null; do :; done
+        rm -rf "$dir"
+}
+
+up() {
+        mkdir -p "$dir"
+        ip link add "$BRIDGE" type bridge
+        ip addr add "$NET.1/24" dev "$BRIDGE"
+        ip link set "$BRIDGE" up
+        # Bridged frames pass the host's iptables (br_netfilter), whose FORWARD policy the
+        # host's dockerd set to DROP: let the nodes talk to each other.
+        iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+        for i in $(seq $NODES); do
+                ns=agxsw$i
+                mkdir -p "$dir/node$i"
+                ip netns add "$ns"
+                ip link add "$ns-h" type veth peer name eth0 netns "$ns"
+                ip link set "$ns-h" master "$BRIDGE" up
+                ip -n "$ns" addr add "$NET.1$i/24" dev eth0
+                ip -n "$ns" link set eth0 up
+                ip -n "$ns" link set lo up
+                ip -n "$ns" route add default via "$NET.1"
+                # nsenter, not `ip netns exec`: that one mounts a new /sys, which hides the
+                # cgroup hierarchies dockerd needs.
+                nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" \
+                        dockerd --host "$(node_sock "$i")" \
+                        --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
+                        --pidfile "$dir/node$i/docker.pid" >"$dir/node$i/dockerd.log" 2>&1 &
+        done
+        for i in $(seq $NODES); do
+                for _ in $(seq 120); do d "$i" info >/dev/null 2>&1 && break; sleep 0.25; done
+                d "$i" info >/dev/null || { tail -20 "$dir/node$i/dockerd.log" >&2; return 1; }
+        done
+        d 1 swarm init --advertise-addr "$NET.11" >/dev/null
+        token=$(d 1 swarm join-token -q worker)
+        for i in $(seq 2 $NODES); do
+                d "$i" swarm join --token "$token" --advertise-addr "$NET.1$i" "$NET.11:2377" >/dev/null
+        done
+        cat >"$dir/env" <<ENV
+SWARM_MANAGER=$(node_sock 1)
+SWARM_NODES="$(for i in $(seq $NODES); do printf '%s ' "$(node_sock "$i")"; done)"
+ENV
+}
+
+case "$cmd" in
+up)
+        # `set -e` does not apply inside a function run as `up || …`: clean up from a trap.
+        trap 'rc=$?; [ $rc = 0 ] || down; exit $rc' EXIT
+        up
+        trap - EXIT
+        ;;
+down) down ;;
+*) echo "usage: $0 up|down DIR" >&2; exit 2 ;;
+esac
