@@ -9,7 +9,8 @@
 # Each node is a dockerd in a network namespace of its own (agxsw1..3), joined to a bridge in the
 # host's namespace (agxswbr, 10.231.0.1/24) by a veth pair: node i is 10.231.0.1i. Each has its
 # own socket, data-root, exec-root and pidfile. Node 1 is the manager, 2 and 3 workers. The
-# host (agentd's side) reaches every node through the bridge; nothing leaves the machine.
+# host (agentd's side) reaches every node through the bridge; nothing leaves the machine. A
+# registry (Debian's docker-registry) listens on the bridge at 10.231.0.1:5000 for the nodes.
 set -euo pipefail
 
 cmd=${1:?up or down}
@@ -23,6 +24,9 @@ node_sock() { echo "unix://$dir/node$1/docker.sock"; }
 d() { local n=$1; shift; "$DOCKER" -H "$(node_sock "$n")" "$@"; }
 
 down() {
+        if [ -f "$dir/registry.pid" ]; then
+                kill "$(cat "$dir/registry.pid")" 2>/dev/null || true
+        fi
         for i in $(seq $NODES); do
                 if [ -f "$dir/node$i/docker.pid" ]; then
                         pid=$(cat "$dir/node$i/docker.pid" 2>/dev/null || true)
@@ -67,8 +71,22 @@ up() {
                 nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" \
                         dockerd --host "$(node_sock "$i")" \
                         --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
-                        --pidfile "$dir/node$i/docker.pid" >"$dir/node$i/dockerd.log" 2>&1 &
+                        --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:5000" \
+                        >"$dir/node$i/dockerd.log" 2>&1 &
         done
+        # A registry every node pulls from (Debian's docker-registry), on the bridge only.
+        cat >"$dir/registry.yml" <<REG
+version: 0.1
+storage:
+  filesystem:
+    rootdirectory: $dir/registry
+  delete:
+    enabled: true
+http:
+  addr: $NET.1:5000
+REG
+        docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
+        echo $! >"$dir/registry.pid"
         for i in $(seq $NODES); do
                 for _ in $(seq 120); do d "$i" info >/dev/null 2>&1 && break; sleep 0.25; done
                 d "$i" info >/dev/null || { tail -20 "$dir/node$i/dockerd.log" >&2; return 1; }
@@ -80,6 +98,7 @@ up() {
         done
         cat >"$dir/env" <<ENV
 SWARM_MANAGER=$(node_sock 1)
+SWARM_REGISTRY=$NET.1:5000
 SWARM_NODES="$(for i in $(seq $NODES); do printf '%s ' "$(node_sock "$i")"; done)"
 ENV
 }
