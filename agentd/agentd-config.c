@@ -61,6 +61,9 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         free(c->default_runtime);
         free(c->docker_socket);
         free(c->podman_socket);
+        free(c->swarm_host);
+        free(c->swarm_cert_path);
+        free(c->swarm_registry);
         pool_configs_free(c->pools, c->n_pools);
         free(c);
         return NULL;
@@ -228,6 +231,25 @@ static int runtimes_key(Parser *p, const char *key, const char *value) {
         return parser_fail(p, "unknown key %s= in [Runtimes] (Allowed, Default)", key);
 }
 
+static int swarm_key(Parser *p, const char *key, const char *value) {
+        if (streq(key, "Host")) {
+                if (!startswith(value, "unix:///") && !startswith(value, "tcp://"))
+                        return parser_fail(p, "Host=%s is not unix:///PATH or tcp://HOST:PORT", value);
+                return set_string(p, &p->c->swarm_host, value);
+        }
+        if (streq(key, "CertPath")) {
+                if (value[0] != '/')
+                        return parser_fail(p, "CertPath=%s is not an absolute path to a directory", value);
+                return set_string(p, &p->c->swarm_cert_path, value);
+        }
+        if (streq(key, "Registry")) {
+                if (!value[0] || strpbrk(value, "/ \t@"))
+                        return parser_fail(p, "Registry=%s is not a registry's HOST[:PORT]", value);
+                return set_string(p, &p->c->swarm_registry, value);
+        }
+        return parser_fail(p, "unknown key %s= in [Swarm] (Host, CertPath, Registry)", key);
+}
+
 static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
         Parser *p = userdata;
 
@@ -251,9 +273,12 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
                         return set_socket(p, &p->c->podman_socket, key, value);
                 return parser_fail(p, "unknown key %s= in [Podman] (Socket)", key);
         }
+        if (streq(section, "Swarm"))
+                return swarm_key(p, key, value);
         if (strempty(section))
                 return parser_fail(p, "%s= comes before any [Section]", key);
-        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Runtimes, Docker, Podman)", section);
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Runtimes, Docker, Podman, Swarm)",
+                           section);
 }
 
 int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error) {
@@ -442,6 +467,8 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fprintf(out, "\nDefault=%s\n", c->default_runtime ?: "");
         fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
+        fprintf(out, "\n[Swarm]\nHost=%s\nCertPath=%s\nRegistry=%s\n", c->swarm_host ?: "", c->swarm_cert_path ?: "",
+                c->swarm_registry ?: "");
         for (size_t i = 0; i < c->n_pools; i++) {
                 fprintf(out, "\n# pools.d/%s.pool\n", c->pools[i]->name);
                 pool_config_format(c->pools[i], out);

@@ -38,6 +38,10 @@ typedef struct AgentdConfig {
         /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
         char *docker_socket;
         char *podman_socket;
+        /* [Swarm]: handed to the swarm backend as SWARM_HOST, SWARM_CERT_PATH, SWARM_REGISTRY */
+        char *swarm_host;
+        char *swarm_cert_path;
+        char *swarm_registry;
         /* pools.d/ *.pool beside the file: warm pools, limits resolved against [Limits] */
         PoolConfig **pools;
         size_t n_pools;

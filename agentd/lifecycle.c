@@ -547,7 +547,10 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
                 set_state(m, s, SANDBOX_EXITED);
-        else if (streq(action, "start") || streq(action, "unpause"))
+        else if (streq(action, "fail")) {
+                log_sandbox_warning(s, "Sandbox %s failed: its backend lost it (%s backend).", s->id, b->name);
+                set_state(m, s, SANDBOX_FAILED);
+        } else if (streq(action, "start") || streq(action, "unpause"))
                 set_state(m, s, SANDBOX_RUNNING);
         else if (streq(action, "pause"))
                 set_state(m, s, SANDBOX_PAUSED);

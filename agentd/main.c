@@ -107,7 +107,14 @@ static int export_backend_settings(const AgentdConfig *c) {
         r = export_socket("DOCKER_HOST", c->docker_socket);
         if (r < 0)
                 return r;
-        return export_socket("CONTAINER_HOST", c->podman_socket);
+        r = export_socket("CONTAINER_HOST", c->podman_socket);
+        if (r < 0)
+                return r;
+        if ((c->swarm_host && setenv("SWARM_HOST", c->swarm_host, 0) < 0) ||
+            (c->swarm_cert_path && setenv("SWARM_CERT_PATH", c->swarm_cert_path, 0) < 0) ||
+            (c->swarm_registry && setenv("SWARM_REGISTRY", c->swarm_registry, 0) < 0))
+                return -errno;
+        return 0;
 }
 
 /* Read agentd.conf; what the backends read from the environment is set there unless the

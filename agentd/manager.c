@@ -162,6 +162,9 @@ int manager_reload(Manager *m, char **ret_error) {
                          m->timeout_from_command_line, "[Backends] Timeout=");
         KEEP_FOR_RESTART(docker_socket, streq_ptr(old->docker_socket, new->docker_socket), "[Docker] Socket=");
         KEEP_FOR_RESTART(podman_socket, streq_ptr(old->podman_socket, new->podman_socket), "[Podman] Socket=");
+        KEEP_FOR_RESTART(swarm_host, streq_ptr(old->swarm_host, new->swarm_host), "[Swarm] Host=");
+        KEEP_FOR_RESTART(swarm_cert_path, streq_ptr(old->swarm_cert_path, new->swarm_cert_path), "[Swarm] CertPath=");
+        KEEP_FOR_RESTART(swarm_registry, streq_ptr(old->swarm_registry, new->swarm_registry), "[Swarm] Registry=");
         m->config = new;
         agentd_config_free(old);
         return 0;

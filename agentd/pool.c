@@ -477,7 +477,8 @@ bool pools_member_event(Manager *m, const char *id, const char *action) {
                         Sandbox *s = p->ready[j];
                         if (!streq(s->id, id))
                                 continue;
-                        if ((streq(action, "die") || streq(action, "destroy")) && s->state == SANDBOX_RUNNING) {
+                        if ((streq(action, "die") || streq(action, "fail") || streq(action, "destroy")) &&
+                            s->state == SANDBOX_RUNNING) {
                                 log_sandbox_warning(s, "Pool %s: sandbox %s stopped (%s) while it waited: replacing it.",
                                                     p->name, s->id, action);
                                 s->state = SANDBOX_EXITED; /* the refill removes it */

@@ -3,8 +3,13 @@
 # tests/swarm/cluster.sh — a real three-node Docker Swarm on one machine, for the swarm backend's
 # tests and bench/swarm.
 #
-#   cluster.sh up DIR     make it; DIR gets the nodes' sockets, data and logs, and env (source it)
-#   cluster.sh down DIR   remove everything up made (dockerds, namespaces, links, DIR)
+#   cluster.sh up DIR              make it; DIR gets the nodes' sockets, data and logs, and env
+#                                  (source it)
+#   cluster.sh down DIR            remove everything up made (dockerds, namespaces, links, DIR)
+#   cluster.sh push DIR IMAGE…     put images of the host's dockerd in the registry, under the
+#                                  same names (through node 1, which trusts the registry)
+#   cluster.sh kill-node DIR I     SIGKILL node I's dockerd (a node failure)
+#   cluster.sh start-node DIR I    start node I's dockerd again; it rejoins the swarm
 #
 # Each node is a dockerd in a network namespace of its own (agxsw1..3), joined to a bridge in the
 # host's namespace (agxswbr, 10.231.0.1/24) by a veth pair: node i is 10.231.0.1i. Each has its
@@ -48,6 +53,31 @@ down() {
         rm -rf "$dir"
 }
 
+start_node() { # i
+        local i=$1
+        # nsenter, not `ip netns exec`: that one mounts a new /sys, which hides the cgroup
+        # hierarchies dockerd needs.
+        nsenter --net="/run/netns/agxsw$i" unshare --uts sh -c 'hostname "$0" && exec "$@"' "agxsw$i" \
+                dockerd --host "$(node_sock "$i")" \
+                --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
+                --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:5000" \
+                >>"$dir/node$i/dockerd.log" 2>&1 &
+}
+
+wait_node() { # i
+        for _ in $(seq 120); do d "$1" info >/dev/null 2>&1 && return 0; sleep 0.25; done
+        d "$1" info >/dev/null || { tail -20 "$dir/node$1/dockerd.log" >&2; return 1; }
+}
+
+push() { # image…
+        local image
+        for image in "$@"; do
+                docker save "$image" | d 1 load -q >/dev/null
+                d 1 tag "$image" "$NET.1:5000/$image"
+                d 1 push -q "$NET.1:5000/$image" >/dev/null
+        done
+}
+
 up() {
         mkdir -p "$dir"
         ip link add "$BRIDGE" type bridge
@@ -66,13 +96,7 @@ up() {
                 ip -n "$ns" link set eth0 up
                 ip -n "$ns" link set lo up
                 ip -n "$ns" route add default via "$NET.1"
-                # nsenter, not `ip netns exec`: that one mounts a new /sys, which hides the
-                # cgroup hierarchies dockerd needs.
-                nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" \
-                        dockerd --host "$(node_sock "$i")" \
-                        --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
-                        --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:5000" \
-                        >"$dir/node$i/dockerd.log" 2>&1 &
+                start_node "$i"
         done
         # A registry every node pulls from (Debian's docker-registry), on the bridge only.
         cat >"$dir/registry.yml" <<REG
@@ -88,10 +112,11 @@ REG
         docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
         echo $! >"$dir/registry.pid"
         for i in $(seq $NODES); do
-                for _ in $(seq 120); do d "$i" info >/dev/null 2>&1 && break; sleep 0.25; done
-                d "$i" info >/dev/null || { tail -20 "$dir/node$i/dockerd.log" >&2; return 1; }
+                wait_node "$i"
         done
-        d 1 swarm init --advertise-addr "$NET.11" >/dev/null
+        # Heartbeats every second: a node that stops answering is down within a few seconds
+        # (Docker's default is 5 s).
+        d 1 swarm init --advertise-addr "$NET.11" --dispatcher-heartbeat 1s >/dev/null
         token=$(d 1 swarm join-token -q worker)
         for i in $(seq 2 $NODES); do
                 d "$i" swarm join --token "$token" --advertise-addr "$NET.1$i" "$NET.11:2377" >/dev/null
@@ -111,5 +136,8 @@ up)
         trap - EXIT
         ;;
 down) down ;;
-*) echo "usage: $0 up|down DIR" >&2; exit 2 ;;
+push) shift 2; push "$@" ;;
+kill-node) kill -9 "$(cat "$dir/node${3:?node}/docker.pid")" ;;
+start-node) rm -f "$dir/node${3:?node}/docker.pid"; start_node "$3"; wait_node "$3" ;;
+*) echo "usage: $0 up|down|push|kill-node|start-node DIR …" >&2; exit 2 ;;
 esac

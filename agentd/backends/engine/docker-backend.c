@@ -138,48 +138,6 @@ int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_remov
         return r;
 }
 
-uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok) {
-        const char *v = json_string_value(json_object_get(labels, key));
-        unsigned long long n;
-        char *end;
-
-        if (!v) {
-                *ok = false;
-                return 0;
-        }
-        errno = 0;
-        n = strtoull(v, &end, 10);
-        if (errno || end == v || *end)
-                *ok = false;
-        return n;
-}
-
-char *docker_escape(const char *s) {
-        char *e = curl_easy_escape(NULL, s, 0), *copy;
-
-        copy = e ? strdup(e) : NULL;
-        curl_free(e);
-        return copy;
-}
-
-static int timeout_from_env(uint64_t *ret_usec, char **ret_error) {
-        const char *v = getenv(AGENTD_BACKEND_TIMEOUT_ENV);
-        char *end;
-        double d;
-
-        if (!v)
-                return 0;
-        d = strtod(v, &end);
-        if (end == v || *end || !(d >= 0.1 && d <= 3600)) {
-                if (asprintf(ret_error, "%s=%s is not a number of seconds from 0.1 to 3600", AGENTD_BACKEND_TIMEOUT_ENV,
-                             v) < 0)
-                        *ret_error = NULL;
-                return -EINVAL;
-        }
-        *ret_usec = (uint64_t) (d * 1e6);
-        return 0;
-}
-
 int docker_backend_new_from_env(const char *service, const char *socket, DockerBackend **ret, char **ret_error) {
         uint64_t timeout = 0;
         sd_event *event = NULL;
@@ -187,7 +145,7 @@ int docker_backend_new_from_env(const char *service, const char *socket, DockerB
 
         log_parse_env();
         log_set_prefix("agentd");
-        r = timeout_from_env(&timeout, ret_error);
+        r = docker_timeout_from_env(&timeout, ret_error);
         if (r < 0)
                 return r;
         r = sd_event_default(&event);

@@ -46,9 +46,6 @@ int docker_backend_snapshot(DockerBackend *b, const char *sandbox_id, uid_t owne
 int docker_backend_snapshots(DockerBackend *b, agentd_snapshots_t done, void *userdata);
 int docker_backend_delete_snapshot(DockerBackend *b, const char *image, uid_t owner, agentd_done_t done,
                                    void *userdata);
-/* The payloads of a container log's frames (Docker multiplexes stdout and stderr), appended to
- * out in order; -EBADMSG for what is not frames. */
-int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
 /* Ask the service which runtimes it has (GET /info), unless known or being asked. */
 void docker_backend_ask_runtimes(DockerBackend *b);
 
@@ -79,8 +76,6 @@ void docker_backend_release(DockerBackend *b);
                               .snapshots = docker_backend_snapshots,                 \
                               .delete_snapshot = docker_backend_delete_snapshot)
 
-/* A label's value as a decimal number; *ok becomes false when it is missing or not one. */
-uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok);
 
 /* Whose snapshot an image is (its inspect), seen by uid (root may use and replace any). */
 typedef enum DockerSnapshotOwner {
@@ -90,8 +85,6 @@ typedef enum DockerSnapshotOwner {
 } DockerSnapshotOwner;
 DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid);
 
-/* A string escaped for a URL's query or path (malloc'ed). */
-char *docker_escape(const char *s);
 
 /* The backend's state, shared by its files: docker-backend.c (the backend, removes, runtimes),
  * docker-create.c (creates), docker-events.c (the event stream), docker-carriers.c (old

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <endian.h>
+
+#include "agentix/agentd-backend.h"
 #include "buffer.h"
 #include "curl-event.h"
 #include "docker-client.h"
@@ -27,7 +30,10 @@ struct DockerRequest {
 struct DockerClient {
         sd_event *event;
         CurlEvent *curl;
-        char *socket;
+        char *socket;             /* what messages name: the socket's path, or tcp://HOST:PORT */
+        char *unix_path;          /* a unix socket, or NULL: over TCP to base */
+        char *base;               /* http://docker, or http(s)://HOST:PORT */
+        char *tls_ca, *tls_cert, *tls_key; /* client TLS (docker_client_set_tls()), or NULL */
         char *version;
         uint64_t timeout_usec;
         bool negotiating;
@@ -74,6 +80,11 @@ DockerClient *docker_client_free(DockerClient *d) {
         curl_event_free(d->curl);
         sd_event_unref(d->event);
         free(d->socket);
+        free(d->unix_path);
+        free(d->base);
+        free(d->tls_ca);
+        free(d->tls_cert);
+        free(d->tls_key);
         free(d->version);
         free(d);
         return NULL;
@@ -150,8 +161,8 @@ static int request_start(DockerRequest *r) {
         DockerClient *d = r->client;
         char url[4096];
 
-        if ((r->unversioned ? snprintf(url, sizeof(url), "http://docker%s", r->path)
-                            : snprintf(url, sizeof(url), "http://docker/v%s%s", d->version, r->path)) >= (int) sizeof(url))
+        if ((r->unversioned ? snprintf(url, sizeof(url), "%s%s", d->base, r->path)
+                            : snprintf(url, sizeof(url), "%s/v%s%s", d->base, d->version, r->path)) >= (int) sizeof(url))
                 return -ENAMETOOLONG;
         r->easy = curl_easy_init();
         if (!r->easy)
@@ -159,7 +170,15 @@ static int request_start(DockerRequest *r) {
         r->headers = curl_slist_append(NULL, "Content-Type: application/json");
         if (!r->headers)
                 return -ENOMEM;
-        curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->socket);
+        if (d->unix_path)
+                curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->unix_path);
+        else
+                curl_easy_setopt(r->easy, CURLOPT_NOPROXY, "*"); /* the Engine API is never proxied */
+        if (d->tls_ca) {
+                curl_easy_setopt(r->easy, CURLOPT_CAINFO, d->tls_ca);
+                curl_easy_setopt(r->easy, CURLOPT_SSLCERT, d->tls_cert);
+                curl_easy_setopt(r->easy, CURLOPT_SSLKEY, d->tls_key);
+        }
         curl_easy_setopt(r->easy, CURLOPT_URL, url);
         curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
         curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
@@ -213,6 +232,25 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         flush_waiting(d, status == 200 && v ? 0 : (status < 0 ? status : -EPROTO), error);
 }
 
+int docker_client_set_tls(DockerClient *d, const char *ca, const char *cert, const char *key) {
+        char *base;
+
+        if (d->unix_path)
+                return -EPROTONOSUPPORT;
+        if (asprintf(&base, "https://%s", d->base + strlen("http://")) < 0)
+                base = NULL;
+        d->tls_ca = strdup(ca);
+        d->tls_cert = strdup(cert);
+        d->tls_key = strdup(key);
+        if (!base || !d->tls_ca || !d->tls_cert || !d->tls_key) {
+                free(base);
+                return -ENOMEM;
+        }
+        free(d->base);
+        d->base = base;
+        return 0;
+}
+
 void docker_client_set_timeout(DockerClient *d, uint64_t usec) {
         d->timeout_usec = usec ?: DEFAULT_TIMEOUT_USEC;
 }
@@ -226,7 +264,14 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
         d->timeout_usec = DEFAULT_TIMEOUT_USEC;
         d->event = sd_event_ref(event);
         d->socket = strdup(socket);
-        if (!d->socket) {
+        if (startswith(socket, "tcp://")) {
+                if (asprintf(&d->base, "http://%s", socket + 6) < 0)
+                        d->base = NULL;
+        } else {
+                d->unix_path = strdup(startswith(socket, "unix://") ?: socket);
+                d->base = strdup("http://docker");
+        }
+        if (!d->socket || !d->base || (!d->unix_path && !startswith(socket, "tcp://"))) {
                 docker_client_free(d);
                 return -ENOMEM;
         }
@@ -329,4 +374,72 @@ const char *docker_error_message(int status, json_t *body, const char *error, ch
                 return error;
         snprintf(buf, size, "Docker answered HTTP %d", status);
         return buf;
+}
+
+/* ---- helpers of every Engine API backend ----------------------------------------------- */
+
+uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok) {
+        const char *v = json_string_value(json_object_get(labels, key));
+        unsigned long long n;
+        char *end;
+
+        if (!v) {
+                *ok = false;
+                return 0;
+        }
+        errno = 0;
+        n = strtoull(v, &end, 10);
+        if (errno || end == v || *end)
+                *ok = false;
+        return n;
+}
+
+char *docker_escape(const char *s) {
+        char *e = curl_easy_escape(NULL, s, 0), *copy;
+
+        copy = e ? strdup(e) : NULL;
+        curl_free(e);
+        return copy;
+}
+
+
+int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
+        const char *v = getenv(AGENTD_BACKEND_TIMEOUT_ENV);
+        char *end;
+        double d;
+
+        if (!v)
+                return 0;
+        d = strtod(v, &end);
+        if (end == v || *end || !(d >= 0.1 && d <= 3600)) {
+                if (asprintf(ret_error, "%s=%s is not a number of seconds from 0.1 to 3600", AGENTD_BACKEND_TIMEOUT_ENV,
+                             v) < 0)
+                        *ret_error = NULL;
+                return -EINVAL;
+        }
+        *ret_usec = (uint64_t) (d * 1e6);
+        return 0;
+}
+
+/* Without a TTY (agentd never asks for one) Docker multiplexes standard output and error into
+ * frames: one byte naming the stream, three zero bytes, the payload's size (32 bits, big-endian),
+ * the payload. */
+int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out) {
+        const uint8_t *data = frames;
+
+        while (size > 0) {
+                uint32_t n;
+
+                if (size < 8 || data[0] > 2 || data[1] || data[2] || data[3])
+                        return -EBADMSG;
+                memcpy(&n, data + 4, 4);
+                n = be32toh(n);
+                if (n > size - 8)
+                        return -EBADMSG;
+                if (buffer_append(out, data + 8, n) < 0)
+                        return -ENOMEM;
+                data += 8 + n;
+                size -= 8 + n;
+        }
+        return 0;
 }

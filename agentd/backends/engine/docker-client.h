@@ -7,7 +7,11 @@
  * wait for it. A slow or hung Docker delays only the requests sent to it. */
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
+
+#include "buffer.h"
 
 /* Idle connections to the daemon kept open for the next requests. */
 #define DOCKER_IDLE_CONNECTIONS 4
@@ -20,8 +24,11 @@ typedef struct DockerRequest DockerRequest;
  * NULL (borrowed: valid during the call). */
 typedef void (*docker_reply_t)(DockerClient *d, int status, json_t *body, const char *error, void *userdata);
 
-/* socket: a unix socket path (docker_socket_from_env()). */
+/* socket: a unix socket's path (docker_socket_from_env()) or unix://PATH, or tcp://HOST:PORT. */
 int docker_client_new(sd_event *event, const char *socket, DockerClient **ret);
+/* Over TCP only (-EPROTONOSUPPORT on a unix socket): HTTPS, the server checked against the CA
+ * file and this client known by its certificate and key (files, PEM), as `docker --tlsverify`. */
+int docker_client_set_tls(DockerClient *d, const char *ca, const char *cert, const char *key);
 DockerClient *docker_client_free(DockerClient *d);
 
 /* The timeout of requests that name none (default 30 s). */
@@ -56,3 +63,16 @@ void docker_request_cancel(DockerRequest *r);
 
 /* Docker's message for a failed request: body.message, else "HTTP <status>". */
 const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size);
+
+/* ---- helpers of every Engine API backend ---------------------------------------------------- */
+
+/* A label's value as a decimal number; *ok becomes false when it is missing or not one. */
+uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok);
+/* A string escaped for a URL's query or path (malloc'ed). */
+char *docker_escape(const char *s);
+/* The payloads of a container or service log's frames (Docker multiplexes stdout and stderr),
+ * appended to out in order; -EBADMSG for what is not frames. */
+int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
+/* $AGENTD_BACKEND_TIMEOUT in *ret_usec when set (else untouched); -EINVAL and *ret_error
+ * (malloc'ed) naming it when it is no number of seconds from 0.1 to 3600. */
+int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error);

@@ -1,9 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A sandbox's log: GET /containers/NAME/logs. Without a TTY (agentd never asks for one) Docker
- * multiplexes standard output and error into frames: one byte naming the stream, three zero
- * bytes, the payload's size (32 bits, big-endian), the payload. The text is the payloads, in
- * order. */
-#include <endian.h>
+/* A sandbox's log: GET /containers/NAME/logs, its frames demultiplexed (docker-client.h). */
 
 #include "buffer.h"
 #include "docker-backend.h"
@@ -14,26 +10,6 @@ typedef struct LogsJob {
         agentd_logs_t done;
         void *userdata;
 } LogsJob;
-
-int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out) {
-        const uint8_t *data = frames;
-
-        while (size > 0) {
-                uint32_t n;
-
-                if (size < 8 || data[0] > 2 || data[1] || data[2] || data[3])
-                        return -EBADMSG;
-                memcpy(&n, data + 4, 4);
-                n = be32toh(n);
-                if (n > size - 8)
-                        return -EBADMSG;
-                if (buffer_append(out, data + 8, n) < 0)
-                        return -ENOMEM;
-                data += 8 + n;
-                size -= 8 + n;
-        }
-        return 0;
-}
 
 static void on_logs(DockerClient *d, int status, const void *data, size_t size, const char *error, void *userdata) {
         _cleanup_free_ LogsJob *j = userdata;

@@ -93,7 +93,8 @@ typedef void (*agentd_removed_t)(void *userdata, const char *error_name, const c
 /* spec->token, ->owner, ->created_at and ->expires_at must be set; NULL strings are "". */
 typedef void (*agentd_found_t)(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
                                AgentdFoundState state);
-/* action: "start", "die", "oom", "pause", "unpause" or "destroy" (gone outside agentd) for that sandbox; or, with
+/* action: "start", "die", "oom", "pause", "unpause", "destroy" (gone outside agentd) or "fail" (it died
+ * of a fault, not an exit: a swarm task failed or its node went down; state `failed`) for that sandbox; or, with
  * sandbox_id NULL, "resync": events may have been missed (the service restarted), and agentd
  * calls adopt() again to bring its state in line. */
 typedef void (*agentd_event_t)(void *userdata, const char *sandbox_id, const char *action);
