@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: MIT
+"""The swarm backend against a real three-node Docker Swarm (cluster.sh: three dockerds, each in
+a network namespace of its own, on a bridge this test makes; a registry on that bridge), with
+agentd on a private bus and `Default=swarm`.
+
+Needs root, network namespaces, and what the agentd tests need (a running host dockerd for
+agentixctl build). Exits 77 with the reason when the machine cannot run a swarm."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import dbus
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
+from harness import main, test, wait_until  # noqa: E402
+from agentd_env import AGENTIXCTL, BUSYBOX, SANDBOX, WORK, Agentd, bundle, cleanup, error_name  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+CLUSTER = os.path.join(HERE, "cluster.sh")
+DIR = tempfile.mkdtemp(prefix="agentix-swarm-", dir="/tmp")
+NODE_ADDRS = {"10.231.0.11": 1, "10.231.0.12": 2, "10.231.0.13": 3}
+REGISTRY = "10.231.0.1:5000"
+NAME = "org.agentix.Agentd1"
+
+
+def cluster(*args, timeout=300):
+    r = subprocess.run([CLUSTER, args[0], DIR, *args[1:]], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"cluster.sh {' '.join(args)}: {r.stderr.strip()}"
+
+
+def node_docker(i, *args, check=True):
+    r = subprocess.run(["/usr/bin/docker", "-H", f"unix://{DIR}/node{i}/docker.sock", *args], capture_output=True,
+                       text=True, timeout=120)
+    assert not check or r.returncode == 0, f"docker on node {i} {' '.join(args)}: {r.stderr.strip()}"
+    return r
+
+
+def services():
+    """agentd's sandbox services on the manager."""
+    return set(node_docker(1, "service", "ls", "--filter", "label=org.agentix.sandbox", "--format",
+                           "{{.Name}}").stdout.split())
+
+
+def sandbox_containers(nodes=(1, 2, 3)):
+    """Sandbox containers left on the nodes (the fill job's are not sandboxes)."""
+    left = set()
+    for i in nodes:
+        left |= {n for n in node_docker(i, "ps", "-a", "--filter", "label=org.agentix.sandbox", "--format",
+                                        "{{.Names}}").stdout.split()}
+    return left
+
+
+def config():
+    # Reservations equal the limits: small ones, so that twelve fit on three 2-CPU nodes.
+    return ("[Backends]\nLoad=swarm\nDefault=swarm\n\n"
+            f"[Limits]\nDefaultCPUs=0.1\nDefaultMemory=256M\n\n"
+            f"[Swarm]\nHost=unix://{DIR}/node1/docker.sock\nRegistry={REGISTRY}\n")
+
+
+AGENTD = None
+
+
+def agentd():
+    global AGENTD
+    if AGENTD is None:
+        # (the build tree keeps swarm.so in a directory of its own)
+        AGENTD = Agentd("swarm", config(), env_extra={"AGENTD_BACKEND_DIR": os.environ["SWARM_BACKEND_DIR"]})
+    return AGENTD
+
+
+def prop(path, name):
+    a = agentd()
+    return str(dbus.Interface(a.conn.get_object(NAME, path), "org.freedesktop.DBus.Properties").Get(SANDBOX, name))
+
+
+def create_many(n, **config):
+    """n creates at once, each its own busctl (a D-Bus client per create, as n callers)."""
+    a = agentd()
+    results, threads = [None] * n, []
+    args = ["image", "s", BUSYBOX, "bundle", "s", bundle()]
+    for k, v in config.items():
+        args += [k, "s", v]
+
+    def one(i):
+        r = subprocess.run(["busctl", "--system", "--json=short", "--timeout=150", "call", NAME,
+                            "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager", "CreateSandbox", "a{sv}",
+                            str(len(args) // 3), *args], capture_output=True, text=True, env=a.env, timeout=200)
+        results[i] = r
+    for i in range(n):
+        t = threading.Thread(target=one, args=(i,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    out = []
+    for r in results:
+        assert r.returncode == 0, r.stderr
+        path, sid = json.loads(r.stdout)["data"]
+        out.append((path, sid))
+    return out
+
+
+def run_in(sid, *argv):
+    return subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", *argv], capture_output=True, text=True,
+                          env=agentd().env, timeout=60)
+
+
+def delete_all():
+    a = agentd()
+    for sid in a.ids():
+        a.manager().DeleteSandbox(sid, timeout=60)
+    assert not a.ids()
+    wait_until(lambda: not services(), 30, 0.2, what="no sandbox service on the manager")
+
+
+@test
+def twelve_sandboxes_land_on_all_three_nodes_and_each_answers():
+    made = create_many(12)
+    nodes = {}
+    for path, sid in made:
+        url = prop(path, "RuntimeUrl")
+        host = url.split("//")[1].split(":")[0]
+        assert host in NODE_ADDRS, url
+        nodes.setdefault(NODE_ADDRS[host], []).append(sid)
+        assert prop(path, "State") == "running"
+    assert sorted(nodes) == [1, 2, 3], nodes
+    # Each runs a call, in a container on the node its URL names.
+    for node, sids in nodes.items():
+        on_node = {n.split(".")[0] for n in node_docker(node, "ps", "--format", "{{.Names}}").stdout.split()}
+        for sid in sids:
+            assert f"agentix-{sid}" in on_node, (node, sid, on_node)
+            r = run_in(sid, "sh", "-c", "echo $((6 * 7)); cat /proc/self/status | grep CapEff")
+            assert r.returncode == 0 and r.stdout.startswith("42\n"), (r.stdout, r.stderr)
+            # Docker's default set less what the docker backend drops too.
+            assert r.stdout.split()[-1] == "00000000000004eb", r.stdout
+    # The service carries the create's limits, as reservations too, and never restarts.
+    spec = json.loads(node_docker(1, "service", "inspect", f"agentix-{made[0][1]}").stdout)[0]["Spec"]
+    res = spec["TaskTemplate"]["Resources"]
+    assert res["Limits"]["NanoCPUs"] == res["Reservations"]["NanoCPUs"] == 10 ** 8, res
+    assert res["Limits"]["MemoryBytes"] == res["Reservations"]["MemoryBytes"] == 256 << 20, res
+    assert spec["TaskTemplate"]["RestartPolicy"]["Condition"] == "none"
+    assert spec["Labels"]["org.agentix.sandbox"] == made[0][1]
+    # Its log is the runtime's, through the manager.
+    log = str(dbus.Interface(agentd().conn.get_object(NAME, made[0][0]), SANDBOX).Logs(dbus.UInt64(50), timeout=60))
+    assert "listening on port 8000" in log, log
+    delete_all()
+    wait_until(lambda: not sandbox_containers(), 60, 0.5, what="no sandbox container on any node")
+
+
+@test
+def the_bundle_reached_every_node_as_a_labelled_volume():
+    # The bundle was built (agentixctl build) after the swarm formed, and pushed to the registry.
+    a = agentd()
+    path, sid = a.create()
+    labels = set()
+    for i in (1, 2, 3):
+        vols = set(node_docker(i, "volume", "ls", "--format", "{{.Name}}").stdout.split())
+        ours = {v for v in vols if v.startswith("agentix-bundle-")}
+        assert len(ours) == 1, (i, vols)
+        labels.add(ours.pop()[len("agentix-bundle-"):])
+    assert len(labels) == 1, labels  # the same bundle everywhere
+    (tag,) = labels
+    for line in node_docker(1, "node", "ls", "-q").stdout.split():
+        node_labels = json.loads(node_docker(1, "node", "inspect", line).stdout)[0]["Spec"].get("Labels", {})
+        assert node_labels.get(f"org.agentix.bundle.{tag}") == "1", node_labels
+    # The volume is what the sandbox has at /nix, read-only.
+    r = run_in(sid, "sh", "-c", "ls /nix/runtime/bin/agentix-server && touch /nix/x")
+    assert r.returncode != 0 and "/nix/runtime/bin/agentix-server" in r.stdout, (r.stdout, r.stderr)
+    assert "Read-only" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    delete_all()
+
+
+@test
+def keys_the_swarm_cannot_honour_are_invalid_config_by_name():
+    a = agentd()
+    for key, value, word in (("runtime", "runsc", "runtime"), ("network", "none", "network"),
+                             ("network", "isolated", "network")):
+        name, message = error_name(lambda: a.create(**{key: value}))
+        assert name == f"{NAME}.InvalidConfig" and word in message, (key, name, message)
+    name, message = error_name(lambda: a.create(egress=dbus.Array(["10.0.0.0/8"], signature="s")))
+    assert name == f"{NAME}.InvalidConfig" and "egress" in message, (name, message)
+    name, message = error_name(lambda: a.create(bundle="no-such-bundle:1"))
+    assert name == f"{NAME}.BundleNotFound" and "docker push" in message, (name, message)
+    assert not services()
+
+
+@test
+def a_dead_worker_node_fails_its_sandboxes_and_the_rest_serve():
+    made = create_many(6)
+    by_node = {}
+    for path, sid in made:
+        host = prop(path, "RuntimeUrl").split("//")[1].split(":")[0]
+        by_node.setdefault(NODE_ADDRS[host], []).append((path, sid))
+    assert 3 in by_node and len(by_node) > 1, by_node
+    cluster("kill-node", "3")
+    try:
+        # Heartbeats every second (cluster.sh): the node is down in seconds, its sandboxes failed.
+        for path, sid in by_node[3]:
+            wait_until(lambda: prop(path, "State") == "failed", 60, 0.2, what=f"sandbox {sid} failed")
+        for node, pairs in by_node.items():
+            if node == 3:
+                continue
+            for path, sid in pairs:
+                assert prop(path, "State") == "running"
+                r = run_in(sid, "echo", "still here")
+                assert r.returncode == 0 and r.stdout == "still here\n", r.stderr
+        # Deleting a sandbox of the dead node works now; its container goes when the node is back.
+        delete_all()
+    finally:
+        cluster("start-node", "3")
+    wait_until(lambda: not sandbox_containers(), 90, 0.5, what="no sandbox container on any node")
+
+
+@test
+def agentd_sigkilled_mid_create_readopts_from_the_manager():
+    a = agentd()
+    path, kept = a.create()
+    # A create in flight: killed once its service exists on the manager.
+    proc = subprocess.Popen(["busctl", "--system", "--timeout=150", "call", NAME, "/org/agentix/Agentd1",
+                             "org.agentix.Agentd1.Manager", "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX,
+                             "bundle", "s", bundle()], env=a.env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_until(lambda: len(services()) >= 2, 60, 0.02, what="the second service on the manager")
+    a.kill_and_restart()
+    proc.wait(30)
+    # The finished one is adopted and answers; the half-made one is either adopted (it ran by
+    # then) or removed: the manager holds exactly what agentd lists.
+    wait_until(lambda: kept in a.ids(), 30, 0.2, what="the sandbox adopted")
+    wait_until(lambda: services() == {f"agentix-{i}" for i in a.ids()}, 60, 0.2,
+               what="the manager's services to be agentd's sandboxes")
+    r = run_in(kept, "echo", "adopted")
+    assert r.returncode == 0 and r.stdout == "adopted\n", r.stderr
+    # Removed behind agentd's back (docker service rm): it goes from agentd too.
+    node_docker(1, "service", "rm", f"agentix-{kept}")
+    wait_until(lambda: kept not in a.ids(), 30, 0.2, what="agentd to see the service removed")
+    delete_all()
+
+
+@test
+def the_python_and_typescript_examples_run_unchanged():
+    a = agentd()
+    env = dict(a.env, PYTHONPATH=os.path.join(ROOT, "client", "python"))
+    r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "python-example", "example.py")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "sum 12" in r.stdout and "DONE" in r.stdout, (r.stdout, r.stderr)
+    if not shutil.which("node") or not shutil.which("npm"):
+        print("    TypeScript example skipped: no node/npm")
+        return
+    js = os.path.join(ROOT, "client", "js")
+    b = subprocess.run(["bash", "-c", "[ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error >/dev/null;"
+                        " npx tsc -p tsconfig.json"], cwd=js, capture_output=True, text=True, timeout=600)
+    assert b.returncode == 0, b.stderr
+    r = subprocess.run(["node", os.path.join(ROOT, "examples", "js-example", "example.mjs")], capture_output=True,
+                       text=True, env=a.env, timeout=300)
+    assert r.returncode == 0 and "sum 12" in r.stdout and "tick 3" in r.stdout, (r.stdout, r.stderr)
+    assert not a.ids() and not services()
+
+
+def can_run_a_swarm():
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, dockerds)"
+    if not shutil.which("docker-registry"):
+        return "docker-registry (Debian package) is not installed"
+    r = subprocess.run(["ip", "netns", "add", "agxsw-probe"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"cannot make network namespaces: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", "agxsw-probe"], capture_output=True)
+    return None
+
+
+if __name__ == "__main__":
+    why = can_run_a_swarm()
+    if why:
+        print(f"skipped: {why}")
+        sys.exit(77)
+    try:
+        cluster("up")
+        ref = bundle()  # built now, after the swarm formed
+        cluster("push", BUSYBOX, ref)
+        main()
+    finally:
+        try:
+            if AGENTD:
+                AGENTD.stop()
+        finally:
+            cluster("down")
+            shutil.rmtree(DIR, ignore_errors=True)
+            cleanup()
