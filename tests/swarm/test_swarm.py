@@ -280,16 +280,23 @@ if __name__ == "__main__":
     if why:
         print(f"skipped: {why}")
         sys.exit(77)
+    code = 1
     try:
         cluster("up")
         ref = bundle()  # built now, after the swarm formed
         cluster("push", BUSYBOX, ref)
-        main()
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code
     finally:
         try:
-            if AGENTD:
-                AGENTD.stop()
+            # agentd stops cleanly (under ASan: with no leak) after everything above.
+            if AGENTD and AGENTD.stop() != 0:
+                print(f"FAIL agentd did not exit 0 on SIGTERM:\n{AGENTD.log_text()[-4000:]}")
+                code = 1
         finally:
             cluster("down")
             shutil.rmtree(DIR, ignore_errors=True)
             cleanup()
+    sys.exit(code)
