@@ -19,6 +19,7 @@ packages=(
         dbus-daemon python3-dbus systemd # agentd's tests: a private bus, a stock D-Bus client, systemd-analyze
         podman netavark # the podman backend's test: a real `podman system service` (runc, NOTES.md)
         runsc # gVisor, the runtime=runsc sandboxes (registered with dockerd by scripts/dockerd.sh)
+        docker-registry iproute2 # the swarm tests: a registry for the nodes, network namespaces
         chromium # the browser test (tests/interop/node/test/browser.test.js), driven by playwright-core
 )
 

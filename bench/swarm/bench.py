@@ -82,11 +82,11 @@ def burst(backend, n):
 
 def main():
     # first: the bundle is on no node yet (a fresh cluster)
-    dt, path, sid = create("swarm")
-    line(scenario="first", backend="swarm", seconds=round(dt, 3), url=url(path))
+    first, path, sid = create("swarm")
+    line(scenario="first", backend="swarm", seconds=round(first, 3), url=url(path))
     delete(sid)
-    dt2, path, sid = create("swarm")
-    line(scenario="first", backend="swarm-again", seconds=round(dt2, 3), url=url(path))
+    again, path, sid = create("swarm")
+    line(scenario="first", backend="swarm-again", seconds=round(again, 3), url=url(path))
     delete(sid)
 
     seq = {"docker": [], "swarm": []}
@@ -110,8 +110,8 @@ def main():
     sd, ss = statistics.median(seq["docker"]), statistics.median(seq["swarm"])
     print()
     print(f"{'':44}{'docker':>10}{'swarm':>10}{'swarm/docker':>14}")
-    print(f"{'first create of the bundle (s)':44}{'':>10}{dt:>10.2f}")
-    print(f"{'second create, bundle on the nodes (s)':44}{'':>10}{dt2:>10.2f}")
+    print(f"{'first create of the bundle (s)':44}{'':>10}{first:>10.2f}")
+    print(f"{'second create, bundle on the nodes (s)':44}{'':>10}{again:>10.2f}")
     print(f"{'create-to-ready median, sequential (s)':44}{sd:>10.3f}{ss:>10.3f}{ss / sd:>13.2f}x")
     pd, ps = pct(seq["docker"], 99), pct(seq["swarm"], 99)
     print(f"{'create-to-ready p99, sequential (s)':44}{pd:>10.3f}{ps:>10.3f}{ps / pd:>13.2f}x")

@@ -51,7 +51,7 @@ Default=docker
 
 [Swarm]
 Host=unix://$work/swarm/node1/docker.sock
-Registry=10.231.0.1:5000
+Registry=10.231.0.1:5055
 CONF
 GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$work/backends" STATE_DIRECTORY="$work/state" \
         AGENTIX_FIREWALL="$ROOT/policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" \

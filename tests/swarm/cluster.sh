@@ -15,7 +15,8 @@
 # host's namespace (agxswbr, 10.231.0.1/24) by a veth pair: node i is 10.231.0.1i. Each has its
 # own socket, data-root, exec-root and pidfile. Node 1 is the manager, 2 and 3 workers. The
 # host (agentd's side) reaches every node through the bridge; nothing leaves the machine. A
-# registry (Debian's docker-registry) listens on the bridge at 10.231.0.1:5000 for the nodes.
+# registry (Debian's docker-registry) listens on the bridge at 10.231.0.1:5055 for the nodes
+# (not 5000, where the docker-registry package's own service may listen).
 set -euo pipefail
 
 cmd=${1:?up or down}
@@ -24,6 +25,7 @@ NODES=3
 BRIDGE=agxswbr
 NET=10.231.0
 DOCKER=/usr/bin/docker
+REGISTRY_PORT=5055
 
 node_sock() { echo "unix://$dir/node$1/docker.sock"; }
 d() { local n=$1; shift; "$DOCKER" -H "$(node_sock "$n")" "$@"; }
@@ -60,7 +62,7 @@ start_node() { # i
         nsenter --net="/run/netns/agxsw$i" unshare --uts sh -c 'hostname "$0" && exec "$@"' "agxsw$i" \
                 dockerd --host "$(node_sock "$i")" \
                 --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
-                --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:5000" \
+                --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:$REGISTRY_PORT" \
                 >>"$dir/node$i/dockerd.log" 2>&1 &
 }
 
@@ -73,8 +75,8 @@ push() { # image…
         local image
         for image in "$@"; do
                 docker save "$image" | d 1 load -q >/dev/null
-                d 1 tag "$image" "$NET.1:5000/$image"
-                d 1 push -q "$NET.1:5000/$image" >/dev/null
+                d 1 tag "$image" "$NET.1:$REGISTRY_PORT/$image"
+                d 1 push -q "$NET.1:$REGISTRY_PORT/$image" >/dev/null
         done
 }
 
@@ -107,7 +109,7 @@ storage:
   delete:
     enabled: true
 http:
-  addr: $NET.1:5000
+  addr: $NET.1:$REGISTRY_PORT
 REG
         docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
         echo $! >"$dir/registry.pid"
@@ -123,7 +125,7 @@ REG
         done
         cat >"$dir/env" <<ENV
 SWARM_MANAGER=$(node_sock 1)
-SWARM_REGISTRY=$NET.1:5000
+SWARM_REGISTRY=$NET.1:$REGISTRY_PORT
 SWARM_NODES="$(for i in $(seq $NODES); do printf '%s ' "$(node_sock "$i")"; done)"
 ENV
 }

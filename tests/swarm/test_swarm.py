@@ -26,7 +26,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CLUSTER = os.path.join(HERE, "cluster.sh")
 DIR = tempfile.mkdtemp(prefix="agentix-swarm-", dir="/tmp")
 NODE_ADDRS = {"10.231.0.11": 1, "10.231.0.12": 2, "10.231.0.13": 3}
-REGISTRY = "10.231.0.1:5000"
+REGISTRY = "10.231.0.1:5055"
 NAME = "org.agentix.Agentd1"
 
 
