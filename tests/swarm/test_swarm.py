@@ -244,6 +244,52 @@ def agentd_sigkilled_mid_create_readopts_from_the_manager():
 
 
 @test
+def the_demos_calls_run_unchanged():
+    # scripts/demo.sh's python-socketio client and its agentixctl call, on a swarm sandbox.
+    a = agentd()
+    path, sid = a.create(env=dbus.Dictionary({"GREETING": "hello"}, signature="ss"))
+    url, token = map(str, a.manager().GetRuntimeAccess(sid))
+    assert url.split("//")[1].split(":")[0] in NODE_ADDRS, url
+    r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "demo-client.py"), url, token, "/tmp"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '"exit_code": 3' in r.stdout and "tick 3" in r.stdout and "2nd line" in r.stdout, r.stdout
+    assert "call:error" in r.stdout.split("nosuch::fn")[1], r.stdout
+    r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "call", "example::greet", '["agentix"]'],
+                       capture_output=True, text=True, env=a.env, timeout=60)
+    assert r.returncode == 0 and "agentix" in r.stdout, (r.stdout, r.stderr)
+    delete_all()
+
+
+@test
+def ttl_and_owner_checks_hold_on_the_swarm():
+    a = agentd()
+    path, sid = a.create(ttl=dbus.UInt64(2))
+    wait_until(lambda: sid not in a.ids(), 30, 0.2, what="the sandbox to expire")
+    wait_until(lambda: f"agentix-{sid}" not in services(), 30, 0.2, what="its service removed")
+    # Another user cannot see or delete a root's sandbox (agentd's own checks, any backend).
+    path, sid = a.create()
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "busctl", "--system",
+                        "call", NAME, "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager", "DeleteSandbox", "s", sid],
+                       capture_output=True, text=True, env=a.env, timeout=30)
+    assert r.returncode != 0 and sid in a.ids(), (r.stdout, r.stderr)
+    delete_all()
+
+
+@test
+def a_docker_that_is_no_swarm_manager_fails_at_load_with_why():
+    # Node 2 is a worker: its Engine API answers, but it cannot run services.
+    bad = Agentd("swarm-worker", config().replace("node1/docker.sock", "node2/docker.sock"),
+                 env_extra={"AGENTD_BACKEND_DIR": os.environ["SWARM_BACKEND_DIR"]}, wait=False)
+    try:
+        bad.agentd.wait(30)
+        text = bad.log_text()
+        assert bad.agentd.returncode != 0 and "no swarm manager" in text and "node2" in text, text
+    finally:
+        bad.stop()
+
+
+@test
 def the_python_and_typescript_examples_run_unchanged():
     a = agentd()
     env = dict(a.env, PYTHONPATH=os.path.join(ROOT, "client", "python"))
