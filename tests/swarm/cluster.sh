@@ -16,7 +16,9 @@
 # own socket, data-root, exec-root and pidfile. Node 1 is the manager, 2 and 3 workers. The
 # host (agentd's side) reaches every node through the bridge; nothing leaves the machine. A
 # registry (Debian's docker-registry) listens on the bridge at 10.231.0.1:5055 for the nodes
-# (not 5000, where the docker-registry package's own service may listen).
+# (not 5000, where the docker-registry package's own service may listen). Node 1 also serves
+# its Engine API on tcp://10.231.0.11:2376 with TLS both ways (a CA and certificates made by
+# openssl in DIR/tls; DIR/tls/client is what SWARM_CERT_PATH names).
 set -euo pipefail
 
 cmd=${1:?up or down}
@@ -26,6 +28,7 @@ BRIDGE=agxswbr
 NET=10.231.0
 DOCKER=/usr/bin/docker
 REGISTRY_PORT=5055
+TLS_PORT=2376
 
 node_sock() { echo "unix://$dir/node$1/docker.sock"; }
 d() { local n=$1; shift; "$DOCKER" -H "$(node_sock "$n")" "$@"; }
@@ -55,12 +58,33 @@ down() {
         rm -rf "$dir"
 }
 
+# TLS for the manager's Engine API on TCP, as an operator runs it: a CA, a server certificate
+# for node 1's address, a client certificate for agentd (DIR/tls/client: ca.pem cert.pem key.pem,
+# what SWARM_CERT_PATH names).
+make_tls() {
+        local t=$dir/tls
+        mkdir -p "$t/client"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=agentix-test-ca -keyout "$t/ca-key.pem" \
+                -out "$t/ca.pem" 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj /CN=agxsw1 -keyout "$t/server-key.pem" -out "$t/server.csr" 2>/dev/null
+        openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial -days 2 \
+                -extfile <(printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "$NET.11") \
+                -out "$t/server.pem" 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj /CN=agentd -keyout "$t/client/key.pem" -out "$t/client.csr" 2>/dev/null
+        openssl x509 -req -in "$t/client.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial -days 2 \
+                -extfile <(printf 'extendedKeyUsage=clientAuth\n') -out "$t/client/cert.pem" 2>/dev/null
+        cp "$t/ca.pem" "$t/client/ca.pem"
+}
+
 start_node() { # i
-        local i=$1
+        local i=$1 tls=()
+        # Node 1 (the manager) also serves its Engine API on TCP, with TLS both ways.
+        [ "$i" = 1 ] && tls=(--host "tcp://$NET.11:$TLS_PORT" --tlsverify --tlscacert "$dir/tls/ca.pem"
+                             --tlscert "$dir/tls/server.pem" --tlskey "$dir/tls/server-key.pem")
         # nsenter, not `ip netns exec`: that one mounts a new /sys, which hides the cgroup
         # hierarchies dockerd needs.
         nsenter --net="/run/netns/agxsw$i" unshare --uts sh -c 'hostname "$0" && exec "$@"' "agxsw$i" \
-                dockerd --host "$(node_sock "$i")" \
+                dockerd --host "$(node_sock "$i")" "${tls[@]}" \
                 --data-root "$dir/node$i/data" --exec-root "$dir/node$i/exec" \
                 --pidfile "$dir/node$i/docker.pid" --insecure-registry "$NET.1:$REGISTRY_PORT" \
                 >>"$dir/node$i/dockerd.log" 2>&1 &
@@ -88,6 +112,7 @@ up() {
         # Bridged frames pass the host's iptables (br_netfilter), whose FORWARD policy the
         # host's dockerd set to DROP: let the nodes talk to each other.
         iptables -I FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+        make_tls
         for i in $(seq $NODES); do
                 ns=agxsw$i
                 mkdir -p "$dir/node$i"
@@ -126,6 +151,8 @@ REG
         cat >"$dir/env" <<ENV
 SWARM_MANAGER=$(node_sock 1)
 SWARM_REGISTRY=$NET.1:$REGISTRY_PORT
+SWARM_MANAGER_TLS=tcp://$NET.11:$TLS_PORT
+SWARM_CERT_PATH=$dir/tls/client
 SWARM_NODES="$(for i in $(seq $NODES); do printf '%s ' "$(node_sock "$i")"; done)"
 ENV
 }

@@ -290,6 +290,61 @@ def a_docker_that_is_no_swarm_manager_fails_at_load_with_why():
 
 
 @test
+def the_manager_over_tcp_with_tls_both_ways():
+    # cluster.sh serves node 1's Engine API on tcp://10.231.0.11:2376 with --tlsverify.
+    tls = config().replace(f"unix://{DIR}/node1/docker.sock", "tcp://10.231.0.11:2376")
+    backend_dir = {"AGENTD_BACKEND_DIR": os.environ["SWARM_BACKEND_DIR"]}
+    # Without a client certificate: refused at load, saying where.
+    bad = Agentd("swarm-no-cert", tls, env_extra=backend_dir, wait=False)
+    try:
+        bad.agentd.wait(30)
+        text = bad.log_text()
+        assert bad.agentd.returncode != 0 and "tcp://10.231.0.11:2376" in text, text
+    finally:
+        bad.stop()
+    good = Agentd("swarm-tls", tls + f"CertPath={DIR}/tls/client\n", env_extra=backend_dir)
+    try:
+        path, sid = good.manager().CreateSandbox(dbus.Dictionary({"image": BUSYBOX, "bundle": bundle()},
+                                                                 signature="sv"), timeout=120)
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "echo", "over tls"], capture_output=True,
+                           text=True, env=good.env, timeout=60)
+        assert r.returncode == 0 and r.stdout == "over tls\n", r.stderr
+        good.manager().DeleteSandbox(sid, timeout=60)
+        assert f"agentix-{sid}" not in services()
+    finally:
+        assert good.stop() == 0, good.log_text()
+
+
+@test
+def a_sandbox_on_a_swarm_overlay_network_reaches_another_by_its_address():
+    node_docker(1, "network", "create", "-d", "overlay", "--attachable", "agx-overlay")
+    try:
+        made = create_many(2, network="agx-overlay")
+        (pa, a_id), (pb, b_id) = made
+        # Each has an address on the overlay (10.0.x.x, VXLAN between the nodes) and the runtime's
+        # port on its node still.
+        r = run_in(b_id, "sh", "-c", "ip -4 -o addr show | awk '{print $4}'")
+        assert r.returncode == 0, r.stderr
+        b_addrs = [x.split("/")[0] for x in r.stdout.split() if not x.startswith("127.")]
+        spec = json.loads(node_docker(1, "service", "inspect", f"agentix-{a_id}").stdout)[0]["Spec"]
+        assert [n["Target"] for n in spec["TaskTemplate"]["Networks"]] != [], spec
+        subnet = json.loads(node_docker(1, "network", "inspect", "agx-overlay").stdout)[0]["IPAM"]["Config"][0]["Subnet"]
+        prefix = subnet.split("/")[0].rsplit(".", 2)[0] + "."  # a /24 at most: 10.0.1.
+        overlay = [x for x in b_addrs if x.startswith(prefix)]
+        assert overlay, (subnet, b_addrs)
+        hosts = {prop(p, "RuntimeUrl").split("//")[1].split(":")[0] for p in (pa, pb)}
+        assert len(hosts) == 2, hosts  # the swarm spreads them: two nodes, VXLAN between
+        # a asks b's runtime for /health over the overlay (VXLAN when they are on two nodes).
+        r = run_in(a_id, "sh", "-c", f"printf 'GET /health HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {overlay[0]} 8000")
+        assert r.returncode == 0 and " 200 " in r.stdout.split("\n")[0], (hosts, overlay, r.stdout, r.stderr)
+        delete_all()
+    finally:
+        delete_all()
+        wait_until(lambda: node_docker(1, "network", "rm", "agx-overlay", check=False).returncode == 0, 30, 0.5,
+                   what="the overlay network removed")
+
+
+@test
 def the_python_and_typescript_examples_run_unchanged():
     a = agentd()
     env = dict(a.env, PYTHONPATH=os.path.join(ROOT, "client", "python"))
