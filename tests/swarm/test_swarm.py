@@ -84,8 +84,8 @@ def create_many(n, **config):
     """n creates at once, each its own busctl (a D-Bus client per create, as n callers)."""
     a = agentd()
     results, threads = [None] * n, []
-    args = ["image", "s", BUSYBOX, "bundle", "s", bundle()]
-    for k, v in config.items():
+    args = []
+    for k, v in dict({"image": BUSYBOX, "bundle": bundle()}, **config).items():
         args += [k, "s", v]
 
     def one(i):
@@ -174,6 +174,32 @@ def the_bundle_reached_every_node_as_a_labelled_volume():
     r = run_in(sid, "sh", "-c", "ls /nix/runtime/bin/agentix-server && touch /nix/x")
     assert r.returncode != 0 and "/nix/runtime/bin/agentix-server" in r.stdout, (r.stdout, r.stderr)
     assert "Read-only" in r.stdout + r.stderr, (r.stdout, r.stderr)
+    delete_all()
+
+
+@test
+def a_bundle_built_while_sandboxes_run_reaches_every_node_too():
+    a = agentd()
+    _, old = a.create()
+    # A second bundle, built now (bash and the runtime, no git), pushed, then created from.
+    src = tempfile.mkdtemp(prefix="bundle2-", dir=WORK)
+    with open(os.path.join(src, "agentix-bundle.conf"), "w") as f:
+        f.write("[Bundle]\nName=swarm-test-bundle\nVersion=2\n\n[Tools]\nPackages=bash\n")
+    r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), src],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    cluster("push", "swarm-test-bundle:2")
+    before = {i: {v for v in node_docker(i, "volume", "ls", "-q").stdout.split() if v.startswith("agentix-bundle-")}
+              for i in (1, 2, 3)}
+    made = create_many(3, bundle="swarm-test-bundle:2")
+    for i in (1, 2, 3):
+        now = {v for v in node_docker(i, "volume", "ls", "-q").stdout.split() if v.startswith("agentix-bundle-")}
+        assert len(now - before[i]) == 1 and before[i] <= now, (i, before[i], now)
+    for _, sid in made:
+        r = run_in(sid, "sh", "-c", "bash -c 'echo $BASH_VERSION' && command -v git || echo no-git")
+        assert r.returncode == 0 and r.stdout.split()[-1] == "no-git", (r.stdout, r.stderr)
+    r = run_in(old, "git", "--version")  # the first bundle's sandbox kept its own /nix
+    assert r.returncode == 0 and "git version" in r.stdout, (r.stdout, r.stderr)
     delete_all()
 
 
