@@ -170,6 +170,14 @@ def the_bundle_reached_every_node_as_a_labelled_volume():
     for line in node_docker(1, "node", "ls", "-q").stdout.split():
         node_labels = json.loads(node_docker(1, "node", "inspect", line).stdout)[0]["Spec"].get("Labels", {})
         assert node_labels.get(f"org.agentix.bundle.{tag}") == "1", node_labels
+    # A node without the label (as one that joined after the fill) gets the bundle from a fill
+    # in the background at the next create, which does not wait for it.
+    node2 = json.loads(node_docker(1, "node", "inspect", "agxsw2").stdout)[0]["ID"]
+    node_docker(1, "node", "update", "--label-rm", f"org.agentix.bundle.{tag}", node2)
+    _, other = a.create()
+    wait_until(lambda: json.loads(node_docker(1, "node", "inspect", node2).stdout)[0]["Spec"].get("Labels", {})
+               .get(f"org.agentix.bundle.{tag}") == "1", 60, 0.2, what="node 2 labelled again")
+    a.manager().DeleteSandbox(other, timeout=60)
     # The volume is what the sandbox has at /nix, read-only.
     r = run_in(sid, "sh", "-c", "ls /nix/runtime/bin/agentix-server && touch /nix/x")
     assert r.returncode != 0 and "/nix/runtime/bin/agentix-server" in r.stdout, (r.stdout, r.stderr)

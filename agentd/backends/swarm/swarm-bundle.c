@@ -9,8 +9,9 @@
  *
  * A sandbox's service mounts that volume with a placement constraint on the label: no task can
  * land on a node whose volume would be empty (Docker makes a missing volume, empty). A create
- * waits for a fill only when no ready node has the bundle; nodes that joined later get it
- * from a fill in the background, at most once a minute per bundle. */
+ * waits for a fill only when no ready node has the bundle; a node without it (one that joined
+ * later) gets it from a fill in the background. A node where a fill failed (another
+ * architecture, no way to the registry) is tried again at most once a minute. */
 #include "log.h"
 #include "strv.h"
 #include "swarm-backend.h"
@@ -18,6 +19,7 @@
 #define FILL_POLL_USEC (200ULL * 1000)
 #define FILL_TIMEOUT_USEC (300ULL * 1000 * 1000) /* pulling a large bundle on a slow link */
 #define REFILL_AFTER_USEC (60ULL * 1000 * 1000)
+#define TASKS_APPEAR_USEC (10ULL * 1000 * 1000)   /* a global job's tasks, one per node, appear by then */
 #define BUNDLE_SERVER "/nix/runtime/bin/agentix-server"
 
 typedef enum FillStep {
@@ -45,9 +47,10 @@ struct SwarmFill {
         FillStep step;
         DockerRequest *request;
         sd_event_source *timer;
-        uint64_t deadline, finished_at;
+        uint64_t started, deadline, finished_at;
         unsigned ready_nodes;     /* ready, active nodes when the fill began: tasks to wait for */
         char **completed;         /* nodes whose task completed: to label */
+        char **failed;            /* nodes whose task did not, at the last fill */
         size_t labelled;          /* of those, done */
         unsigned n_labelled;      /* labels in place */
         char *error;              /* why no node got it */
@@ -73,6 +76,7 @@ static void fill_free(SwarmFill *f) {
         docker_request_cancel(f->request);
         sd_event_source_disable_unref(f->timer);
         strv_free(f->completed);
+        strv_free(f->failed);
         free(f->ref);
         free(f->digest);
         free(f->error);
@@ -234,7 +238,11 @@ static void on_tasks(SwarmFill *f, json_t *tasks) {
                         ended++;
         }
         (void) sd_event_now(f->backend->event, CLOCK_MONOTONIC, &now);
-        if ((ended < json_array_size(tasks) || json_array_size(tasks) < f->ready_nodes) && now < f->deadline) {
+        /* Every task ended; and one per node, unless a node went meanwhile (after a while, the
+         * tasks there are all there will be). */
+        if ((ended < json_array_size(tasks) ||
+             (json_array_size(tasks) < f->ready_nodes && now < f->started + TASKS_APPEAR_USEC)) &&
+            now < f->deadline) {
                 poll_tasks(f);
                 return;
         }
@@ -248,7 +256,11 @@ static void on_tasks(SwarmFill *f, json_t *tasks) {
                                 fill_fail(f, "out of memory");
                                 return;
                         }
-                } else if (!f->error) {
+                } else if (node && strv_extend(&f->failed, node) < 0) {
+                        fill_fail(f, "out of memory");
+                        return;
+                }
+                if (!streq(state, "complete") && !f->error) {
                         const char *err = json_string_value(json_object_get(st, "Err"));
                         /* The job's command not found: the image holds no runtime at /nix. */
                         if (asprintf(&f->error, "on node %s the job that fills its volume %s%s%s%s", node ?: "?",
@@ -349,9 +361,10 @@ static void fill_start(SwarmFill *f, unsigned ready_nodes) {
         f->labelled = 0;
         f->n_labelled = 0;
         f->completed = strv_free(f->completed);
+        f->failed = strv_free(f->failed);
         f->error = mfree(f->error);
-        (void) sd_event_now(f->backend->event, CLOCK_MONOTONIC, &f->deadline);
-        f->deadline += FILL_TIMEOUT_USEC;
+        (void) sd_event_now(f->backend->event, CLOCK_MONOTONIC, &f->started);
+        f->deadline = f->started + FILL_TIMEOUT_USEC;
         log_info("Putting bundle %s on the swarm's nodes (volume %s).", f->ref, f->volume);
         create_job(f);
 }
@@ -390,7 +403,7 @@ static bool node_usable(json_t *node) {
 static void on_nodes(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         _cleanup_free_ Check *c = userdata;
         SwarmFill *f = c->fill;
-        unsigned have = 0, lack = 0;
+        unsigned have = 0, lack = 0, new_lack = 0; /* new: not among the last fill's failures */
         uint64_t now;
         size_t i;
         json_t *n;
@@ -408,12 +421,15 @@ static void on_nodes(DockerClient *d, int status, json_t *body, const char *erro
                 if (streq_ptr(json_string_value(json_object_get(json_object_get(json_object_get(n, "Spec"), "Labels"),
                                                                 f->label)), "1"))
                         have++;
-                else
+                else {
                         lack++;
+                        if (!strv_contains(f->failed, json_string_value(json_object_get(n, "ID")) ?: ""))
+                                new_lack++;
+                }
         }
         if (lack > 0 && !f->running) {
                 (void) sd_event_now(f->backend->event, CLOCK_MONOTONIC, &now);
-                if (have == 0 || f->finished_at == 0 || now - f->finished_at >= REFILL_AFTER_USEC)
+                if (have == 0 || new_lack > 0 || f->finished_at == 0 || now - f->finished_at >= REFILL_AFTER_USEC)
                         fill_start(f, have + lack);
         }
         if (have > 0) {
