@@ -51,6 +51,8 @@ struct AgentdJob {
         unsigned probes;
         const char *error_name;
         char *error_message;
+        /* when each stage ended (CLOCK_MONOTONIC), for the debug line of a create that worked */
+        uint64_t t_begin, t_resolved, t_bundle, t_service, t_running;
 };
 
 static void job_free(SwarmCreate *j) {
@@ -85,6 +87,17 @@ static void job_finish(SwarmCreate *j) {
         agentd_made_t made = j->made;
         void *userdata = j->userdata;
 
+        if (!j->error_name && j->t_running) {
+                uint64_t end = now_usec();
+                log_debug("Sandbox %s ready on the swarm in %llu ms: registry %llu, bundle on nodes %llu, service "
+                          "%llu, task running %llu, /health %llu.", j->spec->id,
+                          (unsigned long long) (end - j->t_begin) / 1000,
+                          (unsigned long long) (j->t_resolved - j->t_begin) / 1000,
+                          (unsigned long long) (j->t_bundle - j->t_resolved) / 1000,
+                          (unsigned long long) (j->t_service - j->t_bundle) / 1000,
+                          (unsigned long long) (j->t_running - j->t_service) / 1000,
+                          (unsigned long long) (end - j->t_running) / 1000);
+        }
         made(userdata, j->error_name ? NULL : &place, j->error_name, j->error_message);
         job_free(j);
 }
@@ -468,6 +481,7 @@ static void on_task(SwarmCreate *j, json_t *tasks) {
 static void on_node(SwarmCreate *j, json_t *node) {
         const char *addr = json_string_value(json_object_get(json_object_get(node, "Status"), "Addr"));
 
+        j->t_running = now_usec();
         if (!addr || !addr[0] || streq(addr, "0.0.0.0"))
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Swarm node %s has no address agentd can reach", j->node_id);
         if (asprintf(&j->runtime_url, "http://%s:%u", addr, j->port) < 0) {
@@ -498,6 +512,7 @@ static void on_bundle_ready(void *userdata, const char *error_name, const char *
 
         if (error_name)
                 FAIL(j, error_name, "%s", message);
+        j->t_bundle = now_usec();
         create_service(j);
 }
 
@@ -530,6 +545,7 @@ static void on_resolved(SwarmBackend *b, int status, const char *digest, const c
         }
         if (!(j->image_digest = strdup(digest)))
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
+        j->t_resolved = now_usec();
         j->step = STEP_BUNDLE;
         r = swarm_bundle_ensure(b, j->bundle_ref, j->bundle_digest, on_bundle_ready, j, &j->request);
         if (r < 0)
@@ -554,8 +570,8 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 j->service_id = strdup(json_string_value(json_object_get(body, "ID")));
                 if (!j->service_id)
                         FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
-                (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &j->deadline);
-                j->deadline += START_TIMEOUT_USEC;
+                j->t_service = now_usec();
+                j->deadline = j->t_service + START_TIMEOUT_USEC;
                 look_at_task(j);
                 return;
         case STEP_TASK:
@@ -590,6 +606,7 @@ int swarm_create(SwarmBackend *b, const AgentdSandboxSpec *spec, agentd_made_t m
         *j = (SwarmCreate) { .backend = b, .spec = spec, .made = made, .userdata = userdata,
                              .step = STEP_RESOLVE_BUNDLE };
         *ret_job = j;
+        j->t_begin = now_usec();
         /* What a swarm service cannot do, named before anything is made. */
         if (spec->egress) {
                 job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': the swarm backend has no egress lists "
