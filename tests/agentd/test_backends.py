@@ -60,6 +60,8 @@ def agentd_conf_and_its_drop_ins_are_read_and_a_bad_one_is_one_clear_line():
                  f"MaxMemory={host >> 30}G" if host % (1 << 30) == 0 else ""}
     assert max_memory and max_memory[0] in spellings, (host, lines)
     assert "MaxMemory=infinity" in show_config("[Limits]\nMaxMemory=infinity\n").stdout.splitlines()
+    swarm = show_config("[Swarm]\nHost=tcp://10.0.0.1:2376\nCertPath=/etc/agentix/tls\nRegistry=reg:5000\n").stdout
+    assert "[Swarm]\nHost=tcp://10.0.0.1:2376\nCertPath=/etc/agentix/tls\nRegistry=reg:5000" in swarm, swarm
     cases = [
         ("[Sandboxes]\nMaxSandbox=3\n", "agentd.conf:2: unknown key MaxSandbox= in [Sandboxes]"),
         ("[Limit]\nDefaultPids=64\n", "agentd.conf:2: unknown section [Limit]"),
@@ -71,6 +73,10 @@ def agentd_conf_and_its_drop_ins_are_read_and_a_bad_one_is_one_clear_line():
         ("[Backends]\nLoad=docker\nDefault=podman\n", "Default= names a backend that Load= does not load"),
         ("[Backends]\nLoad=../evil\n", "'../evil' is not a backend name"),
         ("[Docker]\nSocket=docker.sock\n", "Socket=docker.sock is not an absolute path"),
+        ("[Swarm]\nHost=manager:2376\n", "Host=manager:2376 is not unix:///PATH or tcp://HOST:PORT"),
+        ("[Swarm]\nCertPath=tls\n", "CertPath=tls is not an absolute path"),
+        ("[Swarm]\nRegistry=reg/x\n", "Registry=reg/x is not a registry's HOST[:PORT]"),
+        ("[Swarm]\nPort=1\n", "unknown key Port= in [Swarm] (Host, CertPath, Registry)"),
         ("Key=1\n", "Key= comes before any [Section]"),
     ]
     for text, expected in cases:
