@@ -257,7 +257,7 @@ static json_t *env_json(const AgentdSandboxSpec *s) {
 static json_t *service_json(SwarmCreate *j) {
         const AgentdSandboxSpec *s = j->spec;
         _cleanup_free_ char *image = NULL, *constraint = NULL;
-        char label[64], volume[64];
+        char label[64], volume[64], name[64];
         json_t *svc, *container, *mounts, *placement;
 
         swarm_bundle_names(j->bundle_digest, label, volume);
@@ -297,9 +297,10 @@ static json_t *service_json(SwarmCreate *j) {
                 json_object_set_new(placement, "Platforms",
                                     json_pack("[{s:s, s:s}]", "OS", os ?: "linux", "Architecture", arch ? arch + 1 : ""));
         }
+        snprintf(name, sizeof(name), SWARM_SERVICE_PREFIX "%s", s->id);
         svc = json_pack("{s:s, s:o, s:{s:o, s:{s:{s:I, s:I, s:I}, s:{s:I, s:I}}, s:{s:s}, s:o}, "
                         "s:{s:{s:i}}, s:{s:s, s:[{s:s, s:i, s:s}]}}",
-                        "Name", "",
+                        "Name", name,
                         "Labels", labels_json(s, j->bundle_digest),
                         "TaskTemplate",
                         "ContainerSpec", container,
@@ -313,14 +314,7 @@ static json_t *service_json(SwarmCreate *j) {
                         /* dnsrr: no virtual IP, which needs IPVS */
                         "EndpointSpec", "Mode", "dnsrr", "Ports", "Protocol", "tcp", "TargetPort", SWARM_RUNTIME_PORT,
                         "PublishMode", "host");
-        if (!svc)
-                return NULL;
-        {
-                char name[64];
-                snprintf(name, sizeof(name), SWARM_SERVICE_PREFIX "%s", s->id);
-                json_object_set_new(svc, "Name", json_string(name));
-        }
-        if (s->network)
+        if (svc && s->network)
                 json_object_set_new(json_object_get(svc, "TaskTemplate"), "Networks",
                                     json_pack("[{s:s}]", "Target", s->network));
         return svc;
