@@ -68,6 +68,11 @@ struct AgentdBackend {
         char *registry;           /* $SWARM_REGISTRY, or NULL */
         char *default_runtime;    /* the manager's DefaultRuntime: the only one services get */
         SwarmFill *fills;         /* bundles being (or lately) put on the nodes */
+        struct SwarmDigest {      /* registry digests lately asked for (swarm-registry.c) */
+                char *ref, *digest;
+                uint64_t at;      /* CLOCK_MONOTONIC µs; 0: never fresh */
+        } *digests;
+        size_t n_digests;
         /* the watch */
         agentd_event_t on_event;
         void *event_userdata;
@@ -108,13 +113,16 @@ void swarm_bundle_names(const char *digest, char label[static 64], char volume[s
 int swarm_create(SwarmBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
                  SwarmCreate **ret_job);
 void swarm_cancel(SwarmCreate *j);
-/* An image name as the nodes pull it: with $SWARM_REGISTRY/ in front when it names no registry
- * (malloc'ed). */
+
+/* swarm-registry.c: an image name as the nodes pull it, with $SWARM_REGISTRY/ in front when it
+ * names no registry (malloc'ed). */
 char *swarm_image_ref(SwarmBackend *b, const char *name);
-/* GET /distribution/REF/json: the manager asks the registry; digest (sha256:…) or an error. */
+/* REF's digest (sha256:…) or an error (status: HTTP, or a negative errno). done() may run
+ * before swarm_resolve() returns (a digest asked for within the last 2 s; *ret is then NULL). */
 typedef void (*swarm_resolved_t)(SwarmBackend *b, int status, const char *digest, const char *message,
                                  void *userdata);
 int swarm_resolve(SwarmBackend *b, const char *ref, swarm_resolved_t done, void *userdata, DockerRequest **ret);
+void swarm_digests_free(SwarmBackend *b);
 
 /* swarm-watch.c */
 int swarm_adopt(SwarmBackend *b, agentd_found_t found, void (*done)(void *userdata, int error), void *userdata);

@@ -10,7 +10,9 @@
 #include "swarm-backend.h"
 
 #define SERVER_PATH "/nix/runtime/bin/agentix-server"
-#define TASK_POLL_USEC (100ULL * 1000)
+#define TASK_POLL_FAST_USEC (50ULL * 1000)      /* while a task usually gets going */
+#define TASK_POLL_FAST_FOR_USEC (3ULL * 1000 * 1000)
+#define TASK_POLL_USEC (250ULL * 1000)          /* then (a node pulling a large image) */
 #define HEALTH_INTERVAL_USEC (20ULL * 1000)
 #define HEALTH_CHECK_EVERY 25      /* probes between looks at whether the task still runs */
 #define START_TIMEOUT_USEC (120ULL * 1000 * 1000) /* from the service's making: a node may pull the image */
@@ -153,59 +155,6 @@ static void job_fail_manager(SwarmCreate *j, const char *what, int status, json_
                 job_fail(__VA_ARGS__);          \
                 return;                         \
         } while (0)
-
-/* ---- names and the registry -------------------------------------------------------------- */
-
-char *swarm_image_ref(SwarmBackend *b, const char *name) {
-        const char *slash = strchr(name, '/');
-        size_t first = slash ? (size_t) (slash - name) : 0;
-        char *ref;
-
-        /* Docker's rule: a first component with a dot or a colon, or localhost, is a registry. */
-        if (!b->registry || (slash && (memchr(name, '.', first) || memchr(name, ':', first) ||
-                                       (first == 9 && strneq(name, "localhost", 9)))))
-                return strdup(name);
-        if (asprintf(&ref, "%s/%s", b->registry, name) < 0)
-                return NULL;
-        return ref;
-}
-
-typedef struct Resolve {
-        swarm_resolved_t done;
-        void *userdata;
-        SwarmBackend *backend;
-} Resolve;
-
-static void on_distribution(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
-        _cleanup_free_ Resolve *r = userdata;
-        const char *digest = json_string_value(json_object_get(json_object_get(body, "Descriptor"), "digest"));
-        char buf[128];
-
-        if (status == 200 && digest && startswith(digest, "sha256:"))
-                r->done(r->backend, 200, digest, NULL, r->userdata);
-        else
-                r->done(r->backend, status == 200 ? -EPROTO : status, NULL,
-                        status == 200 ? "the registry gave no digest" : docker_error_message(status, body, error, buf, sizeof(buf)),
-                        r->userdata);
-}
-
-int swarm_resolve(SwarmBackend *b, const char *ref, swarm_resolved_t done, void *userdata, DockerRequest **ret) {
-        _cleanup_free_ char *escaped = docker_escape(ref), *path = NULL;
-        Resolve *r = calloc(1, sizeof(*r));
-        int k;
-
-        if (!r || !escaped || asprintf(&path, "/distribution/%s/json", escaped) < 0) {
-                free(r);
-                return -ENOMEM;
-        }
-        *r = (Resolve) { .done = done, .userdata = userdata, .backend = b };
-        k = docker_request(b->manager, "GET", path, NULL, 0, on_distribution, r, ret);
-        if (k < 0)
-                free(r);
-        else
-                docker_request_set_destroy(*ret, free);
-        return k;
-}
 
 /* ---- the service ------------------------------------------------------------------------- */
 
@@ -465,7 +414,9 @@ static void on_task(SwarmCreate *j, json_t *tasks) {
         if (past_deadline(j))
                 FAIL(j, AGENTD_ERROR_START_FAILED, "The sandbox's swarm task was still %s after %llu s%s%s", state,
                      START_TIMEOUT_USEC / 1000000, j->task_error ? ": " : "", j->task_error ?: "");
-        if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC, TASK_POLL_USEC, 10 * 1000,
+        if (sd_event_add_time_relative(j->backend->event, &j->timer, CLOCK_MONOTONIC,
+                                       now_usec() - j->t_service < TASK_POLL_FAST_FOR_USEC ? TASK_POLL_FAST_USEC
+                                                                                          : TASK_POLL_USEC, 5 * 1000,
                                        on_task_timer, j) < 0)
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
 }

@@ -90,6 +90,7 @@ static void swarm_free(SwarmBackend *b) {
                 return;
         swarm_watch_stop(b);
         swarm_bundle_free_all(b);
+        swarm_digests_free(b);
         docker_client_free(b->manager);
         curl_event_free(b->probes);
         sd_event_unref(b->event);
