@@ -157,6 +157,20 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         deliver(r, (int) status, NULL);
 }
 
+/* Where the daemon is and how to reach it: the part of every request that is the client's. */
+static void setup_transport(DockerClient *d, CURL *easy) {
+        if (d->unix_path)
+                curl_easy_setopt(easy, CURLOPT_UNIX_SOCKET_PATH, d->unix_path);
+        else
+                curl_easy_setopt(easy, CURLOPT_NOPROXY, "*"); /* the Engine API is never proxied */
+        if (d->tls_ca) {
+                curl_easy_setopt(easy, CURLOPT_CAINFO, d->tls_ca);
+                curl_easy_setopt(easy, CURLOPT_SSLCERT, d->tls_cert);
+                curl_easy_setopt(easy, CURLOPT_SSLKEY, d->tls_key);
+        }
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+}
+
 static int request_start(DockerRequest *r) {
         DockerClient *d = r->client;
         char url[4096];
@@ -170,21 +184,12 @@ static int request_start(DockerRequest *r) {
         r->headers = curl_slist_append(NULL, "Content-Type: application/json");
         if (!r->headers)
                 return -ENOMEM;
-        if (d->unix_path)
-                curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->unix_path);
-        else
-                curl_easy_setopt(r->easy, CURLOPT_NOPROXY, "*"); /* the Engine API is never proxied */
-        if (d->tls_ca) {
-                curl_easy_setopt(r->easy, CURLOPT_CAINFO, d->tls_ca);
-                curl_easy_setopt(r->easy, CURLOPT_SSLCERT, d->tls_cert);
-                curl_easy_setopt(r->easy, CURLOPT_SSLKEY, d->tls_key);
-        }
+        setup_transport(d, r->easy);
         curl_easy_setopt(r->easy, CURLOPT_URL, url);
         curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
         curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
         curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
-        curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
         if (!r->on_line)
                 curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, (long) (r->timeout_usec / 1000));
         curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, (long) MIN(r->timeout_usec / 1000, 10000ULL));
@@ -365,6 +370,43 @@ int docker_request_raw(DockerClient *d, const char *path, docker_raw_t reply, vo
         return request_new(d, "GET", path, NULL, 0, NULL, NULL, reply, userdata, ret);
 }
 
+static size_t collect(char *data, size_t size, size_t n, void *userdata) {
+        Buffer *b = userdata;
+
+        if (b->len + size * n > MAX_ANSWER || buffer_append(b, data, size * n) < 0)
+                return 0;
+        return size * n;
+}
+
+int docker_get_blocking(DockerClient *d, const char *path, json_t **ret, char **ret_error) {
+        _cleanup_buffer_ Buffer answer = BUFFER_NULL;
+        _cleanup_free_ char *url = NULL;
+        CURL *easy;
+        CURLcode res;
+        long status = 0;
+
+        if (asprintf(&url, "%s%s", d->base, path) < 0)
+                url = NULL;
+        if (!url || !(easy = curl_easy_init()))
+                return backend_new_error(ret_error, -ENOMEM, "Out of memory");
+        setup_transport(d, easy);
+        curl_easy_setopt(easy, CURLOPT_URL, url);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &answer);
+        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) (d->timeout_usec / 1000));
+        res = curl_easy_perform(easy);
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(easy);
+        if (res != CURLE_OK)
+                return backend_new_error(ret_error, -EHOSTUNREACH, "cannot reach %s: %s", d->socket,
+                                         curl_easy_strerror(res));
+        *ret = status == 200 ? json_loadb((const char *) buffer_data(&answer), answer.len, 0, NULL) : NULL;
+        if (!*ret)
+                return backend_new_error(ret_error, -EPROTO, "%s answered GET %s with HTTP %ld, not Docker's JSON",
+                                         d->socket, path, status);
+        return 0;
+}
+
 const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size) {
         const char *m = json_string_value(json_object_get(body, "message"));
 
@@ -442,4 +484,14 @@ int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out) {
                 size -= 8 + n;
         }
         return 0;
+}
+
+int backend_new_error(char **ret_error, int r, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(ret_error, fmt, ap) < 0)
+                *ret_error = NULL;
+        va_end(ap);
+        return r;
 }

@@ -58,6 +58,10 @@ int docker_request_raw(DockerClient *d, const char *path, docker_raw_t reply, vo
  * freed): a reply that never comes cannot free it. */
 void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata));
 
+/* GET path (unversioned, as /info), waiting for the answer: only for a backend's new(), before
+ * agentd's loop runs. *ret: the answer's JSON (HTTP 200 only); else *ret_error says why. */
+int docker_get_blocking(DockerClient *d, const char *path, json_t **ret, char **ret_error);
+
 /* Forget a request: its reply is never called. */
 void docker_request_cancel(DockerRequest *r);
 
@@ -73,6 +77,8 @@ char *docker_escape(const char *s);
 /* The payloads of a container or service log's frames (Docker multiplexes stdout and stderr),
  * appended to out in order; -EBADMSG for what is not frames. */
 int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
+/* A backend's new() failing: *ret_error (malloc'ed, NULL without memory) says why; returns r. */
+int backend_new_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 /* $AGENTD_BACKEND_TIMEOUT in *ret_usec when set (else untouched); -EINVAL and *ret_error
  * (malloc'ed) naming it when it is no number of seconds from 0.1 to 3600. */
 int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error);

@@ -3,14 +3,12 @@
  * runtime checked, agentd's network made if missing, the bundle's carrier made, the task
  * container made and started, a sandbox's egress rules set, then /health probed until the
  * runtime answers. Any failure removes the container it made. */
-#include <curl/curl.h>
-
-#include "curl-event.h"
 #include "docker-backend.h"
 #include "docker-client.h"
 #include "firewall-helper.h"
+#include "health-probe.h"
 #include "log.h"
-#include "strv.h"
+#include "sandbox-json.h"
 
 #define RUNTIME_PORT "8000/tcp"
 #define SERVER_PATH "/nix/runtime/bin/agentix-server"
@@ -66,7 +64,7 @@ struct AgentdJob {
         char *carrier;            /* its name */
         bool container_made;      /* a create may have made it: remove on failure */
         /* /health probes */
-        CURL *probe;
+        HealthProbe *probe;       /* GET /health */
         sd_event_source *timer;
         uint64_t deadline;
         unsigned probes;
@@ -88,10 +86,7 @@ static void job_free(CreateJob *j) {
         if (!j)
                 return;
         docker_request_cancel(j->request);
-        if (j->probe) {
-                curl_event_remove(j->backend->probes, j->probe);
-                curl_easy_cleanup(j->probe);
-        }
+        health_probe_free(j->probe);
         sd_event_source_disable_unref(j->timer);
         firewall_job_cancel(j->egress);
         json_decref(j->inspected);
@@ -173,73 +168,17 @@ static int send_step(CreateJob *j, const char *method, const char *path, json_t 
 }
 
 
-static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
-        json_t *l = json_object();
-        char buf[64];
-
-        for (const char *const *kv = s->labels; l && kv && *kv; kv++) {
-                _cleanup_free_ char *k = strndup(*kv, strcspn(*kv, "="));
-                if (!k || json_object_set_new(l, k, json_string(strchr(*kv, '=') + 1)) < 0)
-                        return json_decref(l), NULL;
-        }
-        json_object_set_new(l, "org.agentix.managed", json_string("1"));
-        json_object_set_new(l, "org.agentix.sandbox", json_string(s->id));
-        snprintf(buf, sizeof(buf), "%u", (unsigned) s->owner);
-        json_object_set_new(l, "org.agentix.owner", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->created_at);
-        json_object_set_new(l, "org.agentix.created", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->expires_at);
-        json_object_set_new(l, "org.agentix.expires", json_string(buf));
-        json_object_set_new(l, "org.agentix.bundle", json_string(s->bundle));
-        json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_id));
-        json_object_set_new(l, "org.agentix.image", json_string(s->image));
-        /* Every key adoption reads is set, empty when it does not apply: an image committed from
-         * a sandbox (a snapshot) carries such keys, and Docker gives a container its image's
-         * labels for the keys the create does not name. */
-        json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to ?: ""));
-        json_object_set_new(l, "org.agentix.pool", json_string(s->pool ?: ""));
-        json_object_set_new(l, "org.agentix.egress", json_string("*")); /* no egress list, unless below */
-        if (s->pool) {
-                /* What a pool compares at adoption: the network and runtime as agentd named them. */
-                json_object_set_new(l, "org.agentix.pool", json_string(s->pool));
-                json_object_set_new(l, "org.agentix.network", json_string(s->network ?: ""));
-                json_object_set_new(l, "org.agentix.runtime", json_string(s->runtime ?: ""));
-                json_object_set_new(l, "org.agentix.platform", json_string(s->platform ?: ""));
-        }
-        if (s->egress) {
-                _cleanup_free_ char *list = strv_join((char **) s->egress, " ");
-                if (!list)
-                        return json_decref(l), NULL;
-                /* What docker-adopt.c applies again: the CIDRs, separated by spaces. */
-                json_object_set_new(l, "org.agentix.egress", json_string(list));
-        }
-        return l;
-}
-
 static json_t *task_container_json(CreateJob *j) {
         const AgentdSandboxSpec *s = j->spec;
-        _cleanup_strv_free_ char **env = NULL;
-        char token[128];
-        json_t *c, *envj;
+        json_t *c;
 
-        snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
-        if (strv_extend(&env, token) < 0 || (s->pool && strv_extend(&env, "AGENTIX_CLAIMABLE=1") < 0))
-                return NULL;
-        for (const char *const *e = s->env; e && *e; e++)
-                /* The token and claimability are agentd's to set, never the caller's. */
-                if (!strneq(*e, "AGENTIX_TOKEN=", 14) && !strneq(*e, "AGENTIX_CLAIMABLE=", 18) &&
-                    strv_extend(&env, *e) < 0)
-                        return NULL;
-        envj = json_array();
-        for (char **e = env; envj && *e; e++)
-                json_array_append_new(envj, json_string(*e));
         c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:{s:[{s:s, s:s}]}, s:I, s:I, s:I, s:s?, "
                       "s:{s:s}, s:[s], s:[sssssss], s:[s]}}",
                       "Image", s->image,
                       "Entrypoint", SERVER_PATH,
                       "Cmd",
-                      "Env", envj,
-                      "Labels", labels_json(s, j->bundle_id),
+                      "Env", sandbox_env_json(s),
+                      "Labels", sandbox_labels_json(s, j->bundle_id),
                       "ExposedPorts", RUNTIME_PORT,
                       "HostConfig",
                       "VolumesFrom", j->carrier,
@@ -305,13 +244,10 @@ static void probe_again(CreateJob *j) {
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot wait for the runtime: out of memory");
 }
 
-static void on_probe_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
+static void on_probe_done(void *userdata, bool healthy) {
         CreateJob *j = userdata;
-        long status = 0;
 
-        if (result == CURLE_OK)
-                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        if (status == 200) {
+        if (healthy) {
                 job_finish(j);
                 return;
         }
@@ -319,27 +255,12 @@ static void on_probe_done(CurlEvent *g, CURL *easy, CURLcode result, void *userd
         probe_again(j);
 }
 
-static size_t discard(char *data, size_t size, size_t n, void *userdata) {
-        return size * n;
-}
-
 static void probe(CreateJob *j) {
-        char url[256];
-
-        snprintf(url, sizeof(url), "%s/health", j->runtime_url);
-        if (!j->probe) {
-                j->probe = curl_easy_init();
-                if (!j->probe) {
-                        job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime: out of memory");
-                        return;
-                }
-                curl_easy_setopt(j->probe, CURLOPT_URL, url);
-                curl_easy_setopt(j->probe, CURLOPT_WRITEFUNCTION, discard);
-                curl_easy_setopt(j->probe, CURLOPT_NOSIGNAL, 1L);
-                curl_easy_setopt(j->probe, CURLOPT_TIMEOUT_MS, 2000L);
-                curl_easy_setopt(j->probe, CURLOPT_NOPROXY, "*");
+        if (!j->probe && health_probe_new(j->backend->probes, j->runtime_url, on_probe_done, j, &j->probe) < 0) {
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime: out of memory");
+                return;
         }
-        if (curl_event_add(j->backend->probes, j->probe, on_probe_done, j) < 0)
+        if (health_probe_start(j->probe) < 0)
                 job_fail(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime");
 }
 

@@ -9,12 +9,9 @@ static int docker_new(AgentdBackend **ret, char **ret_error) {
         int r;
 
         r = docker_socket_from_env(&socket);
-        if (r == -EPROTONOSUPPORT) {
-                if (asprintf(ret_error, "DOCKER_HOST=%s: the docker backend speaks to Docker on a unix:// socket only",
-                             getenv("DOCKER_HOST")) < 0)
-                        *ret_error = NULL;
-                return r;
-        }
+        if (r == -EPROTONOSUPPORT)
+                return backend_new_error(ret_error, r, "DOCKER_HOST=%s: the docker backend speaks to Docker on a unix:// "
+                                         "socket only", getenv("DOCKER_HOST"));
         if (r < 0)
                 return r;
         r = docker_backend_new_from_env("Docker", socket, ret, ret_error);

@@ -12,17 +12,6 @@
 
 #define CONTAINER_HOST_ENV "CONTAINER_HOST"
 
-static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
-static int fail(char **ret_error, int r, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_error, fmt, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
-}
-
 /* $CONTAINER_HOST (unix://PATH), else where `podman system service` puts its socket: the
  * system's for root, the user's own runtime directory's otherwise. */
 static int podman_socket(char **ret, char **ret_error) {
@@ -32,16 +21,16 @@ static int podman_socket(char **ret, char **ret_error) {
 
         if (v) {
                 if (!strneq(v, "unix://", 7) || v[7] != '/')
-                        return fail(ret_error, -EINVAL, "%s=%s: the podman backend needs a unix:///PATH socket",
-                                    CONTAINER_HOST_ENV, v);
+                        return backend_new_error(ret_error, -EINVAL, "%s=%s: the podman backend needs a unix:///PATH socket",
+                                                 CONTAINER_HOST_ENV, v);
                 path = strdup(v + 7);
         } else if (geteuid() == 0)
                 path = strdup("/run/podman/podman.sock");
         else {
                 runtime_dir = getenv("XDG_RUNTIME_DIR");
                 if (!runtime_dir)
-                        return fail(ret_error, -EINVAL, "Neither %s nor XDG_RUNTIME_DIR is set: set %s=unix:///PATH "
-                                    "to the socket of `podman system service`", CONTAINER_HOST_ENV, CONTAINER_HOST_ENV);
+                        return backend_new_error(ret_error, -EINVAL, "Neither %s nor XDG_RUNTIME_DIR is set: set %s=unix:///PATH "
+                                                 "to the socket of `podman system service`", CONTAINER_HOST_ENV, CONTAINER_HOST_ENV);
                 if (asprintf(&path, "%s/podman/podman.sock", runtime_dir) < 0)
                         path = NULL;
         }
@@ -49,9 +38,9 @@ static int podman_socket(char **ret, char **ret_error) {
                 return -ENOMEM;
         /* Fail now, not at the first create: nothing answers there. */
         if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-                int r = fail(ret_error, -ENOENT, "No Podman API socket at %s (%s): start `podman system service "
-                             "unix://%s`, or set %s", path, v ? CONTAINER_HOST_ENV : "the default", path,
-                             CONTAINER_HOST_ENV);
+                int r = backend_new_error(ret_error, -ENOENT, "No Podman API socket at %s (%s): start `podman system service "
+                                          "unix://%s`, or set %s", path, v ? CONTAINER_HOST_ENV : "the default", path,
+                                          CONTAINER_HOST_ENV);
                 free(path);
                 return r;
         }

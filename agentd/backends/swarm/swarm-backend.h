@@ -95,6 +95,11 @@ struct AgentdBackend {
 int swarm_look(SwarmBackend *b, swarm_look_t done, void *userdata, SwarmLook **ret);
 void swarm_look_cancel(SwarmLook *l);
 const char *swarm_condition_to_string(SwarmCondition c);
+/* Of tasks (GET /tasks), the newest of service_id's (NULL: of any), or NULL. */
+json_t *swarm_newest_task(json_t *tasks, const char *service_id);
+/* A task state from which a task never runs again (complete, shutdown, remove, failed,
+ * rejected, orphaned). */
+bool swarm_task_ended(const char *state);
 
 /* swarm-bundle.c: the bundle whose registry digest is `digest` (sha256:…), pulled as `ref`, in
  * volume agentix-bundle-<digest12> on the nodes. ready() once at least one ready node has it

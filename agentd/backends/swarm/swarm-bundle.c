@@ -221,11 +221,6 @@ static int on_fill_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static bool task_ended(const char *state) {
-        return streq(state, "complete") || streq(state, "failed") || streq(state, "rejected") ||
-               streq(state, "shutdown") || streq(state, "orphaned");
-}
-
 /* Every task ended (or time is up): the completed ones' nodes are labelled. */
 static void on_tasks(SwarmFill *f, json_t *tasks) {
         size_t i, ended = 0;
@@ -234,7 +229,7 @@ static void on_tasks(SwarmFill *f, json_t *tasks) {
 
         json_array_foreach(tasks, i, t) {
                 const char *state = json_string_value(json_object_get(json_object_get(t, "Status"), "State")) ?: "";
-                if (task_ended(state))
+                if (swarm_task_ended(state))
                         ended++;
         }
         (void) sd_event_now(f->backend->event, CLOCK_MONOTONIC, &now);
@@ -264,7 +259,7 @@ static void on_tasks(SwarmFill *f, json_t *tasks) {
                         const char *err = json_string_value(json_object_get(st, "Err"));
                         /* The job's command not found: the image holds no runtime at /nix. */
                         if (asprintf(&f->error, "on node %s the job that fills its volume %s%s%s%s", node ?: "?",
-                                     task_ended(state) ? "ended " : "is still ", state, err ? ": " : "", err ?: "") < 0)
+                                     swarm_task_ended(state) ? "ended " : "is still ", state, err ? ": " : "", err ?: "") < 0)
                                 f->error = NULL;
                 }
         }

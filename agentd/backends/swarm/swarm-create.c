@@ -3,10 +3,9 @@
  * (through the manager), the bundle put on the nodes (swarm-bundle.c), the service made, its
  * task followed until it runs, then the runtime's /health probed on the task's node. Any
  * failure removes the service it made. */
-#include <curl/curl.h>
-
+#include "health-probe.h"
 #include "log.h"
-#include "strv.h"
+#include "sandbox-json.h"
 #include "swarm-backend.h"
 
 #define SERVER_PATH "/nix/runtime/bin/agentix-server"
@@ -47,7 +46,7 @@ struct AgentdJob {
         char *runtime_url;
         char *task_error;         /* what the task's status last said (no suitable node, …) */
         unsigned port;            /* the runtime's, published on the node */
-        CURL *probe;
+        HealthProbe *probe;       /* GET /health */
         sd_event_source *timer;
         uint64_t deadline;
         unsigned probes;
@@ -62,10 +61,7 @@ static void job_free(SwarmCreate *j) {
                 return;
         docker_request_cancel(j->request);
         swarm_bundle_forget(j->backend, j);
-        if (j->probe) {
-                curl_event_remove(j->backend->probes, j->probe);
-                curl_easy_cleanup(j->probe);
-        }
+        health_probe_free(j->probe);
         sd_event_source_disable_unref(j->timer);
         free(j->bundle_ref);
         free(j->image_ref);
@@ -158,49 +154,16 @@ static void job_fail_manager(SwarmCreate *j, const char *what, int status, json_
 
 /* ---- the service ------------------------------------------------------------------------- */
 
+/* agentd's labels; network, runtime and platform always (the docker backend records them for a
+ * pool's sandboxes only), as adoption gives them back. */
 static json_t *labels_json(const AgentdSandboxSpec *s, const char *bundle_digest) {
-        json_t *l = json_object();
-        char buf[64];
+        json_t *l = sandbox_labels_json(s, bundle_digest);
 
-        for (const char *const *kv = s->labels; l && kv && *kv; kv++) {
-                _cleanup_free_ char *k = strndup(*kv, strcspn(*kv, "="));
-                if (!k || json_object_set_new(l, k, json_string(strchr(*kv, '=') + 1)) < 0)
-                        return json_decref(l), NULL;
-        }
-        if (!l)
-                return NULL;
-        json_object_set_new(l, "org.agentix.managed", json_string("1"));
-        json_object_set_new(l, "org.agentix.sandbox", json_string(s->id));
-        snprintf(buf, sizeof(buf), "%u", (unsigned) s->owner);
-        json_object_set_new(l, "org.agentix.owner", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->created_at);
-        json_object_set_new(l, "org.agentix.created", json_string(buf));
-        snprintf(buf, sizeof(buf), "%llu", (unsigned long long) s->expires_at);
-        json_object_set_new(l, "org.agentix.expires", json_string(buf));
-        json_object_set_new(l, "org.agentix.bundle", json_string(s->bundle));
-        json_object_set_new(l, "org.agentix.bundle.id", json_string(bundle_digest));
-        json_object_set_new(l, "org.agentix.image", json_string(s->image));
-        json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to ?: ""));
-        json_object_set_new(l, "org.agentix.pool", json_string(s->pool ?: ""));
-        json_object_set_new(l, "org.agentix.network", json_string(s->network ?: ""));
-        json_object_set_new(l, "org.agentix.runtime", json_string(s->runtime ?: ""));
-        json_object_set_new(l, "org.agentix.platform", json_string(s->platform ?: ""));
+        if (l && (json_object_set_new(l, "org.agentix.network", json_string(s->network ?: "")) < 0 ||
+                  json_object_set_new(l, "org.agentix.runtime", json_string(s->runtime ?: "")) < 0 ||
+                  json_object_set_new(l, "org.agentix.platform", json_string(s->platform ?: "")) < 0))
+                return json_decref(l), NULL;
         return l;
-}
-
-static json_t *env_json(const AgentdSandboxSpec *s) {
-        json_t *env = json_array();
-        char token[128];
-
-        snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
-        json_array_append_new(env, json_string(token));
-        if (s->pool)
-                json_array_append_new(env, json_string("AGENTIX_CLAIMABLE=1"));
-        for (const char *const *e = s->env; env && e && *e; e++)
-                /* The token and claimability are agentd's to set, never the caller's. */
-                if (!strneq(*e, "AGENTIX_TOKEN=", 14) && !strneq(*e, "AGENTIX_CLAIMABLE=", 18))
-                        json_array_append_new(env, json_string(*e));
-        return env;
 }
 
 static json_t *service_json(SwarmCreate *j) {
@@ -219,7 +182,7 @@ static json_t *service_json(SwarmCreate *j) {
         container = json_pack("{s:s, s:[s], s:o, s:o, s:o, s:[s], s:[sssssss]}",
                               "Image", strchr(j->image_ref, '@') ? j->image_ref : image,
                               "Command", SERVER_PATH,
-                              "Env", env_json(s),
+                              "Env", sandbox_env_json(s),
                               "Labels", labels_json(s, j->bundle_digest),
                               "Mounts", mounts,
                               "CapabilityDrop", "ALL",
@@ -295,13 +258,10 @@ static void probe_again(SwarmCreate *j) {
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
 }
 
-static void on_probe_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
+static void on_probe_done(void *userdata, bool healthy) {
         SwarmCreate *j = userdata;
-        long status = 0;
 
-        if (result == CURLE_OK)
-                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        if (status == 200) {
+        if (healthy) {
                 job_finish(j);
                 return;
         }
@@ -309,26 +269,11 @@ static void on_probe_done(CurlEvent *g, CURL *easy, CURLcode result, void *userd
         probe_again(j);
 }
 
-static size_t discard(char *data, size_t size, size_t n, void *userdata) {
-        return size * n;
-}
-
 static void probe(SwarmCreate *j) {
-        char url[160];
-
         j->step = STEP_HEALTH;
-        if (!j->probe) {
-                snprintf(url, sizeof(url), "%s/health", j->runtime_url);
-                j->probe = curl_easy_init();
-                if (!j->probe)
-                        FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime: out of memory");
-                curl_easy_setopt(j->probe, CURLOPT_URL, url);
-                curl_easy_setopt(j->probe, CURLOPT_WRITEFUNCTION, discard);
-                curl_easy_setopt(j->probe, CURLOPT_NOSIGNAL, 1L);
-                curl_easy_setopt(j->probe, CURLOPT_TIMEOUT_MS, 2000L);
-                curl_easy_setopt(j->probe, CURLOPT_NOPROXY, "*");
-        }
-        if (curl_event_add(j->backend->probes, j->probe, on_probe_done, j) < 0)
+        if (!j->probe && health_probe_new(j->backend->probes, j->runtime_url, on_probe_done, j, &j->probe) < 0)
+                FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime: out of memory");
+        if (health_probe_start(j->probe) < 0)
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Cannot probe the runtime");
 }
 
@@ -364,14 +309,10 @@ static int on_task_timer(sd_event_source *es, uint64_t usec, void *userdata) {
 }
 
 static void on_task(SwarmCreate *j, json_t *tasks) {
-        json_t *task = NULL, *t, *st, *p;
+        json_t *task = swarm_newest_task(tasks, NULL), *st, *p;
         const char *state, *err;
         size_t i;
 
-        json_array_foreach(tasks, i, t)
-                if (!task || json_integer_value(json_object_get(json_object_get(t, "Version"), "Index")) >
-                                     json_integer_value(json_object_get(json_object_get(task, "Version"), "Index")))
-                        task = t;
         st = json_object_get(task, "Status");
         state = json_string_value(json_object_get(st, "State")) ?: "new";
         err = json_string_value(json_object_get(st, "Err"));
@@ -379,8 +320,7 @@ static void on_task(SwarmCreate *j, json_t *tasks) {
                 free(j->task_error);
                 j->task_error = strdup(err);
         }
-        if (streq(state, "failed") || streq(state, "rejected") || streq(state, "complete") ||
-            streq(state, "shutdown") || streq(state, "orphaned") || streq(state, "remove"))
+        if (swarm_task_ended(state))
                 FAIL(j, AGENTD_ERROR_START_FAILED,
                      "The sandbox's swarm task %s before its runtime answered%s%s: does image '%s' run "
                      SERVER_PATH " from bundle '%s'?", state, err ? ": " : "", err ?: "", j->spec->image,

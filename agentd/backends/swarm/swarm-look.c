@@ -48,6 +48,30 @@ static json_t *node_by_id(json_t *nodes, const char *id) {
         return NULL;
 }
 
+json_t *swarm_newest_task(json_t *tasks, const char *service_id) {
+        json_t *newest = NULL, *t;
+        size_t i;
+
+        json_array_foreach(tasks, i, t)
+                if ((!service_id || streq_ptr(json_string_value(json_object_get(t, "ServiceID")), service_id)) &&
+                    (!newest || json_integer_value(json_object_get(json_object_get(t, "Version"), "Index")) >
+                                        json_integer_value(json_object_get(json_object_get(newest, "Version"), "Index"))))
+                        newest = t;
+        return newest;
+}
+
+static bool task_failed(const char *state) {
+        return streq(state, "failed") || streq(state, "rejected") || streq(state, "orphaned");
+}
+
+static bool task_exited(const char *state) {
+        return streq(state, "complete") || streq(state, "shutdown") || streq(state, "remove");
+}
+
+bool swarm_task_ended(const char *state) {
+        return task_failed(state) || task_exited(state);
+}
+
 /* Swarm's task states (docker service ps): on the way, running, or ended. */
 static SwarmCondition task_condition(json_t *task, json_t *node) {
         const char *state = json_string_value(json_object_get(json_object_get(task, "Status"), "State")) ?: "";
@@ -57,9 +81,9 @@ static SwarmCondition task_condition(json_t *task, json_t *node) {
                 /* A node that stopped answering its heartbeats is down: what ran there is lost
                  * (the task is never restarted), though the manager still lists it as running. */
                 return node && node_state && !streq(node_state, "ready") ? SWARM_FAILED : SWARM_RUNNING;
-        if (streq(state, "complete") || streq(state, "shutdown") || streq(state, "remove"))
+        if (task_exited(state))
                 return SWARM_EXITED;
-        if (streq(state, "failed") || streq(state, "rejected") || streq(state, "orphaned"))
+        if (task_failed(state))
                 return SWARM_FAILED;
         /* new, pending, assigned, accepted, preparing, ready, starting: on its way, unless its
          * node went meanwhile */
@@ -83,8 +107,8 @@ static void runtime_url(json_t *task, json_t *node, char url[static 96]) {
 static void finish(SwarmLook *l) {
         json_t *services = l->answers[ASK_SERVICES], *tasks = l->answers[ASK_TASKS], *nodes = l->answers[ASK_NODES];
         SwarmSandbox *sandboxes = NULL;
-        size_t n = 0, i, k;
-        json_t *s, *t;
+        size_t n = 0, i;
+        json_t *s;
 
         if (l->error == 0 && (!json_is_array(services) || !json_is_array(tasks) || !json_is_array(nodes))) {
                 l->error = -EPROTO;
@@ -107,11 +131,7 @@ static void finish(SwarmLook *l) {
                         *sb = (SwarmSandbox) { .id = id, .service = s };
                         /* The newest task: one replica that is never restarted has one, but a
                          * service updated by hand may have more. */
-                        json_array_foreach(tasks, k, t)
-                                if (streq_ptr(json_string_value(json_object_get(t, "ServiceID")), sid) &&
-                                    (!sb->task || json_integer_value(json_object_get(json_object_get(t, "Version"), "Index")) >
-                                                          json_integer_value(json_object_get(json_object_get(sb->task, "Version"), "Index"))))
-                                        sb->task = t;
+                        sb->task = swarm_newest_task(tasks, sid);
                         sb->node = node_by_id(nodes, json_string_value(json_object_get(sb->task, "NodeID")));
                         sb->condition = sb->task ? task_condition(sb->task, sb->node) : SWARM_STARTING;
                         if (sb->condition == SWARM_RUNNING)
