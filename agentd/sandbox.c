@@ -195,9 +195,8 @@ int sandbox_check_caller(Sandbox *s, sd_bus_message *m, sd_bus_error *error) {
         if (r < 0)
                 return r;
         if (!sandbox_visible_to(s, uid))
-                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_OWNER,
-                                         "Sandbox %s belongs to uid %u, not to you (uid %u).", s->id, (unsigned) s->owner,
-                                         (unsigned) uid);
+                /* Name no one: who owns a sandbox is its owner's business. */
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_OWNER, "Sandbox %s is not yours.", s->id);
         return 0;
 }
 

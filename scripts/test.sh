@@ -15,7 +15,8 @@ fuzz_seconds=${FUZZ_SECONDS:-15}
 passed=0 failed=0 skipped=0
 
 if [ ! -f "$build/build.ninja" ]; then
-        meson setup "$build" -Dbuildtype=debug -Db_sanitize=address,undefined >/dev/null ||
+        # Meson's own warnings (a deprecated feature, an unknown option) are defects too.
+        meson setup --fatal-meson-warnings "$build" -Dbuildtype=debug -Db_sanitize=address,undefined >/dev/null ||
                 { echo "meson setup failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 if ! ninja -C "$build"; then
@@ -28,7 +29,7 @@ fi
 werror_build=${WERROR_BUILD_DIR:-build-werror}
 echo "== building with -Dwerror=true (debugoptimized) in $werror_build"
 if { [ -f "$werror_build/build.ninja" ] ||
-     meson setup "$werror_build" -Dbuildtype=debugoptimized -Dwerror=true >/dev/null; } &&
+     meson setup --fatal-meson-warnings "$werror_build" -Dbuildtype=debugoptimized -Dwerror=true >/dev/null; } &&
    ninja -C "$werror_build" >"$werror_build.log" 2>&1; then
         echo "werror-build ok"
         passed=$((passed + 1))

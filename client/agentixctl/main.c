@@ -118,7 +118,7 @@ static void help(void) {
                "Options:\n"
                "  -h --help               Show this help ('agentixctl COMMAND --help' for a command's)\n"
                "     --version            Show the version\n"
-               "  -s --sandbox=ID          The sandbox to reach through agentd (default\n"
+               "  -s --sandbox=ID         The sandbox to reach through agentd (default\n"
                "                          $AGENTIX_SANDBOX); or:\n"
                "     --url=URL            The sandbox's runtime server, http://HOST:PORT\n"
                "                          (default $AGENTIX_URL)\n"

@@ -263,7 +263,9 @@ int proxy_request_read(const uint8_t *data, size_t size, const char *runtime_tok
                 if (!ret->headers)
                         return -ENOMEM;
                 return decide(ret, 401, "Unauthorized",
-                              "This port needs its token: the URL and token agentd's GetPortUrl() gives.\n");
+                              "This port needs its token. On the command line, `agentixctl port ID PORT` prints\n"
+                              "its URL and token (`agentixctl port --link ID PORT`, a link for a browser);\n"
+                              "over D-Bus, agentd's GetPortUrl(ID, PORT) gives them.\n");
         }
         if (auth == AUTH_QUERY && ((h.method_len == 3 && strneq(h.method, "GET", 3)) ||
                                    (h.method_len == 4 && strneq(h.method, "HEAD", 4)))) {

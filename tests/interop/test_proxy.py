@@ -113,6 +113,8 @@ def without_the_ports_token_nothing_passes():
                     {"Cookie": f"agentix_proxy_{p + 1}={port_token(p + 1)}"}):
         r = requests.get(s.url(p, "/x"), headers=headers, timeout=10)
         assert r.status_code == 401 and "token" in r.text, (headers, r.status_code, r.text)
+        # What to run to get one, for a command-line user and a D-Bus user alike.
+        assert "agentixctl port ID PORT" in r.text and "GetPortUrl(" in r.text, r.text
     r = requests.get(s.url(p, f"/x?agentix_token={port_token(p + 1)}"), timeout=10, allow_redirects=False)
     assert r.status_code == 401
     # The proxy's token is no runtime token: /socket.io/ refuses it.
