@@ -47,8 +47,15 @@ step "dockerd, a task image without libc, the example bundle"
 before=$(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort)
 tests/bundle/make-task-images.sh busybox
 grep -v -e '^#' -e '^$' examples/bundle-example/agentix-bundle.conf | sed 's/^/    /'
-AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
-        "$ctl" build --cache-dir "${AGENTIX_CACHE_DIR:-$HOME/.cache/agentix}" examples/bundle-example
+built=$(AGENTIX_RUNTIME_DIR=build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
+        "$ctl" build --cache-dir "${AGENTIX_CACHE_DIR:-$HOME/.cache/agentix}" examples/bundle-example)
+echo "$built"
+# The demo runs this checkout's runtime: the tag must name the image just built (a cache hit
+# only moves the tags), not another build's (the tests use a tag of their own for theirs).
+if [ "$(docker image inspect --format '{{.Id}}' example-bundle:0.1.0)" != "${built%% *}" ]; then
+        echo "example-bundle:0.1.0 is not the bundle just built (${built%% *})" >&2
+        exit 1
+fi
 
 step "a system bus with agentd on it"
 DBUS_SYSTEM_BUS_ADDRESS=$(./scripts/system-bus.sh start "$work/bus")
@@ -93,10 +100,14 @@ echo "created $id"
 "$ctl" list
 "$ctl" delete "$id"
 
-step "agentixctl run (create, run, delete: also on failure or Ctrl-C)"
+step "agentixctl run: create, run, delete in one go; the command's exit status is agentixctl's"
+echo "The task image has no /lib and no libc: everything that runs comes from the bundle at /nix."
+echo "The command ends with 'exit 3' on purpose, to show that the status comes back."
 "$ctl" run --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 -- \
-        sh -c 'echo "hello from $(uname -s), no libc in this image: $(ls /lib 2>&1 | head -1)"; exit 3' && rc=0 || rc=$?
-echo "    (exit status $rc)"
+        sh -c 'echo "hello from $(uname -s)"; [ -e /lib ] && echo "/lib is there" || echo "no /lib in this image";
+               exit 3' && rc=0 || rc=$?
+echo "agentixctl run exited with $rc: the command's own status, and the sandbox is gone (also on Ctrl-C)"
+[ "$rc" = 3 ]
 
 step "a sandbox under gVisor (runtime=runsc): its own kernel answers, and the host is out of reach"
 host_ip=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)

@@ -7,18 +7,35 @@
 #   eval "$(scripts/dev-env.sh start)"   build, start, and put agentixctl on PATH
 #   agentixctl create --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0
 #   scripts/dev-env.sh status            what runs
+#   eval "$(scripts/dev-env.sh env)"     the exports again (in another shell)
 #   scripts/dev-env.sh stop              stop what start started (by pid), nothing else
+#   scripts/dev-env.sh clean             stop, then remove everything agentix made on this host
 #
 # start also makes what the README's examples name: the task image agentix-test/busybox:1
-# (a static busybox, no libc) and the example bundle example-bundle:0.1.0.
+# (a static busybox, no libc) and the example bundle example-bundle:0.1.0, built from this
+# checkout's build (a cache hit when nothing changed), so that the tag is always that build's.
+#
+# clean removes, and says so for each: sandbox and carrier containers (with their volumes), the
+# networks agentix-isolated and agentix-egress (and so the bridges agentix0 and agentix1), the
+# firewall rules of agentix-firewall, every bundle image (label org.agentix.bundle), every
+# snapshot (label org.agentix.snapshot.owner), the task images agentix-test/*, the bundle cache,
+# dev-env's state directory, and the runsc entry scripts/dockerd.sh put in dockerd's
+# daemon.json (the file as it was before is restored). It leaves Debian packages, Docker itself
+# and its other images, and the build directories.
+#
 # Environment: AGENTIX_DEV_DIR (default /run/agentix-dev): pid files, the bus socket, logs;
-# BUILD (default build).
+# BUILD (default build; relative to the checkout, or absolute); DOCKER_HOST (unix://PATH);
+# AGENTIX_CACHE_DIR (the bundle cache, default ~/.cache/agentix); AGENTIX_DOCKERD_CONFIG
+# (default /etc/docker/daemon.json).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 state=${AGENTIX_DEV_DIR:-/run/agentix-dev}
 build=${BUILD:-build}
-ctl=$root/$build/client/agentixctl/agentixctl
+case $build in /*) ;; *) build=$root/$build ;; esac
+ctl=$build/client/agentixctl/agentixctl
+bundle=example-bundle:0.1.0
+cache=${AGENTIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentix}
 
 say() { echo "dev-env: $*" >&2; }
 
@@ -28,9 +45,26 @@ running() {
         [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
+docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
 exports() {
-        echo "export PATH=\"$root/$build/client/agentixctl:\$PATH\""
+        echo "export PATH=\"$build/client/agentixctl:\$PATH\""
         echo "export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket"
+}
+
+# The example bundle, from this checkout's build. A rebuild of unchanged inputs is a cache hit
+# that only moves the tags; a bundle of another build (the tests' sanitizer runtime, an older
+# checkout) under the tag is replaced, never used without a word.
+example_bundle() {
+        local out id tagged
+        out=$(AGENTIX_RUNTIME_DIR=$build/runtime/server AGENTIX_INCLUDE_DIR=$root/runtime/include \
+                "$ctl" build --json -q examples/bundle-example) || { say "building the example bundle failed"; exit 1; }
+        id=$(echo "$out" | /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+        tagged=$(docker image inspect --format '{{.Id}}' "$bundle")
+        if [ "$id" != "$tagged" ]; then
+                say "$bundle is $tagged, not the bundle of $build ($id)"
+                exit 1
+        fi
 }
 
 start() {
@@ -45,20 +79,16 @@ start() {
 
         running "$state/dockerd.pid" || ./scripts/dockerd.sh start "$state/dockerd.pid" >&2
         tests/bundle/make-task-images.sh busybox >&2
-        if ! docker image inspect example-bundle:0.1.0 >/dev/null 2>&1; then
-                say "building the example bundle"
-                AGENTIX_RUNTIME_DIR=$build/runtime/server AGENTIX_INCLUDE_DIR=runtime/include \
-                        "$ctl" build examples/bundle-example >&2
-        fi
+        example_bundle
 
         if ! running "$state/bus/dbus.pid"; then
                 ./scripts/system-bus.sh start "$state/bus" >/dev/null
         fi
         if ! running "$state/agentd.pid"; then
                 DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
-                AGENTD_BACKEND_DIR=$root/$build/agentd/backends/engine \
+                AGENTD_BACKEND_DIR=$build/agentd/backends/engine \
                 AGENTIX_FIREWALL=$root/policy/firewall/agentix-firewall \
-                        setsid "$root/$build/agentd/agentd" </dev/null >>"$state/agentd.log" 2>&1 &
+                        setsid "$build/agentd/agentd" </dev/null >>"$state/agentd.log" 2>&1 &
                 echo $! >"$state/agentd.pid"
                 for _ in $(seq 100); do
                         DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
@@ -72,11 +102,18 @@ start() {
 }
 
 status() {
-        for what in dockerd:dockerd.pid bus:bus/dbus.pid agentd:agentd.pid; do
+        if running "$state/dockerd.pid"; then
+                echo "dockerd: running (pid $(cat "$state/dockerd.pid"), started by dev-env)"
+        elif docker_answers; then
+                echo "dockerd: running (not started by dev-env: stop leaves it alone)"
+        else
+                echo "dockerd: not running"
+        fi
+        for what in bus:bus/dbus.pid agentd:agentd.pid; do
                 if running "$state/${what#*:}"; then
                         echo "${what%%:*}: running (pid $(cat "$state/${what#*:}"))"
                 else
-                        echo "${what%%:*}: not started by dev-env"
+                        echo "${what%%:*}: not running"
                 fi
         done
 }
@@ -90,7 +127,63 @@ stop() {
         ./scripts/system-bus.sh stop "$state/bus"
         for _ in $(seq 100); do running "$state/bus/dbus.pid" || break; sleep 0.05; done
         ./scripts/dockerd.sh stop "$state/dockerd.pid"
-        say "stopped what dev-env started (sandboxes agentd made keep running until they expire or agentd deletes them)"
+        say "stopped what dev-env started (sandboxes agentd made keep running until they expire or agentd deletes them;" \
+            "scripts/dev-env.sh clean removes them and everything else agentix made)"
+}
+
+# Remove each of what a docker listing names, saying how many.
+remove_listed() { # WHAT LIST-COMMAND... -- REMOVE-COMMAND...
+        local what=$1 list=() rm=() items
+        shift
+        while [ "$1" != -- ]; do list+=("$1"); shift; done
+        shift
+        rm=("$@")
+        items=$("${list[@]}" | sort -u)
+        if [ -n "$items" ]; then
+                # shellcheck disable=SC2086
+                "${rm[@]}" $items >/dev/null
+                say "removed $(echo "$items" | wc -l) $what"
+        fi
+}
+
+clean() {
+        local temp_dockerd=no rules
+        stop 2>/dev/null
+        mkdir -p "$state"
+        if ! docker_answers; then
+                # Docker's objects go through Docker: start one for the while.
+                ./scripts/dockerd.sh start "$state/clean-dockerd.pid" >&2
+                temp_dockerd=yes
+        fi
+        remove_listed "sandbox containers" docker ps -aq --filter label=org.agentix.sandbox -- docker rm -f -v
+        remove_listed "carrier containers" docker ps -aq --filter label=org.agentix.carrier -- docker rm -f -v
+        for net in agentix-isolated agentix-egress; do
+                if docker network inspect "$net" >/dev/null 2>&1; then
+                        docker network rm "$net" >/dev/null
+                        say "removed the Docker network $net (and its bridge)"
+                fi
+        done
+        rules=$({ iptables-save; ip6tables-save; } 2>/dev/null || true)
+        for bridge in agentix0 agentix1; do
+                if grep -q -- "AGENTIX-[A-Z]*-$bridge" <<<"$rules"; then
+                        ./policy/firewall/agentix-firewall remove "$bridge"
+                        say "removed agentix-firewall's rules for $bridge"
+                fi
+        done
+        remove_listed "snapshot images" docker images -q --no-trunc --filter label=org.agentix.snapshot.owner -- docker rmi -f
+        remove_listed "bundle images" docker images -q --no-trunc --filter label=org.agentix.bundle -- docker rmi -f
+        remove_listed "task images (agentix-test/*)" \
+                docker images --format '{{.Repository}}:{{.Tag}}' --filter 'reference=agentix-test/*' -- docker rmi -f
+        ./scripts/dockerd.sh restore-config
+        if [ "$temp_dockerd" = yes ]; then
+                ./scripts/dockerd.sh stop "$state/clean-dockerd.pid"
+        fi
+        if [ -d "$cache" ]; then
+                rm -rf "$cache"
+                say "removed the bundle cache $cache"
+        fi
+        rm -rf "$state"
+        say "agentix left nothing on this host (Debian packages, Docker and the build directories stay)"
 }
 
 case "${1:-}" in
@@ -98,8 +191,9 @@ start) start ;;
 stop) stop ;;
 status) status ;;
 env) exports ;;
+clean) clean ;;
 *)
-        echo "usage: $0 start|stop|status|env" >&2
+        echo "usage: $0 start|stop|status|env|clean" >&2
         exit 2
         ;;
 esac

@@ -13,7 +13,9 @@
 #include "cache-gc.h"
 #include "fail.h"
 #include "format-util.h"
+#include "image-ref.h"
 #include "output.h"
+#include "strv.h"
 
 #define MANIFEST_NAME "agentix-bundle.conf"
 
@@ -23,12 +25,16 @@ static void help(void) {
                "Build the bundle DIR/" MANIFEST_NAME " declares (DIR defaults to the current\n"
                "directory): the agentix runtime, the project's C modules and the tools it names,\n"
                "with every library they need down to glibc, as a layered image with /nix that runs\n"
-               "on any task image. The image is loaded into Docker as NAME:VERSION and NAME:latest.\n"
+               "on any task image. The image is loaded into Docker as NAME:VERSION and NAME:latest\n"
+               "(or as --tag says).\n"
                "\n"
                "  -h --help               Show this help\n"
                "  -f --file=FILE          The manifest (default DIR/" MANIFEST_NAME ")\n"
                "  -o --output=FILE        Write the image archive to FILE instead of loading it\n"
                "                          (docker load < FILE loads it later)\n"
+               "     --tag=REPOSITORY[:TAG]\n"
+               "                          Tag the image this, not NAME:VERSION and NAME:latest\n"
+               "                          (TAG defaults to latest)\n"
                "     --platform=OS/ARCH   The platform to build for; only the build host's own\n"
                "                          (default: the manifest's Platform=, else the host's)\n"
                "     --cache-dir=DIR      Store paths and layers of earlier builds (default\n"
@@ -92,6 +98,7 @@ enum {
         ARG_CACHE_DIR,
         ARG_RUNTIME_DIR,
         ARG_GC,
+        ARG_TAG,
 };
 
 static int collect_cache(const char *cache_dir) {
@@ -123,6 +130,7 @@ int verb_build(int argc, char *argv[]) {
                 { "cache-dir", required_argument, NULL, ARG_CACHE_DIR },
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "gc", no_argument, NULL, ARG_GC },
+                { "tag", required_argument, NULL, ARG_TAG },
                 {}
         };
         BundleBuildOptions o = {};
@@ -161,10 +169,22 @@ int verb_build(int argc, char *argv[]) {
                 case ARG_GC:
                         gc = true;
                         break;
+                case ARG_TAG: {
+                        _cleanup_free_ char *repository = NULL, *tag = NULL;
+
+                        r = image_ref_split(optarg, &repository, &tag);
+                        if (r == -ENOMEM)
+                                return fail(EXIT_SOFTWARE, "build: out of memory");
+                        if (r < 0)
+                                return fail_usage("build", "--tag=%s is not an image name: REPOSITORY[:TAG], the "
+                                                  "repository in lower case", optarg);
+                        o.tag = optarg;
+                        break;
+                }
                 }
         }
         if (gc) {
-                if (optind < argc || file || o.output || o.platform)
+                if (optind < argc || file || o.output || o.platform || o.tag)
                         return fail_usage("build", "--gc builds nothing: it takes only --cache-dir=");
                 if (!o.cache_dir) {
                         r = default_cache_dir(cache, sizeof(cache));
@@ -206,14 +226,20 @@ int verb_build(int argc, char *argv[]) {
                 return fail(EXIT_FAILED, "build: %s", strna(error));
 
         if (arg_json) {
-                _cleanup_free_ char *text = NULL, *id = NULL, *t1 = NULL, *t2 = NULL;
-                json_t *j;
+                _cleanup_free_ char *text = NULL, *id = NULL;
+                json_t *j, *tags = json_array();
 
-                if (asprintf(&id, "sha256:%s", res.id) < 0 || asprintf(&t1, "%s:%s", res.name, res.version) < 0 ||
-                    asprintf(&t2, "%s:latest", res.name) < 0)
+                for (char **t = res.tags; tags && t && *t; t++)
+                        if (json_array_append_new(tags, json_string(*t)) < 0) {
+                                json_decref(tags);
+                                tags = NULL;
+                        }
+                if (!tags || asprintf(&id, "sha256:%s", res.id) < 0) {
+                        json_decref(tags);
                         return fail(EXIT_SOFTWARE, "build: out of memory");
-                j = json_pack("{s:s, s:s, s:s, s:[s,s], s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:s?}", "id", id, "name", res.name,
-                              "version", res.version, "tags", t1, t2, "store_paths", (json_int_t) res.n_store_paths,
+                }
+                j = json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:s?}", "id", id, "name", res.name,
+                              "version", res.version, "tags", tags, "store_paths", (json_int_t) res.n_store_paths,
                               "layers", (json_int_t) res.n_layers, "store_paths_made", (json_int_t) res.n_made,
                               "store_paths_hashed", (json_int_t) res.n_hashed, "layers_written",
                               (json_int_t) res.n_layers_written,
@@ -232,10 +258,14 @@ int verb_build(int argc, char *argv[]) {
                                 fprintf(stderr, "%u libraries that some packaged files name are not on this host and were "
                                         "left out (AGENTIX_LOG_LEVEL=debug lists them)\n", res.n_warnings);
                 }
+                _cleanup_free_ char *tags = strv_join(res.tags, " ");
+
+                if (!tags)
+                        return fail(EXIT_SOFTWARE, "build: out of memory");
                 if (o.output)
                         printf("sha256:%s %s\n", res.id, o.output);
                 else
-                        printf("sha256:%s %s:%s %s:latest\n", res.id, res.name, res.version, res.name);
+                        printf("sha256:%s %s\n", res.id, tags);
         }
         bundle_build_result_done(&res);
         return EXIT_OK;

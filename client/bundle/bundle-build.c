@@ -16,6 +16,7 @@
 #include "docker-engine.h"
 #include "fs-util.h"
 #include "image-archive.h"
+#include "image-ref.h"
 #include "module-compile.h"
 #include "runtime-env.h"
 #include "runtime-tree.h"
@@ -395,8 +396,17 @@ static int deliver(Build *b, BundleBuildResult *res) {
         DockerEngine *d = NULL;
         int r;
 
-        if (asprintf(&ref, "%s:%s", b->m->name, b->m->version) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0 ||
-            asprintf(&ref, "%s:latest", b->m->name) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0)
+        if (b->o->tag) {
+                /* One tag of the caller's, so that a build for tests (say) leaves NAME:VERSION alone. */
+                _cleanup_free_ char *repository = NULL, *tag = NULL;
+
+                r = image_ref_split(b->o->tag, &repository, &tag);
+                if (r == -EINVAL)
+                        return build_fail(b, r, "--tag=%s is not an image name (REPOSITORY[:TAG])", b->o->tag);
+                if (r < 0 || asprintf(&ref, "%s:%s", repository, tag) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0)
+                        return -ENOMEM;
+        } else if (asprintf(&ref, "%s:%s", b->m->name, b->m->version) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0 ||
+                   asprintf(&ref, "%s:latest", b->m->name) < 0 || strv_consume(&tags, TAKE_PTR(ref)) < 0)
                 return -ENOMEM;
         if (asprintf(&ref, "org.agentix.bundle=%s", b->m->name) < 0 || strv_consume(&labels, TAKE_PTR(ref)) < 0 ||
             asprintf(&ref, "org.agentix.bundle.version=%s", b->m->version) < 0 ||
@@ -433,6 +443,7 @@ static int deliver(Build *b, BundleBuildResult *res) {
                         return build_fail(b, r, "cannot write %s: %s", b->o->output, strerror(-r));
                 }
                 progress(b, BUILD_STEP_IMAGE, 1, 1, NULL);
+                res->tags = TAKE_PTR(tags);
                 return 0;
         }
 
@@ -463,15 +474,20 @@ static int deliver(Build *b, BundleBuildResult *res) {
                 (void) unlink(archive);
                 res->loaded = r >= 0;
         } else if (r > 0) {
-                /* Docker has this very image: only make sure both tags point at it. */
-                r = docker_image_tag(d, ref, b->m->name, b->m->version, &e);
-                if (r >= 0)
-                        r = docker_image_tag(d, ref, b->m->name, "latest", &e);
+                /* Docker has this very image: only make sure the tags point at it. */
+                for (char **t = tags; r >= 0 && *t; t++) {
+                        _cleanup_free_ char *repository = NULL, *tag = NULL;
+
+                        r = image_ref_split(*t, &repository, &tag);
+                        if (r >= 0)
+                                r = docker_image_tag(d, ref, repository, tag, &e);
+                }
         }
         docker_engine_free(d);
         if (r < 0)
                 return build_fail(b, r, "%s", e ?: strerror(-r));
         progress(b, BUILD_STEP_LOAD, 1, 1, NULL);
+        res->tags = TAKE_PTR(tags);
         return 0;
 }
 
@@ -648,6 +664,7 @@ finish:
 }
 
 void bundle_build_result_done(BundleBuildResult *r) {
+        strv_free(r->tags);
         free(r->name);
         free(r->version);
         *r = (BundleBuildResult) {};

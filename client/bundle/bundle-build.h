@@ -25,6 +25,7 @@ typedef struct BundleBuildOptions {
         const char *manifest;       /* agentix-bundle.conf */
         const char *platform;       /* NULL: the manifest's, else the build host's */
         const char *output;         /* write the archive here instead of loading it into Docker */
+        const char *tag;            /* REPOSITORY[:TAG] instead of NAME:VERSION and NAME:latest */
         const char *cache_dir;
         const char *runtime_dir;    /* agentix-server and agentix-worker; NULL: the installed ones */
         const char *include_dir;    /* agentix-module.h for modules built from sources */
@@ -35,6 +36,7 @@ typedef struct BundleBuildOptions {
 typedef struct BundleBuildResult {
         char id[DIGEST_HEX_LEN + 1];  /* the image id, without "sha256:" */
         char *name, *version;
+        char **tags;                  /* what the image was tagged (or the archive names) */
         size_t n_store_paths, n_layers, n_made;
         size_t n_hashed;              /* store paths whose files were read (not cached) */
         size_t n_layers_written;      /* layers written (not cached) */

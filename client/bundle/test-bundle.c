@@ -9,6 +9,7 @@
 #include "bundle-manifest.h"
 #include "dpkg-db.h"
 #include "fs-util.h"
+#include "image-ref.h"
 #include "store-path.h"
 
 static char *write_temp(const char *text) {
@@ -196,6 +197,33 @@ static void test_store_safe_name(void **state) {
         assert_string_equal(b, "1.0_rc1_x");
 }
 
+static void check_ref(const char *ref, const char *repository, const char *tag) {
+        _cleanup_free_ char *r = NULL, *t = NULL;
+
+        if (!repository) {
+                assert_int_equal(image_ref_split(ref, &r, &t), -EINVAL);
+                return;
+        }
+        assert_int_equal(image_ref_split(ref, &r, &t), 0);
+        assert_string_equal(r, repository);
+        assert_string_equal(t, tag);
+}
+
+static void test_image_ref(void **state) {
+        check_ref("example-bundle:0.1.0", "example-bundle", "0.1.0");
+        check_ref("agentix-test/example", "agentix-test/example", "latest");
+        check_ref("localhost:5000/team/b:v2", "localhost:5000/team/b", "v2");
+        check_ref("localhost:5000/team/b", "localhost:5000/team/b", "latest");
+        check_ref("Upper:1", NULL, NULL);       /* repositories are lower-case */
+        check_ref("a:", NULL, NULL);            /* an empty tag */
+        check_ref(":1", NULL, NULL);
+        check_ref("a:-x", NULL, NULL);
+        check_ref("a//b:1", NULL, NULL);
+        check_ref("a/:1", NULL, NULL);
+        check_ref("a b:1", NULL, NULL);
+        check_ref("a:x y", NULL, NULL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_manifest_full),
@@ -205,6 +233,7 @@ int main(void) {
                 cmocka_unit_test(test_canonical_path),
                 cmocka_unit_test(test_relative_path),
                 cmocka_unit_test(test_store_safe_name),
+                cmocka_unit_test(test_image_ref),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@ AGENTD = os.environ["AGENTD"]
 AGENTIXCTL = os.environ["AGENTIXCTL"]
 EXAMPLE = os.environ["EXAMPLE_DIR"]
 BUSYBOX = "agentix-test/busybox:1"
+TEST_BUNDLE = "agentix-test/example-bundle:0.1.0"
 NAME, MANAGER_PATH = "org.agentix.Agentd1", "/org/agentix/Agentd1"
 MANAGER, SANDBOX = "org.agentix.Agentd1.Manager", "org.agentix.Agentd1.Sandbox"
 WORK = tempfile.mkdtemp(prefix="agentix-agentd-test-")
@@ -72,11 +73,14 @@ def bundle():
     busybox task image."""
     if not hasattr(bundle, "ref"):
         import json
-        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"), EXAMPLE],
-                           capture_output=True, text=True)
+        # Under a tag of the tests' own: example-bundle:0.1.0 stays the user's (this one carries
+        # the runtime under test, a sanitizer build say).
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"),
+                            "--tag", TEST_BUNDLE, EXAMPLE], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         b = json.loads(r.stdout)
-        bundle.ref = f"{b['name']}:{b['version']}"
+        assert b["tags"] == [TEST_BUNDLE], b
+        bundle.ref = TEST_BUNDLE
         r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "busybox"],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -62,7 +62,14 @@ def debian_image():
     return task_image("debian", DEBIAN_IMAGE)
 
 
+# The example bundle as the tests build it, with the runtime of the build under test (a sanitizer
+# build, say): under a tag of its own, so that example-bundle:0.1.0 stays the user's.
+TEST_TAG = "agentix-test/example-bundle:0.1.0"
+
+
 def build(directory=EXAMPLE, *args, cache=CACHE, check=True):
+    if directory == EXAMPLE:
+        args = ("--tag", TEST_TAG, *args)
     r = subprocess.run([AGENTIXCTL, "build", "--json", "--cache-dir", cache, *args, directory],
                        capture_output=True, text=True)
     if check:
@@ -160,7 +167,8 @@ def foreign_mappings(client):
 
 def check_example_bundle(image):
     bundle = build()
-    with Sandbox(f"{bundle['name']}:{bundle['version']}", image) as sb:
+    assert bundle["tags"] == [TEST_TAG], bundle
+    with Sandbox(TEST_TAG, image) as sb:
         client = RpcClient(sb.url, TOKEN, transports=["websocket"])
         try:
             r = execute(client, "bash -c 'echo bash $BASH_VERSION; command -v bash python3 git ls'")
@@ -283,9 +291,36 @@ def image_records_platform_volume_and_tags():
     assert (info["Os"], info["Architecture"]) == ("linux", "amd64"), (info["Os"], info["Architecture"])
     assert info["Config"]["Volumes"] == {"/nix": {}}
     assert info["Config"]["Entrypoint"] == ["/nix/runtime/bin/agentix-server"]
-    assert f"{bundle['name']}:{bundle['version']}" in info["RepoTags"]
+    assert info["RepoTags"] == [TEST_TAG], info["RepoTags"]
+    assert info["Config"]["Labels"]["org.agentix.bundle"] == bundle["name"] == "example-bundle", info["Config"]["Labels"]
     # One layer per store path (plus /nix/runtime).
     assert len(info["RootFS"]["Layers"]) == bundle["layers"] == bundle["store_paths"] + 1, bundle
+
+
+@test
+def a_tagged_build_leaves_the_bundles_own_tags_alone():
+    """--tag: the image gets that one tag; NAME:VERSION and NAME:latest stay where they were
+    (the release build a user made, or nothing)."""
+    with tempfile.TemporaryDirectory() as out:
+        project = write_project(out, "[Bundle]\nName=agentix-test-tagged\nVersion=1\n[Tools]\nPackages=bash\n")
+        docker("rmi", "-f", "agentix-test-tagged:1", "agentix-test-tagged:latest", "agentix-test/tagged:x",
+               "agentix-test/tagged:latest", check=False)
+        res = build(project, "--tag", "agentix-test/tagged:x")
+        assert res["tags"] == ["agentix-test/tagged:x"] and res["loaded"], res
+        assert not image_exists("agentix-test-tagged:1") and not image_exists("agentix-test-tagged:latest")
+        # Docker has the image already: only the tag is set; no tag means :latest.
+        res = build(project, "--tag", "agentix-test/tagged")
+        assert res["tags"] == ["agentix-test/tagged:latest"] and not res["loaded"], res
+        tags = json.loads(docker("image", "inspect", res["id"]).stdout)[0]["RepoTags"]
+        assert sorted(tags) == ["agentix-test/tagged:latest", "agentix-test/tagged:x"], tags
+        # Without --tag: the manifest's own tags, beside the others.
+        res = build(project)
+        assert res["tags"] == ["agentix-test-tagged:1", "agentix-test-tagged:latest"], res
+        for bad in ("Upper/case", "a:", "a b", "a:-x"):
+            r = build(project, "--tag", bad, check=False)
+            assert r.returncode == 64 and "--tag=" in r.stderr and "not an image name" in r.stderr, (bad, r.stderr)
+        docker("rmi", "-f", "agentix-test-tagged:1", "agentix-test-tagged:latest", "agentix-test/tagged:x",
+               "agentix-test/tagged:latest", check=False)
 
 
 @test
