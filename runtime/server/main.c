@@ -522,7 +522,7 @@ static int setup(Server *srv, Options *o) {
                 r = http_server_add_eio(srv->http, srv->eio_echo);
                 if (r < 0)
                         return r;
-                r = conformance_add_namespaces(srv->sio);
+                r = conformance_add_namespaces(srv->sio, srv->event);
                 if (r < 0)
                         return r;
         } else {

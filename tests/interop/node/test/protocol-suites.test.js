@@ -110,6 +110,27 @@ describe('socket.io-protocol', () => {
     });
   }
 
+  // The suites' own helper: one listener per expected message (waitFor in their test files).
+  // A message that arrives in the same read as the one before it finds no listener and is lost,
+  // so "auth" must leave only after the CONNECT reply was written, as the reference server does.
+  it('sends "auth" apart from the CONNECT reply, as the suites\' waitFor() reads them (20 connections)', async () => {
+    const waitFor = (ws, type) => new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${type} within 5 s: a message was lost`)), 5000);
+      ws.addEventListener(type, (event) => { clearTimeout(timer); resolve(event); }, { once: true });
+    });
+    for (let i = 0; i < 20; i++) {
+      for (const nsp of ['', '/custom,']) {
+        const ws = new WebSocket(`${wsUrl}/socket.io/?EIO=4&transport=websocket`);
+        await waitFor(ws, 'message'); // Engine.IO handshake
+        ws.send(`40${nsp}`);
+        const handshake = (await waitFor(ws, 'message')).data.toString();
+        assert.ok(handshake.startsWith(`40${nsp}{"sid":`), handshake);
+        assert.equal((await waitFor(ws, 'message')).data.toString(), `42${nsp}["auth",{}]`);
+        ws.close();
+      }
+    }
+  });
+
   it('disconnects from the main namespace and keeps the connection (a ping follows)', async () => {
     const s = await socketIoConnection();
     s.send('41');
