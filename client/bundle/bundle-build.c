@@ -393,7 +393,7 @@ static int deliver(Build *b, BundleBuildResult *res) {
         _cleanup_strv_free_ char **tags = NULL, **labels = NULL;
         _cleanup_free_ char *config = NULL, *archive = NULL, *ref = NULL, *e = NULL;
         ImageSpec spec;
-        DockerEngine *d = NULL;
+        DockerClient *d = NULL;
         int r;
 
         if (b->o->tag) {
@@ -451,7 +451,7 @@ static int deliver(Build *b, BundleBuildResult *res) {
         if (r < 0)
                 return build_fail(b, r, "%s", e ?: strerror(-r));
         if (asprintf(&ref, "sha256:%s", res->id) < 0) {
-                docker_engine_free(d);
+                docker_client_free(d);
                 return -ENOMEM;
         }
         r = docker_image_exists(d, ref, &e);
@@ -459,14 +459,14 @@ static int deliver(Build *b, BundleBuildResult *res) {
                 _cleanup_close_ int fd = -EBADF;
                 /* Written whole first, so that a failed build never leaves half an image in Docker. */
                 if (asprintf(&archive, "%s/image.tar", b->tmp) < 0) {
-                        docker_engine_free(d);
+                        docker_client_free(d);
                         return -ENOMEM;
                 }
                 fd = open(archive, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
                 r = fd < 0 ? negative_errno() : image_archive_write(fd, &spec, config, res->id);
                 progress(b, BUILD_STEP_IMAGE, 1, 1, NULL);
                 if (r < 0) {
-                        docker_engine_free(d);
+                        docker_client_free(d);
                         return build_fail(b, r, "cannot write the image archive: %s", strerror(-r));
                 }
                 progress(b, BUILD_STEP_LOAD, 0, 1, NULL);
@@ -483,7 +483,7 @@ static int deliver(Build *b, BundleBuildResult *res) {
                                 r = docker_image_tag(d, ref, repository, tag, &e);
                 }
         }
-        docker_engine_free(d);
+        docker_client_free(d);
         if (r < 0)
                 return build_fail(b, r, "%s", e ?: strerror(-r));
         progress(b, BUILD_STEP_LOAD, 1, 1, NULL);

@@ -17,6 +17,7 @@
 #include "buffer.h"
 #include "curl-event.h"
 #include "docker-client.h"
+#include "engine-util.h"
 #include "docker-network.h"
 
 typedef struct AgentdBackend DockerBackend;

@@ -24,6 +24,7 @@
 #include "agentix/agentd-backend.h"
 #include "curl-event.h"
 #include "docker-client.h"
+#include "engine-util.h"
 
 typedef struct AgentdBackend SwarmBackend;
 typedef struct AgentdJob SwarmCreate;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-#include <endian.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "agentix/agentd-backend.h"
 #include "buffer.h"
 #include "curl-event.h"
 #include "docker-client.h"
@@ -38,6 +39,7 @@ struct DockerClient {
         uint64_t timeout_usec;
         bool negotiating;
         DockerRequest *requests;     /* every request not yet answered */
+        CURL *blocking;              /* the blocking calls' handle (its connection is reused) */
 };
 
 static void request_free(DockerRequest *r, bool answered) {
@@ -78,6 +80,8 @@ DockerClient *docker_client_free(DockerClient *d) {
         while (d->requests)
                 request_free(d->requests, false);
         curl_event_free(d->curl);
+        if (d->blocking)
+                curl_easy_cleanup(d->blocking);
         sd_event_unref(d->event);
         free(d->socket);
         free(d->unix_path);
@@ -267,7 +271,7 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
         if (!d)
                 return -ENOMEM;
         d->timeout_usec = DEFAULT_TIMEOUT_USEC;
-        d->event = sd_event_ref(event);
+        d->event = event ? sd_event_ref(event) : NULL;
         d->socket = strdup(socket);
         if (startswith(socket, "tcp://")) {
                 if (asprintf(&d->base, "http://%s", socket + 6) < 0)
@@ -280,14 +284,17 @@ int docker_client_new(sd_event *event, const char *socket, DockerClient **ret) {
                 docker_client_free(d);
                 return -ENOMEM;
         }
-        r = curl_event_new(event, &d->curl);
-        if (r < 0) {
-                docker_client_free(d);
-                return r;
+        if (event) {
+                r = curl_event_new(event, &d->curl);
+                if (r < 0) {
+                        docker_client_free(d);
+                        return r;
+                }
+                /* Idle connections kept for reuse: a few, however many requests a burst had in
+                 * flight (curl's default keeps four per request, each an open fd). */
+                (void) curl_multi_setopt(curl_event_multi(d->curl), CURLMOPT_MAXCONNECTS,
+                                         (long) DOCKER_IDLE_CONNECTIONS);
         }
-        /* Idle connections kept for reuse: a few, however many requests a burst had in flight
-         * (curl's default keeps four per request, each an open fd). */
-        (void) curl_multi_setopt(curl_event_multi(d->curl), CURLMOPT_MAXCONNECTS, (long) DOCKER_IDLE_CONNECTIONS);
         *ret = d;
         return 0;
 }
@@ -335,9 +342,12 @@ static int negotiate(DockerClient *d, uint64_t timeout_usec) {
 static int request_new(DockerClient *d, const char *method, const char *path, json_t *body, uint64_t timeout_usec,
                        docker_line_t on_line, docker_reply_t reply, docker_raw_t raw, void *userdata,
                        DockerRequest **ret) {
-        DockerRequest *r = request_alloc(d, method, path, body, timeout_usec, on_line, reply, userdata);
+        DockerRequest *r;
         int k;
 
+        if (!d->curl)
+                return -EOPNOTSUPP; /* a client for blocking calls only */
+        r = request_alloc(d, method, path, body, timeout_usec, on_line, reply, userdata);
         if (!r)
                 return -ENOMEM;
         r->raw = raw;
@@ -378,31 +388,113 @@ static size_t collect(char *data, size_t size, size_t n, void *userdata) {
         return size * n;
 }
 
+/* One blocking request; unversioned: the path as it is (GET /version, /info). */
+static int call_blocking(DockerClient *d, const char *method, const char *path, bool unversioned, int body_fd,
+                         const char *content_type, Buffer *ret_answer, char **ret_error) {
+        _cleanup_free_ char *url = NULL, *type_header = NULL;
+        _cleanup_(fclosep) FILE *body = NULL;
+        struct curl_slist *headers = NULL;
+        char err[CURL_ERROR_SIZE] = "";
+        long status = 0;
+        CURLcode c;
+
+        if ((unversioned ? asprintf(&url, "%s%s", d->base, path)
+                         : asprintf(&url, "%s/v%s%s", d->base, d->version, path)) < 0)
+                return -ENOMEM;
+        if (!d->blocking && !(d->blocking = curl_easy_init()))
+                return -ENOMEM;
+        curl_easy_reset(d->blocking);
+        setup_transport(d, d->blocking);
+        curl_easy_setopt(d->blocking, CURLOPT_URL, url);
+        curl_easy_setopt(d->blocking, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(d->blocking, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(d->blocking, CURLOPT_WRITEDATA, ret_answer);
+        curl_easy_setopt(d->blocking, CURLOPT_ERRORBUFFER, err);
+        curl_easy_setopt(d->blocking, CURLOPT_TIMEOUT_MS, (long) (d->timeout_usec / 1000));
+        curl_easy_setopt(d->blocking, CURLOPT_CONNECTTIMEOUT_MS, (long) MIN(d->timeout_usec / 1000, 10000ULL));
+        if (body_fd >= 0) {
+                struct stat st;
+                int fd;
+
+                if (fstat(body_fd, &st) < 0)
+                        return message_set_first(ret_error, -errno, "cannot read the request's body: %m");
+                fd = fcntl(body_fd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0 || !(body = fdopen(fd, "re"))) {
+                        if (fd >= 0)
+                                close(fd);
+                        return message_set_first(ret_error, -errno, "cannot read the request's body: %m");
+                }
+                if (asprintf(&type_header, "Content-Type: %s", content_type ?: "application/octet-stream") < 0 ||
+                    !(headers = curl_slist_append(NULL, type_header)))
+                        return -ENOMEM;
+                curl_easy_setopt(d->blocking, CURLOPT_UPLOAD, 1L);
+                curl_easy_setopt(d->blocking, CURLOPT_READDATA, body);
+                curl_easy_setopt(d->blocking, CURLOPT_INFILESIZE_LARGE, (curl_off_t) st.st_size);
+                curl_easy_setopt(d->blocking, CURLOPT_HTTPHEADER, headers);
+        } else if (streq(method, "POST"))
+                curl_easy_setopt(d->blocking, CURLOPT_POSTFIELDSIZE, 0L);
+        c = curl_easy_perform(d->blocking);
+        curl_slist_free_all(headers);
+        if (c == CURLE_COULDNT_CONNECT && d->unix_path) {
+                long os_errno = 0;
+
+                /* curl names "docker port 80"; the socket and why it refused say more. */
+                curl_easy_getinfo(d->blocking, CURLINFO_OS_ERRNO, &os_errno);
+                return message_set_first(ret_error, -ECONNREFUSED, "cannot reach Docker at %s: %s (is dockerd running?)",
+                                         d->unix_path, strerror(os_errno ? (int) os_errno : ECONNREFUSED));
+        }
+        if (c != CURLE_OK)
+                return message_set_first(ret_error, c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EHOSTUNREACH,
+                                         "cannot reach Docker at %s: %s", d->socket, *err ? err : curl_easy_strerror(c));
+        curl_easy_getinfo(d->blocking, CURLINFO_RESPONSE_CODE, &status);
+        return (int) status;
+}
+
+/* GET /version, blocking. */
+static int negotiate_blocking(DockerClient *d, char **ret_error) {
+        _cleanup_buffer_ Buffer answer = BUFFER_NULL;
+        json_t *j;
+        const char *v;
+        int status;
+
+        status = call_blocking(d, "GET", "/version", true, -1, NULL, &answer, ret_error);
+        if (status < 0)
+                return status;
+        j = json_loadb((const char *) buffer_data(&answer), answer.len, 0, NULL);
+        v = json_string_value(json_object_get(j, "ApiVersion"));
+        if (status != 200 || !v) {
+                json_decref(j);
+                return message_set_first(ret_error, -EPROTO, "Docker at %s answered GET /version with HTTP %d, "
+                                         "without an API version", d->socket, status);
+        }
+        free(d->version);
+        d->version = strdup(v);
+        json_decref(j);
+        return d->version ? 0 : -ENOMEM;
+}
+
+int docker_call(DockerClient *d, const char *method, const char *path, int body_fd, const char *content_type,
+                Buffer *ret_answer, char **ret_error) {
+        int r;
+
+        if (!d->version) {
+                r = negotiate_blocking(d, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        return call_blocking(d, method, path, false, body_fd, content_type, ret_answer, ret_error);
+}
+
 int docker_get_blocking(DockerClient *d, const char *path, json_t **ret, char **ret_error) {
         _cleanup_buffer_ Buffer answer = BUFFER_NULL;
-        _cleanup_free_ char *url = NULL;
-        CURL *easy;
-        CURLcode res;
-        long status = 0;
+        int status;
 
-        if (asprintf(&url, "%s%s", d->base, path) < 0)
-                url = NULL;
-        if (!url || !(easy = curl_easy_init()))
-                return backend_new_error(ret_error, -ENOMEM, "Out of memory");
-        setup_transport(d, easy);
-        curl_easy_setopt(easy, CURLOPT_URL, url);
-        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
-        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &answer);
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) (d->timeout_usec / 1000));
-        res = curl_easy_perform(easy);
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_cleanup(easy);
-        if (res != CURLE_OK)
-                return backend_new_error(ret_error, -EHOSTUNREACH, "cannot reach %s: %s", d->socket,
-                                         curl_easy_strerror(res));
+        status = call_blocking(d, "GET", path, true, -1, NULL, &answer, ret_error);
+        if (status < 0)
+                return status;
         *ret = status == 200 ? json_loadb((const char *) buffer_data(&answer), answer.len, 0, NULL) : NULL;
         if (!*ret)
-                return backend_new_error(ret_error, -EPROTO, "%s answered GET %s with HTTP %ld, not Docker's JSON",
+                return message_set_first(ret_error, -EPROTO, "%s answered GET %s with HTTP %d, not Docker's JSON",
                                          d->socket, path, status);
         return 0;
 }
@@ -418,80 +510,10 @@ const char *docker_error_message(int status, json_t *body, const char *error, ch
         return buf;
 }
 
-/* ---- helpers of every Engine API backend ----------------------------------------------- */
-
-uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok) {
-        const char *v = json_string_value(json_object_get(labels, key));
-        unsigned long long n;
-        char *end;
-
-        if (!v) {
-                *ok = false;
-                return 0;
-        }
-        errno = 0;
-        n = strtoull(v, &end, 10);
-        if (errno || end == v || *end)
-                *ok = false;
-        return n;
-}
-
 char *docker_escape(const char *s) {
         char *e = curl_easy_escape(NULL, s, 0), *copy;
 
         copy = e ? strdup(e) : NULL;
         curl_free(e);
         return copy;
-}
-
-
-int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
-        const char *v = getenv(AGENTD_BACKEND_TIMEOUT_ENV);
-        char *end;
-        double d;
-
-        if (!v)
-                return 0;
-        d = strtod(v, &end);
-        if (end == v || *end || !(d >= 0.1 && d <= 3600)) {
-                if (asprintf(ret_error, "%s=%s is not a number of seconds from 0.1 to 3600", AGENTD_BACKEND_TIMEOUT_ENV,
-                             v) < 0)
-                        *ret_error = NULL;
-                return -EINVAL;
-        }
-        *ret_usec = (uint64_t) (d * 1e6);
-        return 0;
-}
-
-/* Without a TTY (agentd never asks for one) Docker multiplexes standard output and error into
- * frames: one byte naming the stream, three zero bytes, the payload's size (32 bits, big-endian),
- * the payload. */
-int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out) {
-        const uint8_t *data = frames;
-
-        while (size > 0) {
-                uint32_t n;
-
-                if (size < 8 || data[0] > 2 || data[1] || data[2] || data[3])
-                        return -EBADMSG;
-                memcpy(&n, data + 4, 4);
-                n = be32toh(n);
-                if (n > size - 8)
-                        return -EBADMSG;
-                if (buffer_append(out, data + 8, n) < 0)
-                        return -ENOMEM;
-                data += 8 + n;
-                size -= 8 + n;
-        }
-        return 0;
-}
-
-int backend_new_error(char **ret_error, int r, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_error, fmt, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return r;
 }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The Docker Engine API on sd-event: requests over the daemon's unix socket with libcurl's
- * multi interface (runtime/shared/curl-event), never blocking the loop. The API version is
- * negotiated once (GET /version) before the first request goes out; requests made meanwhile
- * wait for it. A slow or hung Docker delays only the requests sent to it. */
+/* The Docker Engine API client of every program that talks to Docker (agentd's engine and swarm
+ * backends, agentixctl build): requests over the daemon's unix socket, or TCP with TLS, with
+ * libcurl. On sd-event (curl-event.h), never blocking the loop; or blocking, for a program with
+ * no loop (docker_call()). The API version is negotiated once (GET /version) before the first
+ * request goes out; requests made meanwhile wait for it. A slow or hung Docker delays only the
+ * requests sent to it. */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,14 +26,15 @@ typedef struct DockerRequest DockerRequest;
  * NULL (borrowed: valid during the call). */
 typedef void (*docker_reply_t)(DockerClient *d, int status, json_t *body, const char *error, void *userdata);
 
-/* socket: a unix socket's path (docker_socket_from_env()) or unix://PATH, or tcp://HOST:PORT. */
+/* socket: a unix socket's path (docker_socket_from_env()) or unix://PATH, or tcp://HOST:PORT.
+ * event NULL: a client for the blocking calls only (the others fail with -EOPNOTSUPP). */
 int docker_client_new(sd_event *event, const char *socket, DockerClient **ret);
 /* Over TCP only (-EPROTONOSUPPORT on a unix socket): HTTPS, the server checked against the CA
  * file and this client known by its certificate and key (files, PEM), as `docker --tlsverify`. */
 int docker_client_set_tls(DockerClient *d, const char *ca, const char *cert, const char *key);
 DockerClient *docker_client_free(DockerClient *d);
 
-/* The timeout of requests that name none (default 30 s). */
+/* The timeout of requests that name none, and of the blocking calls (default 30 s). */
 void docker_client_set_timeout(DockerClient *d, uint64_t usec);
 
 /* "1.41" once negotiated, else NULL. */
@@ -58,7 +61,15 @@ int docker_request_raw(DockerClient *d, const char *path, docker_raw_t reply, vo
  * freed): a reply that never comes cannot free it. */
 void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata));
 
-/* GET path (unversioned, as /info), waiting for the answer: only for a backend's new(), before
+/* ---- blocking ------------------------------------------------------------------------------ */
+
+/* METHOD /v<version><path>, waiting for the answer (the version negotiated first, the same
+ * way, when it is not known yet). body_fd >= 0: that file's bytes are the body, sent as
+ * content_type. Returns the HTTP status, the answer in *ret_answer (at most 64 MiB); without an
+ * answer a negative errno, and *ret_error (malloc'ed) says why. */
+int docker_call(DockerClient *d, const char *method, const char *path, int body_fd, const char *content_type,
+                Buffer *ret_answer, char **ret_error);
+/* GET path (unversioned, as /info), waiting for the answer: for a backend's new(), before
  * agentd's loop runs. *ret: the answer's JSON (HTTP 200 only); else *ret_error says why. */
 int docker_get_blocking(DockerClient *d, const char *path, json_t **ret, char **ret_error);
 
@@ -68,17 +79,5 @@ void docker_request_cancel(DockerRequest *r);
 /* Docker's message for a failed request: body.message, else "HTTP <status>". */
 const char *docker_error_message(int status, json_t *body, const char *error, char *buf, size_t size);
 
-/* ---- helpers of every Engine API backend ---------------------------------------------------- */
-
-/* A label's value as a decimal number; *ok becomes false when it is missing or not one. */
-uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok);
 /* A string escaped for a URL's query or path (malloc'ed). */
 char *docker_escape(const char *s);
-/* The payloads of a container or service log's frames (Docker multiplexes stdout and stderr),
- * appended to out in order; -EBADMSG for what is not frames. */
-int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);
-/* A backend's new() failing: *ret_error (malloc'ed, NULL without memory) says why; returns r. */
-int backend_new_error(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
-/* $AGENTD_BACKEND_TIMEOUT in *ret_usec when set (else untouched); -EINVAL and *ret_error
- * (malloc'ed) naming it when it is no number of seconds from 0.1 to 3600. */
-int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error);
