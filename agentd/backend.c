@@ -18,8 +18,8 @@ static void backend_free(Backend *b) {
         free(b);
 }
 
-static int fail(Backend *b, const char *fmt, ...) _printf_(2, 3);
-static int fail(Backend *b, const char *fmt, ...) {
+static int backend_fail(Backend *b, const char *fmt, ...) _printf_(2, 3);
+static int backend_fail(Backend *b, const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
@@ -37,21 +37,21 @@ static int load_one(Backend *b) {
 
         b->dl = dlopen(b->path, RTLD_NOW | RTLD_LOCAL);
         if (!b->dl)
-                return fail(b, "cannot load %s: %s", b->path, dlerror());
+                return backend_fail(b, "cannot load %s: %s", b->path, dlerror());
         ops = dlsym(b->dl, AGENTD_BACKEND_SYMBOL);
         if (!ops)
-                return fail(b, "%s exports no %s (see agentd-backend(3))", b->path, AGENTD_BACKEND_SYMBOL);
+                return backend_fail(b, "%s exports no %s (see agentd-backend(3))", b->path, AGENTD_BACKEND_SYMBOL);
         if (ops->abi != AGENTD_BACKEND_ABI)
-                return fail(b, "%s was built for backend ABI %u; this agentd speaks %u: rebuild it", b->path, ops->abi,
+                return backend_fail(b, "%s was built for backend ABI %u; this agentd speaks %u: rebuild it", b->path, ops->abi,
                             AGENTD_BACKEND_ABI);
         if (!ops->name || !streq(ops->name, b->name))
-                return fail(b, "%s calls itself '%s', not '%s'", b->path, ops->name ?: "", b->name);
+                return backend_fail(b, "%s calls itself '%s', not '%s'", b->path, ops->name ?: "", b->name);
         if (!ops->new || !ops->free || !ops->create || !ops->cancel || !ops->remove)
-                return fail(b, "%s lacks one of new, free, create, cancel, remove", b->path);
+                return backend_fail(b, "%s lacks one of new, free, create, cancel, remove", b->path);
         r = ops->new(&b->state, &error);
         if (r < 0) {
                 b->state = NULL;
-                fail(b, "%s", error ?: strerror(-r));
+                backend_fail(b, "%s", error ?: strerror(-r));
                 free(error);
                 return 0;
         }

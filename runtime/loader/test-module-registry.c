@@ -37,7 +37,7 @@ static char module_dir[] = "/tmp/test-module-registry-XXXXXX";
 static char **module_paths;
 static int n_module_paths;
 
-static void copy_file(const char *from, const char *to) {
+static void copy_module_file(const char *from, const char *to) {
         _cleanup_close_ int in = -EBADF, out = -EBADF;
         char buf[65536];
         ssize_t n;
@@ -60,7 +60,7 @@ static void install_module(const char *name) {
         for (int i = 0; i < n_module_paths; i++) {
                 _cleanup_free_ char *copy = strdup(module_paths[i]);
                 if (streq(basename(copy), file)) {
-                        copy_file(module_paths[i], to);
+                        copy_module_file(module_paths[i], to);
                         return;
                 }
         }

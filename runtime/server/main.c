@@ -114,7 +114,7 @@ static void help(void) {
                AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
 }
 
-static int parse_size(const char *s, size_t min, size_t *ret) {
+static int parse_byte_count(const char *s, size_t min, size_t *ret) {
         unsigned long long v;
         char *end;
 
@@ -129,7 +129,7 @@ static int parse_size(const char *s, size_t min, size_t *ret) {
 static int parse_uint(const char *s, unsigned min, unsigned *ret) {
         size_t v;
 
-        if (parse_size(s, min, &v) < 0 || v > UINT_MAX)
+        if (parse_byte_count(s, min, &v) < 0 || v > UINT_MAX)
                 return -EINVAL;
         *ret = (unsigned) v;
         return 0;
@@ -211,7 +211,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         o->no_seccomp = true;
                         break;
                 case ARG_MAX_MESSAGE:
-                        if (parse_size(optarg, 1024, &o->max_message) < 0 || o->max_message > 2048u * MIB)
+                        if (parse_byte_count(optarg, 1024, &o->max_message) < 0 || o->max_message > 2048u * MIB)
                                 return log_error_errno(EINVAL, "--max-message must be between 1024 and 2147483648: %s", optarg);
                         break;
                 case ARG_MAX_CALLS:
@@ -237,7 +237,7 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                         timeout_set = true;
                         break;
                 case ARG_MAX_PAYLOAD:
-                        if (parse_size(optarg, 16, &o->max_payload) < 0)
+                        if (parse_byte_count(optarg, 16, &o->max_payload) < 0)
                                 return log_error_errno(EINVAL, "Invalid --max-payload: %s", optarg);
                         payload_set = true;
                         break;

@@ -13,7 +13,7 @@ typedef struct ProfileParser {
 } ProfileParser;
 
 /* Always -EINVAL, visibly to the compiler: out-parameters are left unset on failure. */
-#define fail(p, ...) (message_set_first(&(p)->error, -EINVAL, __VA_ARGS__), -EINVAL)
+#define profile_fail(p, ...) (message_set_first(&(p)->error, -EINVAL, __VA_ARGS__), -EINVAL)
 
 static const struct {
         const char *name;
@@ -53,7 +53,7 @@ static int arch_add(ProfileParser *p, const char *name) {
                 if (streq(arch_table[i].name, name)) {
                         int r = seccomp_arch_add(p->ctx, arch_table[i].token);
                         if (r < 0 && r != -EEXIST)
-                                return fail(p, "cannot add architecture %s: %s", name, strerror(-r));
+                                return profile_fail(p, "cannot add architecture %s: %s", name, strerror(-r));
                         return 0;
                 }
         /* A newer profile may name architectures this libseccomp does not know. */
@@ -67,10 +67,10 @@ static int parse_architectures(ProfileParser *p, json_t *root) {
         int r;
 
         if (arches && !json_is_array(arches) && !json_is_null(arches))
-                return fail(p, "\"architectures\" must be an array of strings");
+                return profile_fail(p, "\"architectures\" must be an array of strings");
         json_array_foreach(arches, i, e) {
                 if (!json_is_string(e))
-                        return fail(p, "architectures[%zu] must be a string", i);
+                        return profile_fail(p, "architectures[%zu] must be a string", i);
                 r = arch_add(p, json_string_value(e));
                 if (r < 0)
                         return r;
@@ -80,7 +80,7 @@ static int parse_architectures(ProfileParser *p, json_t *root) {
 
         /* Docker's archMap: add the native architecture's entry and its sub-architectures. */
         if (!json_is_array(map))
-                return fail(p, "\"archMap\" must be an array");
+                return profile_fail(p, "\"archMap\" must be an array");
         json_array_foreach(map, i, e) {
                 const char *arch = json_string_value(json_object_get(e, "architecture"));
                 json_t *subs = json_object_get(e, "subArchitectures"), *s;
@@ -88,7 +88,7 @@ static int parse_architectures(ProfileParser *p, json_t *root) {
                 size_t j;
 
                 if (!arch)
-                        return fail(p, "archMap[%zu].architecture must be a string", i);
+                        return profile_fail(p, "archMap[%zu].architecture must be a string", i);
                 for (size_t k = 0; k < ELEMENTSOF(arch_table); k++)
                         if (streq(arch_table[k].name, arch))
                                 token = arch_table[k].token;
@@ -99,7 +99,7 @@ static int parse_architectures(ProfileParser *p, json_t *root) {
                         return r;
                 json_array_foreach(subs, j, s) {
                         if (!json_is_string(s))
-                                return fail(p, "archMap[%zu].subArchitectures[%zu] must be a string", i, j);
+                                return profile_fail(p, "archMap[%zu].subArchitectures[%zu] must be a string", i, j);
                         r = arch_add(p, json_string_value(s));
                         if (r < 0)
                                 return r;
@@ -113,11 +113,11 @@ static int parse_action(ProfileParser *p, const char *where, json_t *action, jso
         int64_t e = EPERM;
 
         if (!a)
-                return fail(p, "%s: \"action\" must be a string", where);
+                return profile_fail(p, "%s: \"action\" must be a string", where);
         if (errno_ret && !json_is_null(errno_ret)) {
                 if (!json_is_integer(errno_ret) || json_integer_value(errno_ret) < 0 ||
                     json_integer_value(errno_ret) > 0xffff)
-                        return fail(p, "%s: errnoRet must be an integer 0…65535", where);
+                        return profile_fail(p, "%s: errnoRet must be an integer 0…65535", where);
                 e = json_integer_value(errno_ret);
         }
 
@@ -136,10 +136,10 @@ static int parse_action(ProfileParser *p, const char *where, json_t *action, jso
         else if (streq(a, "SCMP_ACT_LOG"))
                 *ret = SCMP_ACT_LOG;
         else if (streq(a, "SCMP_ACT_NOTIFY"))
-                return fail(p, "%s: action SCMP_ACT_NOTIFY is not supported (the worker has no notification listener)",
+                return profile_fail(p, "%s: action SCMP_ACT_NOTIFY is not supported (the worker has no notification listener)",
                             where);
         else
-                return fail(p, "%s: unknown action \"%s\" (expected SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_ACT_KILL, "
+                return profile_fail(p, "%s: unknown action \"%s\" (expected SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_ACT_KILL, "
                             "SCMP_ACT_KILL_THREAD, SCMP_ACT_KILL_PROCESS, SCMP_ACT_TRAP, SCMP_ACT_TRACE or SCMP_ACT_LOG)",
                             where, a);
         return 0;
@@ -157,13 +157,13 @@ static int parse_op(ProfileParser *p, const char *where, const char *op, enum sc
         };
 
         if (!op)
-                return fail(p, "%s: \"op\" must be a string", where);
+                return profile_fail(p, "%s: \"op\" must be a string", where);
         for (size_t i = 0; i < ELEMENTSOF(ops); i++)
                 if (streq(ops[i].name, op)) {
                         *ret = ops[i].op;
                         return 0;
                 }
-        return fail(p, "%s: unknown comparison \"%s\" (expected SCMP_CMP_NE, SCMP_CMP_LT, SCMP_CMP_LE, "
+        return profile_fail(p, "%s: unknown comparison \"%s\" (expected SCMP_CMP_NE, SCMP_CMP_LT, SCMP_CMP_LE, "
                     "SCMP_CMP_EQ, SCMP_CMP_GE, SCMP_CMP_GT or SCMP_CMP_MASKED_EQ)", where, op);
 }
 
@@ -173,7 +173,7 @@ static int parse_u64(ProfileParser *p, const char *where, const char *field, jso
                 return 0;
         }
         if (!json_is_integer(v))
-                return fail(p, "%s: \"%s\" must be an integer", where, field);
+                return profile_fail(p, "%s: \"%s\" must be an integer", where, field);
         /* JSON integers are signed 64-bit here; negative values stand for the high half. */
         *ret = (uint64_t) json_integer_value(v);
         return 0;
@@ -189,9 +189,9 @@ static int parse_args(ProfileParser *p, const char *where, json_t *args, struct 
                 return 0;
         }
         if (!json_is_array(args))
-                return fail(p, "%s: \"args\" must be an array", where);
+                return profile_fail(p, "%s: \"args\" must be an array", where);
         if (json_array_size(args) > 6)
-                return fail(p, "%s: at most 6 argument comparisons are possible", where);
+                return profile_fail(p, "%s: at most 6 argument comparisons are possible", where);
 
         json_array_foreach(args, i, a) {
                 json_t *index = json_object_get(a, "index");
@@ -201,9 +201,9 @@ static int parse_args(ProfileParser *p, const char *where, json_t *args, struct 
 
                 snprintf(w, sizeof(w), "%s.args[%zu]", where, i);
                 if (!json_is_object(a))
-                        return fail(p, "%s: must be an object", w);
+                        return profile_fail(p, "%s: must be an object", w);
                 if (!json_is_integer(index) || json_integer_value(index) < 0 || json_integer_value(index) > 5)
-                        return fail(p, "%s: \"index\" must be an integer 0…5", w);
+                        return profile_fail(p, "%s: \"index\" must be an integer 0…5", w);
                 r = parse_op(p, w, json_string_value(json_object_get(a, "op")), &op);
                 if (r < 0)
                         return r;
@@ -240,7 +240,7 @@ static int entry_applies(ProfileParser *p, const char *where, json_t *entry, boo
         const char *arch = native_go_arch();
 
         if ((inc && !json_is_object(inc) && !json_is_null(inc)) || (exc && !json_is_object(exc) && !json_is_null(exc)))
-                return fail(p, "%s: \"includes\" and \"excludes\" must be objects", where);
+                return profile_fail(p, "%s: \"includes\" and \"excludes\" must be objects", where);
 
         *ret = false;
         if (json_array_size(json_object_get(inc, "arches")) > 0 && !string_in(json_object_get(inc, "arches"), arch))
@@ -264,7 +264,7 @@ static int add_rule(ProfileParser *p, const char *where, const char *name, uint3
         }
         r = seccomp_rule_add_array(p->ctx, action, nr, n_cmps, cmps);
         if (r < 0)
-                return fail(p, "%s: cannot add a rule for \"%s\": %s", where, name, strerror(-r));
+                return profile_fail(p, "%s: cannot add a rule for \"%s\": %s", where, name, strerror(-r));
         return 0;
 }
 
@@ -280,7 +280,7 @@ static int parse_entry(ProfileParser *p, size_t i, json_t *entry) {
 
         snprintf(where, sizeof(where), "syscalls[%zu]", i);
         if (!json_is_object(entry))
-                return fail(p, "%s: must be an object", where);
+                return profile_fail(p, "%s: must be an object", where);
 
         r = parse_action(p, where, json_object_get(entry, "action"), json_object_get(entry, "errnoRet"), &action);
         if (r < 0)
@@ -295,12 +295,12 @@ static int parse_entry(ProfileParser *p, size_t i, json_t *entry) {
         names = json_object_get(entry, "names");
         name = json_object_get(entry, "name");
         if ((names && !json_is_array(names) && !json_is_null(names)) || (name && !json_is_string(name)))
-                return fail(p, "%s: \"names\" must be an array of strings, \"name\" a string", where);
+                return profile_fail(p, "%s: \"names\" must be an array of strings, \"name\" a string", where);
         if (json_array_size(names) == 0 && !name)
-                return fail(p, "%s: no syscall \"names\" given", where);
+                return profile_fail(p, "%s: no syscall \"names\" given", where);
         json_array_foreach(names, j, e)
                 if (!json_is_string(e))
-                        return fail(p, "%s.names[%zu]: must be a string", where, j);
+                        return profile_fail(p, "%s.names[%zu]: must be a string", where, j);
 
         if (!applies || action == p->default_action)
                 return 0;
@@ -324,11 +324,11 @@ int seccomp_profile_compile(const char *json, size_t size, scmp_filter_ctx *ret,
 
         root = json_loadb(json, size, JSON_REJECT_DUPLICATES, &jerr);
         if (!root) {
-                r = fail(&p, "not valid JSON (line %d, column %d): %s", jerr.line, jerr.column, jerr.text);
+                r = profile_fail(&p, "not valid JSON (line %d, column %d): %s", jerr.line, jerr.column, jerr.text);
                 goto finish;
         }
         if (!json_is_object(root)) {
-                r = fail(&p, "the profile must be a JSON object");
+                r = profile_fail(&p, "the profile must be a JSON object");
                 goto finish;
         }
 
@@ -339,7 +339,7 @@ int seccomp_profile_compile(const char *json, size_t size, scmp_filter_ctx *ret,
 
         p.ctx = seccomp_init(p.default_action);
         if (!p.ctx) {
-                r = fail(&p, "seccomp_init() failed");
+                r = profile_fail(&p, "seccomp_init() failed");
                 goto finish;
         }
 
@@ -349,7 +349,7 @@ int seccomp_profile_compile(const char *json, size_t size, scmp_filter_ctx *ret,
 
         syscalls = json_object_get(root, "syscalls");
         if (syscalls && !json_is_array(syscalls) && !json_is_null(syscalls)) {
-                r = fail(&p, "\"syscalls\" must be an array");
+                r = profile_fail(&p, "\"syscalls\" must be an array");
                 goto finish;
         }
         json_array_foreach(syscalls, i, e) {

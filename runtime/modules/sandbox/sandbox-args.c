@@ -144,7 +144,7 @@ static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
         return r;
 }
 
-static int parse_size(agentix_call *call, const msgpack_object *o, const char *name, unsigned *ret) {
+static int parse_terminal_size(agentix_call *call, const msgpack_object *o, const char *name, unsigned *ret) {
         int64_t v;
 
         if (!get_int(o, &v) || v < 1 || v > (int64_t) PTY_SIZE_MAX)
@@ -217,10 +217,10 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
                 goto fail;
         }
         a.opts.pty = argv[SANDBOX_ARG_PTY].via.boolean;
-        r = parse_size(call, &argv[SANDBOX_ARG_ROWS], "rows", &a.opts.rows);
+        r = parse_terminal_size(call, &argv[SANDBOX_ARG_ROWS], "rows", &a.opts.rows);
         if (r < 0)
                 goto fail;
-        r = parse_size(call, &argv[SANDBOX_ARG_COLS], "cols", &a.opts.cols);
+        r = parse_terminal_size(call, &argv[SANDBOX_ARG_COLS], "cols", &a.opts.cols);
         if (r < 0)
                 goto fail;
 
