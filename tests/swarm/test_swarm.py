@@ -382,8 +382,9 @@ def a_sandbox_on_a_swarm_overlay_network_reaches_another_by_its_address():
 def the_python_and_typescript_examples_run_unchanged():
     a = agentd()
     env = dict(a.env, PYTHONPATH=os.path.join(ROOT, "client", "python"))
-    r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "python-example", "example.py")],
-                       capture_output=True, text=True, env=env, timeout=300)
+    # The tests' bundle, by name (the examples' default is the user's example-bundle:0.1.0).
+    r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "python-example", "example.py"), BUSYBOX,
+                        bundle()], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "sum 12" in r.stdout and "DONE" in r.stdout, (r.stdout, r.stderr)
     if not shutil.which("node") or not shutil.which("npm"):
         print("    TypeScript example skipped: no node/npm")
@@ -392,8 +393,8 @@ def the_python_and_typescript_examples_run_unchanged():
     b = subprocess.run(["bash", "-c", "[ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error >/dev/null;"
                         " npx tsc -p tsconfig.json"], cwd=js, capture_output=True, text=True, timeout=600)
     assert b.returncode == 0, b.stderr
-    r = subprocess.run(["node", os.path.join(ROOT, "examples", "js-example", "example.mjs")], capture_output=True,
-                       text=True, env=a.env, timeout=300)
+    r = subprocess.run(["node", os.path.join(ROOT, "examples", "js-example", "example.mjs"), BUSYBOX, bundle()],
+                       capture_output=True, text=True, env=a.env, timeout=300)
     assert r.returncode == 0 and "sum 12" in r.stdout and "tick 3" in r.stdout, (r.stdout, r.stderr)
     assert not a.ids() and not services()
 
