@@ -11,6 +11,7 @@ int module_registry_new(const char *module_dir, ModuleRegistry **ret) {
                 &agentix_builtin_sandbox,
                 &agentix_builtin_fs,
                 &agentix_builtin_runtime,
+                &agentix_builtin_shell,
         };
 
         return module_registry_new_with(module_dir, builtins, ELEMENTSOF(builtins), ret);

@@ -45,3 +45,4 @@ int module_registry_resolve(ModuleRegistry *r, const char *callable, agentix_sha
 extern const agentix_module agentix_builtin_sandbox;
 extern const agentix_module agentix_builtin_fs;
 extern const agentix_module agentix_builtin_runtime;
+extern const agentix_module agentix_builtin_shell;

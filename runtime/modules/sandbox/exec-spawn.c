@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <termios.h>
 #include <sys/pidfd.h>
 
 #include "exec-env.h"
@@ -125,6 +126,23 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
                         goto finish;
                 master = r;
                 stage = EXEC_STAGE_SETUP;
+                if (o->pty_plain) {
+                        struct termios t;
+
+                        /* Set before the child runs: the terminal's settings are the pair's. */
+                        if (tcgetattr(master, &t) < 0) {
+                                r = -errno;
+                                goto finish;
+                        }
+                        t.c_lflag &= ~(tcflag_t) (ECHO | ECHONL | ICANON);
+                        t.c_oflag &= ~(tcflag_t) OPOST;
+                        t.c_cc[VMIN] = 1;
+                        t.c_cc[VTIME] = 0;
+                        if (tcsetattr(master, TCSANOW, &t) < 0) {
+                                r = -errno;
+                                goto finish;
+                        }
+                }
 
                 /* Opened after setsid() and without O_NOCTTY: becomes the controlling tty. */
                 r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, slave, O_RDWR, 0);

@@ -84,23 +84,22 @@ static int parse_timeout(agentix_call *call, const msgpack_object *o, uint64_t *
         return 0;
 }
 
-static int check_cwd(agentix_call *call, const char *cwd) {
+int sandbox_check_cwd(agentix_call *call, const char *fn, const char *cwd) {
         struct stat st;
 
         if (cwd[0] != '/')
-                return agentix_call_raise(call, "ValueError", "exec() argument 'cwd' must be an absolute path, got '%s'", cwd);
+                return agentix_call_raise(call, "ValueError", "%s() argument 'cwd' must be an absolute path, got '%s'", fn, cwd);
         if (stat(cwd, &st) < 0) {
                 int e = errno;
 
-                return agentix_call_raise(call, sandbox_errno_type(e), "exec() cwd '%s': %s", cwd, strerror(e));
+                return agentix_call_raise(call, sandbox_errno_type(e), "%s() cwd '%s': %s", fn, cwd, strerror(e));
         }
         if (!S_ISDIR(st.st_mode))
-                return agentix_call_raise(call, "NotADirectoryError", "exec() cwd '%s' is not a directory", cwd);
+                return agentix_call_raise(call, "NotADirectoryError", "%s() cwd '%s' is not a directory", fn, cwd);
         return 0;
 }
 
-static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
-        extern char **environ;
+int sandbox_parse_env(agentix_call *call, const char *fn, const msgpack_object *o, char *const *base, char ***ret) {
         _cleanup_free_ EnvOverride *ov = NULL;
         uint32_t n;
         int r;
@@ -111,8 +110,8 @@ static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
         }
         n = o->via.map.size;
         if (n > SANDBOX_ENV_MAX)
-                return agentix_call_raise(call, "ValueError", "exec() argument 'env' has %" PRIu32 " entries, at most %u are allowed",
-                                          n, SANDBOX_ENV_MAX);
+                return agentix_call_raise(call, "ValueError", "%s() argument 'env' has %" PRIu32 " entries, at most %u are allowed",
+                                          fn, n, SANDBOX_ENV_MAX);
         ov = calloc(MAX(n, 1u), sizeof(EnvOverride));
         if (!ov)
                 return -ENOMEM;
@@ -121,26 +120,26 @@ static int parse_env(agentix_call *call, const msgpack_object *o, char ***ret) {
                 const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
 
                 if (k->type != MSGPACK_OBJECT_STR)
-                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': keys must be str, got %s", mp_type_name(k->type));
+                        return agentix_call_raise(call, "TypeError", "%s() argument 'env': keys must be str, got %s", fn, mp_type_name(k->type));
                 if (!env_key_is_valid(k->via.str.ptr, k->via.str.size))
                         return agentix_call_raise(call, "ValueError",
-                                                  "exec() argument 'env': invalid variable name '%.*s' (empty, or contains '=' or NUL)",
-                                                  (int) k->via.str.size, k->via.str.ptr);
+                                                  "%s() argument 'env': invalid variable name '%.*s' (empty, or contains '=' or NUL)",
+                                                  fn, (int) k->via.str.size, k->via.str.ptr);
                 ov[i].key = k->via.str.ptr;
                 ov[i].key_len = k->via.str.size;
                 if (v->type == MSGPACK_OBJECT_NIL)
                         continue; /* unset */
                 if (v->type != MSGPACK_OBJECT_STR)
-                        return agentix_call_raise(call, "TypeError", "exec() argument 'env': value of '%.*s' must be str or None, got %s",
-                                                  (int) k->via.str.size, k->via.str.ptr, mp_type_name(v->type));
+                        return agentix_call_raise(call, "TypeError", "%s() argument 'env': value of '%.*s' must be str or None, got %s",
+                                                  fn, (int) k->via.str.size, k->via.str.ptr, mp_type_name(v->type));
                 if (!env_value_is_valid(v->via.str.ptr, v->via.str.size))
-                        return agentix_call_raise(call, "ValueError", "exec() argument 'env': value of '%.*s' contains a NUL byte",
-                                                  (int) k->via.str.size, k->via.str.ptr);
+                        return agentix_call_raise(call, "ValueError", "%s() argument 'env': value of '%.*s' contains a NUL byte",
+                                                  fn, (int) k->via.str.size, k->via.str.ptr);
                 ov[i].value = v->via.str.size > 0 ? v->via.str.ptr : "";
                 ov[i].value_len = v->via.str.size;
         }
 
-        r = env_merge(environ, ov, n, ret);
+        r = env_merge(base, ov, n, ret);
         return r;
 }
 
@@ -154,6 +153,7 @@ static int parse_terminal_size(agentix_call *call, const msgpack_object *o, cons
 }
 
 int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size_t argc, SandboxExecArgs *ret) {
+        extern char **environ;
         agentix_shape shape = agentix_call_shape(call);
         SandboxExecArgs a = { .opts = EXEC_OPTIONS_DEFAULT };
         const msgpack_object *in;
@@ -180,13 +180,13 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
         if (r < 0)
                 goto fail;
         if (a.cwd) {
-                r = check_cwd(call, a.cwd);
+                r = sandbox_check_cwd(call, "exec", a.cwd);
                 if (r < 0)
                         goto fail;
                 a.opts.cwd = a.cwd;
         }
 
-        r = parse_env(call, &argv[SANDBOX_ARG_ENV], &a.env);
+        r = sandbox_parse_env(call, "exec", &argv[SANDBOX_ARG_ENV], environ, &a.env);
         if (r < 0)
                 goto fail;
         a.opts.env = a.env;

@@ -45,6 +45,13 @@ typedef struct SandboxExecArgs {
 int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size_t argc, SandboxExecArgs *ret);
 void sandbox_exec_args_done(SandboxExecArgs *a);
 
+/* Shared with the shell module; fn names the function in messages ("exec"). */
+/* cwd must be an absolute path to a directory: 0, or the raised error. */
+int sandbox_check_cwd(agentix_call *call, const char *fn, const char *cwd);
+/* An `env` argument (map of str to str or None) merged over base into *ret (strv); NULL when
+ * the argument is nil. 0, or the raised error. */
+int sandbox_parse_env(agentix_call *call, const char *fn, const msgpack_object *o, char *const *base, char ***ret);
+
 /* Raise the error for a failed exec_start(). */
 int sandbox_raise_start_error(agentix_call *call, const SandboxExecArgs *a, ExecStage stage, int error);
 

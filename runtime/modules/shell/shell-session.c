@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "exec-spawn.h"
+#include "macro.h"
+#include "shell-session.h"
+
+#define BUNDLE_BASH "/nix/runtime/bin/bash"
+#define OPEN_TIMEOUT_DEFAULT_USEC (10ULL * 1000 * 1000)
+#define KILL_GRACE_USEC (200ULL * 1000)
+#define NONCE_LEN 16
+/* \036 (record separator) agentix-NONCE-STATUS \036: never in ordinary output. */
+#define MARKER_HEAD_FMT "\036agentix-%s-"
+#define MARKER_TAIL '\036'
+
+struct ShellSession {
+        pid_t pid;              /* bash: session leader, process group leader */
+        int master;             /* the PTY (non-blocking) */
+        char marker_head[8 + 8 + NONCE_LEN + 2];
+        size_t marker_head_len;
+        Buffer pending;         /* output not yet handed to a run */
+        atomic_bool running;
+        bool ended;
+        int exit_status;        /* the shell's, once reaped */
+};
+
+static const char *default_bash(void) {
+        static const char *const candidates[] = { BUNDLE_BASH, "/usr/bin/bash", "/bin/bash" };
+
+        for (size_t i = 0; i < ELEMENTSOF(candidates); i++)
+                if (access(candidates[i], X_OK) == 0)
+                        return candidates[i];
+        return NULL;
+}
+
+pid_t shell_session_pid(const ShellSession *s) {
+        return s->pid;
+}
+
+bool shell_session_running(const ShellSession *s) {
+        return atomic_load(&s->running);
+}
+
+bool shell_session_ended(const ShellSession *s) {
+        return s->ended;
+}
+
+/* The shell is gone (EOF or EIO on the PTY): reap it. */
+static void mark_ended(ShellSession *s) {
+        int status;
+
+        if (s->ended)
+                return;
+        s->ended = true;
+        if (waitpid(s->pid, &status, 0) == s->pid)
+                s->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Read what the PTY has now into s->pending. 0: read something or nothing was there; -EPIPE:
+ * the shell is gone. */
+static int read_available(ShellSession *s) {
+        for (;;) {
+                uint8_t buf[16384];
+                ssize_t n = read(s->master, buf, sizeof(buf));
+
+                if (n > 0) {
+                        if (buffer_append(&s->pending, buf, (size_t) n) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return 0;
+                /* EIO: every slave fd is closed, the shell (and its jobs' hold on it) gone. */
+                return -EPIPE;
+        }
+}
+
+/* The marker in s->pending: its offset and total length, and the status it carries. */
+static bool find_marker(ShellSession *s, size_t *ret_offset, size_t *ret_len, int *ret_status) {
+        const uint8_t *data = buffer_data(&s->pending);
+        size_t len = s->pending.len;
+        const uint8_t *p = data;
+
+        while ((p = memmem(p, len - (size_t) (p - data), s->marker_head, s->marker_head_len))) {
+                const uint8_t *q = p + s->marker_head_len, *end = data + len;
+                int status = 0;
+
+                while (q < end && *q >= '0' && *q <= '9' && status < 1000)
+                        status = status * 10 + (*q++ - '0');
+                if (q < end && *q == MARKER_TAIL && q > p + s->marker_head_len) {
+                        *ret_offset = (size_t) (p - data);
+                        *ret_len = (size_t) (q + 1 - p);
+                        *ret_status = status;
+                        return true;
+                }
+                if (q >= end)
+                        return false; /* the rest of it has not come yet */
+                p++;
+        }
+        return false;
+}
+
+/* Write all of data, reading output meanwhile (a command may fill the PTY before it reads). */
+static int write_all(ShellSession *s, const void *data, size_t size, uint64_t deadline) {
+        const uint8_t *p = data;
+
+        while (size > 0) {
+                ssize_t n = write(s->master, p, size);
+
+                if (n > 0) {
+                        p += n;
+                        size -= (size_t) n;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno != EAGAIN)
+                        return -errno;
+                struct pollfd pfd = { .fd = s->master, .events = POLLOUT | POLLIN };
+                uint64_t now = now_usec();
+                int wait_ms = deadline ? (now >= deadline ? 0 : (int) MIN((deadline - now) / 1000 + 1, 1000ULL)) : 1000;
+
+                if (deadline && now >= deadline)
+                        return -ETIMEDOUT;
+                if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+                        return -errno;
+                if (pfd.revents & POLLIN) {
+                        int r = read_available(s);
+                        if (r < 0)
+                                return r;
+                        if (s->pending.len > SHELL_PENDING_MAX + SHELL_OUTPUT_MAX_DEFAULT)
+                                buffer_consume(&s->pending, s->pending.len - SHELL_PENDING_MAX);
+                }
+        }
+        return 0;
+}
+
+/* Wait until the marker comes, the shell ends, the deadline passes or wait_fd wakes. 1: the
+ * marker (its offset, length and status); 0: the deadline or a wake-up; -EPIPE: the shell ended.
+ * The buffer keeps the first max_keep bytes and the tail a marker may be starting in; what is
+ * dropped between them is counted in *ret_dropped. */
+static int wait_marker(ShellSession *s, uint64_t deadline, int wait_fd, size_t max_keep, size_t *ret_dropped,
+                       size_t *ret_offset, size_t *ret_len, int *ret_status) {
+        for (;;) {
+                struct pollfd pfd[2] = { { .fd = s->master, .events = POLLIN }, { .fd = wait_fd, .events = POLLIN } };
+                uint64_t now;
+                int r;
+
+                r = read_available(s);
+                if (find_marker(s, ret_offset, ret_len, ret_status))
+                        return 1;
+                /* Bounded: keep the first max_keep bytes and the tail a marker may start in. */
+                if (s->pending.len > max_keep + sizeof(s->marker_head) + 8) {
+                        size_t tail = sizeof(s->marker_head) + 8, drop = s->pending.len - max_keep - tail;
+                        uint8_t *d = buffer_data(&s->pending);
+
+                        memmove(d + max_keep, d + max_keep + drop, tail);
+                        s->pending.len -= drop;
+                        *ret_dropped += drop;
+                }
+                if (r < 0)
+                        return r;
+                now = now_usec();
+                if (deadline && now >= deadline)
+                        return 0;
+                r = poll(pfd, wait_fd >= 0 ? 2 : 1,
+                         deadline ? (int) MIN((deadline - now) / 1000 + 1, (uint64_t) INT32_MAX) : -1);
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+                if (wait_fd >= 0 && (pfd[1].revents & POLLIN))
+                        return 0;
+        }
+}
+
+int shell_session_interrupt(ShellSession *s) {
+        static const char ctrl_c = 0x03;
+
+        if (s->ended)
+                return -EPIPE;
+        return write(s->master, &ctrl_c, 1) == 1 ? 0 : -errno;
+}
+
+int shell_session_input(ShellSession *s, const void *data, size_t size) {
+        if (s->ended)
+                return -EPIPE;
+        return write_all(s, data, size, now_usec() + 5ULL * 1000 * 1000);
+}
+
+/* Kill the foreground job's process group, when it is not the shell's own. */
+static void kill_foreground(ShellSession *s) {
+        pid_t fg = tcgetpgrp(s->master);
+
+        if (fg > 0 && fg != s->pid)
+                (void) kill(-fg, SIGKILL);
+}
+
+void shell_session_kill(ShellSession *s) {
+        kill_foreground(s);
+        (void) kill(-s->pid, SIGKILL);
+}
+
+int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_usec, size_t max_output, int wait_fd,
+                      bool (*cancelled)(void *userdata), void *userdata, ShellRunResult *ret) {
+        _cleanup_buffer_ Buffer line = BUFFER_NULL;
+        uint64_t deadline, grace = 0;
+        size_t dropped = 0, offset = 0, mlen = 0;
+        bool timed_out = false, was_cancelled = false, killed = false;
+        int status = -1, r;
+        bool expected = false;
+
+        if (!atomic_compare_exchange_strong(&s->running, &expected, true))
+                return -EBUSY;
+        if (s->ended) {
+                atomic_store(&s->running, false);
+                return -EPIPE;
+        }
+        deadline = timeout_usec ? now_usec() + timeout_usec : 0;
+
+        /* What came between runs (a background job's output) belongs to this run's output. */
+        r = buffer_append(&line, command, strlen(command));
+        if (r >= 0 && (strlen(command) == 0 || command[strlen(command) - 1] != '\n'))
+                r = buffer_append_byte(&line, '\n');
+        if (r >= 0)
+                r = write_all(s, buffer_data(&line), line.len, deadline);
+        for (;;) {
+                if (r == -ETIMEDOUT)
+                        r = 0; /* the deadline passed while writing: interrupt below */
+                else if (r < 0)
+                        break;
+                /* Once interrupted, only the command's end is waited for, not the caller. */
+                r = wait_marker(s, grace ?: deadline, grace ? -1 : wait_fd, max_output, &dropped, &offset, &mlen,
+                                &status);
+                if (r != 0)
+                        break;
+                if (!grace && cancelled && cancelled(userdata))
+                        was_cancelled = true;
+                else if (!grace && !(deadline && now_usec() >= deadline))
+                        continue; /* a spurious wake-up */
+                else if (grace && now_usec() < grace)
+                        continue;
+                if (!grace) {
+                        /* Time is up (or the caller gave up): ^C, as a person at the terminal would. */
+                        timed_out = !was_cancelled;
+                        (void) shell_session_interrupt(s);
+                        grace = now_usec() + SHELL_INTERRUPT_GRACE_USEC;
+                        continue;
+                }
+                if (!killed) {
+                        /* It ignored ^C: its process group goes. */
+                        kill_foreground(s);
+                        killed = true;
+                        grace = now_usec() + SHELL_INTERRUPT_GRACE_USEC;
+                        continue;
+                }
+                /* The shell itself does not come back: the session cannot go on. */
+                shell_session_kill(s);
+                grace = now_usec() + SHELL_INTERRUPT_GRACE_USEC;
+        }
+
+        if (r == -EPIPE) {
+                mark_ended(s);
+                offset = s->pending.len;
+                mlen = 0;
+                status = -1;
+        } else if (r < 0) {
+                atomic_store(&s->running, false);
+                return r;
+        }
+        if (was_cancelled) {
+                buffer_consume(&s->pending, MIN(offset + mlen, s->pending.len));
+                atomic_store(&s->running, false);
+                return -ECANCELED;
+        }
+
+        *ret = (ShellRunResult) {
+                .exit_code = s->ended ? -1 : status,
+                .timed_out = timed_out,
+                .truncated = dropped > 0 || offset > max_output,
+                .ended = s->ended,
+        };
+        ret->output_size = MIN(offset, max_output);
+        ret->output = malloc(ret->output_size + 1);
+        if (!ret->output) {
+                atomic_store(&s->running, false);
+                return -ENOMEM;
+        }
+        memcpy(ret->output, buffer_data(&s->pending), ret->output_size);
+        ret->output[ret->output_size] = 0;
+        buffer_consume(&s->pending, MIN(offset + mlen, s->pending.len));
+        if (s->ended)
+                ret->exit_code = s->exit_status;
+        atomic_store(&s->running, false);
+        return 0;
+}
+
+void shell_run_result_done(ShellRunResult *r) {
+        free(r->output);
+        *r = (ShellRunResult) {};
+}
+
+int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret_error) {
+        static const char hex[] = "0123456789abcdef";
+        _cleanup_free_ char *init = NULL;
+        uint8_t random[NONCE_LEN / 2];
+        char nonce[NONCE_LEN + 1];
+        const char *bash = o->shell ?: default_bash();
+        ExecOptions eo = EXEC_OPTIONS_DEFAULT;
+        ExecChild child = EXEC_CHILD_NULL;
+        ExecStage stage;
+        ShellSession *s;
+        size_t offset, mlen, dropped = 0;
+        int status, r;
+
+        if (!bash)
+                return message_set_first(ret_error, -ENOENT, "no bash to run the session in (not at %s nor on PATH): "
+                                         "name one with shell=, or add bash to the bundle", BUNDLE_BASH);
+        if (getrandom(random, sizeof(random), 0) != sizeof(random))
+                return -errno;
+        for (size_t i = 0; i < sizeof(random); i++) {
+                nonce[2 * i] = hex[random[i] >> 4];
+                nonce[2 * i + 1] = hex[random[i] & 15];
+        }
+        nonce[NONCE_LEN] = 0;
+
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->master = -EBADF;
+        s->marker_head_len = (size_t) snprintf(s->marker_head, sizeof(s->marker_head), MARKER_HEAD_FMT, nonce);
+
+        /* $0 is the bash asked for: no other shell in between. */
+        eo.shell = bash;
+        eo.command = "exec \"$0\" --noediting --noprofile --norc -i";
+        eo.cwd = o->cwd;
+        eo.env = o->env;
+        eo.pty = true;
+        eo.pty_plain = true;
+        eo.stdin_mode = EXEC_STDIN_INTERACTIVE;
+        r = exec_spawn(&eo, &child, &stage);
+        if (r < 0) {
+                free(s);
+                return message_set_first(ret_error, r, "cannot start %s%s%s: %s", bash, o->cwd ? " in " : "",
+                                         o->cwd ?: "", strerror(-r));
+        }
+        s->pid = child.pid;
+        s->master = TAKE_FD(child.pty_fd);
+        exec_child_close(&child);
+
+        /* Quiet prompts, and the marker before each one. */
+        if (asprintf(&init, " PS1=; PS2=; PS0=; unset HISTFILE; PROMPT_COMMAND='printf \"\\036agentix-%s-%%d\\036\" $?'\n",
+                     nonce) < 0) {
+                shell_session_kill(s);
+                shell_session_free(s);
+                return -ENOMEM;
+        }
+        uint64_t deadline = now_usec() + (o->timeout_usec ?: OPEN_TIMEOUT_DEFAULT_USEC);
+        r = write_all(s, init, strlen(init), deadline);
+        if (r >= 0)
+                r = wait_marker(s, deadline, -1, SHELL_PENDING_MAX, &dropped, &offset, &mlen, &status);
+        if (r <= 0) {
+                _cleanup_free_ char *said = strndup((const char *) buffer_data(&s->pending) ?: "",
+                                                    MIN(s->pending.len, (size_t) 200));
+                shell_session_kill(s);
+                shell_session_free(s);
+                return message_set_first(ret_error, r < 0 && r != -EPIPE ? r : -EPROTO,
+                                         "%s did not come up as a session shell%s%s", bash, said && *said ? ": " : "",
+                                         said ?: "");
+        }
+        /* What the shell said at start (job control notes, the first prompt) is nobody's output. */
+        buffer_consume(&s->pending, offset + mlen);
+        *ret = s;
+        return 0;
+}
+
+void shell_session_free(ShellSession *s) {
+        if (!s)
+                return;
+        if (!s->ended) {
+                /* As a terminal closing: the shell hangs up its jobs and exits. */
+                (void) kill(s->pid, SIGHUP);
+                (void) kill(s->pid, SIGCONT);
+                for (uint64_t until = now_usec() + KILL_GRACE_USEC; now_usec() < until;) {
+                        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+                                s->ended = true;
+                                break;
+                        }
+                        usleep(5000);
+                }
+                if (!s->ended) {
+                        shell_session_kill(s);
+                        (void) waitpid(s->pid, NULL, 0);
+                        s->ended = true;
+                }
+        }
+        if (s->master >= 0)
+                close(s->master);
+        buffer_done(&s->pending);
+        free(s);
+}
