@@ -96,6 +96,8 @@ static bool find_marker(ShellSession *s, size_t *ret_offset, size_t *ret_len, in
         size_t len = s->pending.len;
         const uint8_t *p = data;
 
+        if (len == 0)
+                return false;
         while ((p = memmem(p, len - (size_t) (p - data), s->marker_head, s->marker_head_len))) {
                 const uint8_t *q = p + s->marker_head_len, *end = data + len;
                 int status = 0;
@@ -299,7 +301,8 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
                 atomic_store(&s->running, false);
                 return -ENOMEM;
         }
-        memcpy(ret->output, buffer_data(&s->pending), ret->output_size);
+        if (ret->output_size > 0)
+                memcpy(ret->output, buffer_data(&s->pending), ret->output_size);
         ret->output[ret->output_size] = 0;
         buffer_consume(&s->pending, MIN(offset + mlen, s->pending.len));
         if (s->ended)

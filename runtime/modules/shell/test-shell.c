@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/* shell:: end to end: a real worker (forked by the worker harness) running the built-in module,
+ * spoken to in frames. State kept between runs, a hung command timed out while another call
+ * answers its prompt, input and interrupt from concurrent calls, sessions by id, 20 at once,
+ * errors by type. Complements test-shell-session.c, which tests the core without msgpack. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "mp-check.h"
+#include "worker-harness.h"
+
+#define TIMEOUT_MS 20000
+
+static WorkerHarness *worker;
+static unsigned counter;
+
+static int setup(void **state) {
+        WorkerOptions o = { .module_dir = "/nonexistent", .no_seccomp = true };
+
+        assert_int_equal(worker_harness_start(&o, &worker), 0);
+        assert_int_equal(worker_harness_wait_ready(worker, TIMEOUT_MS), 0);
+        return 0;
+}
+
+static int teardown(void **state) {
+        int status;
+
+        assert_int_equal(worker_harness_shutdown(worker, TIMEOUT_MS, &status), 0);
+        worker = worker_harness_free(worker);
+        /* LeakSanitizer runs in the worker at exit: a leak makes the status non-zero. */
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        return 0;
+}
+
+/* Start shell::FUNCTION with kwargs (json_pack'ed, taken); returns the call id. */
+static const char *start(const char *function, json_t *kwargs) {
+        static char ids[64][16];
+        char *id = ids[counter % 64], callable[64];
+        _cleanup_free_ char *text = NULL;
+
+        assert_non_null(kwargs);
+        snprintf(id, 16, "s%u", ++counter);
+        snprintf(callable, sizeof(callable), "shell::%s", function);
+        text = json_dumps(kwargs, JSON_COMPACT);
+        json_decref(kwargs);
+        assert_int_equal(worker_harness_call(worker, id, callable, "unary", NULL, text, -1), 0);
+        return id;
+}
+
+/* The RESULT of call id, as JSON text (malloc'ed). */
+static char *result(const char *id) {
+        WorkerFrame f = {};
+        char *json;
+
+        assert_int_equal(worker_harness_read_for(worker, id, TIMEOUT_MS, &f), 0);
+        if (f.kind != FRAME_RESULT)
+                fail_msg("%s: expected RESULT, got '%c' %s: %s", id, f.kind, strna(f.error_type), strna(f.error_message));
+        json = strdup(f.value_json ?: "null");
+        worker_frame_done(&f);
+        return json;
+}
+
+static void expect_error(const char *id, const char *type, const char *message_part) {
+        WorkerFrame f = {};
+
+        assert_int_equal(worker_harness_read_for(worker, id, TIMEOUT_MS, &f), 0);
+        if (f.kind != FRAME_ERROR)
+                fail_msg("%s: expected ERROR %s, got '%c' %s", id, type, f.kind, strna(f.value_json));
+        if (!streq(f.error_type, type))
+                fail_msg("%s: expected %s, got %s: %s", id, type, f.error_type, strna(f.error_message));
+        if (message_part && !strstr(f.error_message, message_part))
+                fail_msg("%s: message \"%s\" lacks \"%s\"", id, f.error_message, message_part);
+        worker_frame_done(&f);
+}
+
+static char *open_session(void) {
+        _cleanup_free_ char *json = result(start("open", json_object()));
+        json_t *j = json_loads(json, JSON_DECODE_ANY, NULL);
+        char *id;
+
+        assert_true(json_is_string(j));
+        id = strdup(json_string_value(j));
+        json_decref(j);
+        return id;
+}
+
+/* shell::run, its result parsed. */
+static json_t *run(const char *session, const char *command, double timeout) {
+        json_t *kw = json_pack("{s:s, s:s}", "id", session, "command", command), *j;
+        _cleanup_free_ char *json = NULL;
+
+        if (timeout > 0)
+                json_object_set_new(kw, "timeout", json_real(timeout));
+        json = result(start("run", kw));
+        j = json_loads(json, 0, NULL);
+        assert_non_null(j);
+        return j;
+}
+
+static void expect_run(const char *session, const char *command, const char *output, int exit_code) {
+        json_t *j = run(session, command, 10);
+
+        if (!streq(json_string_value(json_object_get(j, "output")), output))
+                fail_msg("%s: output '%s', expected '%s'", command, json_string_value(json_object_get(j, "output")), output);
+        assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), exit_code);
+        assert_true(json_is_false(json_object_get(j, "timed_out")));
+        assert_true(json_is_false(json_object_get(j, "ended")));
+        json_decref(j);
+}
+
+static void test_state_persists(void **state) {
+        _cleanup_free_ char *s = open_session();
+
+        expect_run(s, "cd /tmp && export AGX=1 && greet() { echo \"hi $1\"; }", "", 0);
+        expect_run(s, "pwd; echo $AGX; greet you", "/tmp\n1\nhi you\n", 0);
+        expect_run(s, "false", "", 1);
+        free(result(start("close", json_pack("{s:s}", "id", s))));
+        expect_error(start("run", json_pack("{s:s, s:s}", "id", s, "command", "true")), "SessionNotFound", s);
+}
+
+static void test_a_hung_command_times_out_and_the_next_works(void **state) {
+        _cleanup_free_ char *s = open_session();
+        json_t *j = run(s, "sleep 60", 0.5);
+
+        assert_true(json_is_true(json_object_get(j, "timed_out")));
+        json_decref(j);
+        expect_run(s, "echo next", "next\n", 0);
+        free(result(start("close", json_pack("{s:s}", "id", s))));
+}
+
+static void test_input_and_interrupt_from_other_calls(void **state) {
+        _cleanup_free_ char *s = open_session();
+        const char *r, *busy;
+        _cleanup_free_ char *out = NULL;
+        json_t *j;
+
+        /* A prompt, answered by shell::input while the run waits. */
+        r = start("run", json_pack("{s:s, s:s}", "id", s, "command", "read -r x; echo \"got $x\""));
+        busy = start("run", json_pack("{s:s, s:s}", "id", s, "command", "true"));
+        expect_error(busy, "SessionBusy", s);
+        free(result(start("input", json_pack("{s:s, s:s}", "id", s, "data", "yes\n"))));
+        out = result(r);
+        j = json_loads(out, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(j, "output")), "got yes\n");
+        json_decref(j);
+
+        /* A command that never ends, stopped by shell::interrupt from another call. */
+        r = start("run", json_pack("{s:s, s:s}", "id", s, "command", "sleep 60; echo not here"));
+        usleep(300 * 1000);
+        free(result(start("interrupt", json_pack("{s:s}", "id", s))));
+        free(out);
+        out = result(r);
+        j = json_loads(out, 0, NULL);
+        assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 130);
+        assert_null(strstr(json_string_value(json_object_get(j, "output")), "not here"));
+        json_decref(j);
+        expect_run(s, "echo after", "after\n", 0);
+        free(result(start("close", json_pack("{s:s}", "id", s))));
+}
+
+static void test_twenty_sessions_and_list(void **state) {
+        char *ids[20];
+        _cleanup_free_ char *listed = NULL;
+        json_t *list;
+
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                char cmd[32];
+
+                ids[i] = open_session();
+                snprintf(cmd, sizeof(cmd), "N=%zu", i);
+                expect_run(ids[i], cmd, "", 0);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                char want[16];
+
+                snprintf(want, sizeof(want), "%zu\n", i);
+                expect_run(ids[i], "echo $N", want, 0);
+        }
+        listed = result(start("list", json_object()));
+        list = json_loads(listed, 0, NULL);
+        assert_int_equal(json_array_size(list), 20);
+        assert_non_null(json_object_get(json_array_get(list, 0), "cwd"));
+        json_decref(list);
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                free(result(start("close", json_pack("{s:s}", "id", ids[i]))));
+                free(ids[i]);
+        }
+        free(listed);
+        listed = result(start("list", json_object()));
+        assert_string_equal(listed, "[]");
+}
+
+static void test_exit_ends_the_session(void **state) {
+        _cleanup_free_ char *s = open_session();
+        json_t *j = run(s, "exit 4", 10);
+
+        assert_true(json_is_true(json_object_get(j, "ended")));
+        assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 4);
+        json_decref(j);
+        expect_error(start("run", json_pack("{s:s, s:s}", "id", s, "command", "true")), "SessionNotFound", NULL);
+}
+
+static void test_bad_input(void **state) {
+        expect_error(start("run", json_pack("{s:s, s:s}", "id", "nope", "command", "true")), "SessionNotFound", "nope");
+        expect_error(start("interrupt", json_pack("{s:s}", "id", "nope")), "SessionNotFound", NULL);
+        expect_error(start("open", json_pack("{s:s}", "cwd", "relative")), "ValueError", "absolute");
+        expect_error(start("open", json_pack("{s:s}", "cwd", "/nonexistent")), "FileNotFoundError", NULL);
+        expect_error(start("open", json_pack("{s:s}", "shell", "/nonexistent/bash")), "FileNotFoundError",
+                     "/nonexistent/bash");
+        expect_error(start("run", json_pack("{s:i, s:s}", "id", 3, "command", "true")), "ArgumentError", NULL);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_state_persists),
+                cmocka_unit_test(test_a_hung_command_times_out_and_the_next_works),
+                cmocka_unit_test(test_input_and_interrupt_from_other_calls),
+                cmocka_unit_test(test_twenty_sessions_and_list),
+                cmocka_unit_test(test_exit_ends_the_session),
+                cmocka_unit_test(test_bad_input),
+        };
+
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
