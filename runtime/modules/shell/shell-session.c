@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 struct ShellSession {
         pid_t pid;              /* bash: session leader, process group leader */
         int master;             /* the PTY (non-blocking) */
+        int pidfd;              /* polls readable once the shell exited; -EBADF where unavailable */
         char marker_head[8 + 8 + NONCE_LEN + 2];
         size_t marker_head_len;
         Buffer pending;         /* output not yet handed to a run */
@@ -58,15 +60,17 @@ bool shell_session_ended(const ShellSession *s) {
         return s->ended;
 }
 
-/* The shell is gone (EOF or EIO on the PTY): reap it. */
-static void mark_ended(ShellSession *s) {
+/* Has the shell exited? Reaps it then (flags: WNOHANG, or 0 to wait for it). */
+static bool reap(ShellSession *s, int flags) {
         int status;
 
         if (s->ended)
-                return;
+                return true;
+        if (waitpid(s->pid, &status, flags) != s->pid)
+                return false;
         s->ended = true;
-        if (waitpid(s->pid, &status, 0) == s->pid)
-                s->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        s->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
 }
 
 /* Read what the PTY has now into s->pending. 0: read something or nothing was there; -EPIPE:
@@ -159,14 +163,15 @@ static int write_all(ShellSession *s, const void *data, size_t size, uint64_t de
 static int wait_marker(ShellSession *s, uint64_t deadline, int wait_fd, size_t max_keep, size_t *ret_dropped,
                        size_t *ret_offset, size_t *ret_len, int *ret_status) {
         for (;;) {
-                struct pollfd pfd[2] = { { .fd = s->master, .events = POLLIN }, { .fd = wait_fd, .events = POLLIN } };
-                uint64_t now;
+                struct pollfd pfd[3] = { { .fd = s->master, .events = POLLIN }, { .fd = s->pidfd, .events = POLLIN },
+                                         { .fd = wait_fd, .events = POLLIN } };
+                uint64_t now, wait_usec;
                 int r;
 
                 r = read_available(s);
                 if (find_marker(s, ret_offset, ret_len, ret_status))
                         return 1;
-                /* Bounded: keep the first max_keep bytes and the tail a marker may start in. */
+                /* Bounded: keep the first max_keep bytes and the tail a marker may be starting in. */
                 if (s->pending.len > max_keep + sizeof(s->marker_head) + 8) {
                         size_t tail = sizeof(s->marker_head) + 8, drop = s->pending.len - max_keep - tail;
                         uint8_t *d = buffer_data(&s->pending);
@@ -177,24 +182,43 @@ static int wait_marker(ShellSession *s, uint64_t deadline, int wait_fd, size_t m
                 }
                 if (r < 0)
                         return r;
+                /* A terminal may not say that its last user left (gVisor's does not): the shell's
+                 * exit does. What it wrote before going was read above. */
+                if (reap(s, WNOHANG))
+                        return -EPIPE;
                 now = now_usec();
                 if (deadline && now >= deadline)
                         return 0;
-                r = poll(pfd, wait_fd >= 0 ? 2 : 1,
-                         deadline ? (int) MIN((deadline - now) / 1000 + 1, (uint64_t) INT32_MAX) : -1);
+                wait_usec = deadline ? deadline - now : UINT64_MAX;
+                if (s->pidfd < 0)
+                        wait_usec = MIN(wait_usec, 100ULL * 1000); /* no pidfd: look again soon */
+                r = poll(pfd, wait_fd >= 0 ? 3 : 2,
+                         wait_usec == UINT64_MAX ? -1 : (int) MIN(wait_usec / 1000 + 1, (uint64_t) INT32_MAX));
                 if (r < 0 && errno != EINTR)
                         return -errno;
-                if (wait_fd >= 0 && (pfd[1].revents & POLLIN))
+                if (wait_fd >= 0 && (pfd[2].revents & POLLIN))
                         return 0;
         }
 }
 
+/* SIGINT to the shell's process group: the foreground command and the shell itself, which drops
+ * the rest of the command line and gives the prompt back. What ^C on a terminal does, but sent
+ * directly: gVisor's terminals signal nobody on ^C. Background commands ignore it (job control
+ * is off, as in a script). */
 int shell_session_interrupt(ShellSession *s) {
-        static const char ctrl_c = 0x03;
+        char slave[128];
 
         if (s->ended)
                 return -EPIPE;
-        return write(s->master, &ctrl_c, 1) == 1 ? 0 : -errno;
+        /* A terminal's ^C also drops the input not yet read: a command line the shell has only
+         * begun to read must not run after the interrupt. */
+        if (ptsname_r(s->master, slave, sizeof(slave)) == 0) {
+                _cleanup_close_ int fd = open(slave, O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+
+                if (fd >= 0)
+                        (void) tcflush(fd, TCIFLUSH);
+        }
+        return kill(-s->pid, SIGINT) < 0 ? -errno : 0;
 }
 
 int shell_session_input(ShellSession *s, const void *data, size_t size) {
@@ -203,16 +227,38 @@ int shell_session_input(ShellSession *s, const void *data, size_t size) {
         return write_all(s, data, size, now_usec() + 5ULL * 1000 * 1000);
 }
 
-/* Kill the foreground job's process group, when it is not the shell's own. */
-static void kill_foreground(ShellSession *s) {
-        pid_t fg = tcgetpgrp(s->master);
+/* SIGKILL to every process of the shell's process group but the shell: the command that would
+ * not stop on SIGINT (and background commands with it: without job control they share the
+ * group). From /proc, which every runtime has. */
+static void kill_commands(ShellSession *s) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
 
-        if (fg > 0 && fg != s->pid)
-                (void) kill(-fg, SIGKILL);
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char path[64], stat[512];
+                _cleanup_close_ int fd = -EBADF;
+                const char *close_paren;
+                long pid = strtol(de->d_name, NULL, 10), pgrp;
+                ssize_t n;
+
+                if (pid <= 0 || pid == s->pid)
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || (n = read(fd, stat, sizeof(stat) - 1)) <= 0)
+                        continue;
+                stat[n] = 0;
+                /* "pid (comm) state ppid pgrp …": comm may hold anything, so from the last ')'. */
+                close_paren = strrchr(stat, ')');
+                if (close_paren && sscanf(close_paren + 1, " %*c %*d %ld", &pgrp) == 1 && pgrp == s->pid)
+                        (void) kill((pid_t) pid, SIGKILL);
+        }
+        closedir(d);
 }
 
 void shell_session_kill(ShellSession *s) {
-        kill_foreground(s);
         (void) kill(-s->pid, SIGKILL);
 }
 
@@ -263,8 +309,8 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
                         continue;
                 }
                 if (!killed) {
-                        /* It ignored ^C: its process group goes. */
-                        kill_foreground(s);
+                        /* It ignored SIGINT: the commands go, the shell stays. */
+                        kill_commands(s);
                         killed = true;
                         grace = now_usec() + SHELL_INTERRUPT_GRACE_USEC;
                         continue;
@@ -275,7 +321,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         }
 
         if (r == -EPIPE) {
-                mark_ended(s);
+                (void) reap(s, 0);
                 offset = s->pending.len;
                 mlen = 0;
                 status = -1;
@@ -344,6 +390,7 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
         if (!s)
                 return -ENOMEM;
         s->master = -EBADF;
+        s->pidfd = -EBADF;
         s->marker_head_len = (size_t) snprintf(s->marker_head, sizeof(s->marker_head), MARKER_HEAD_FMT, nonce);
 
         /* $0 is the bash asked for: no other shell in between. */
@@ -362,11 +409,14 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
         }
         s->pid = child.pid;
         s->master = TAKE_FD(child.pty_fd);
+        s->pidfd = TAKE_FD(child.pidfd);
         exec_child_close(&child);
 
-        /* Quiet prompts, and the marker before each one. */
-        if (asprintf(&init, " PS1=; PS2=; PS0=; unset HISTFILE; PROMPT_COMMAND='printf \"\\036agentix-%s-%%d\\036\" $?'\n",
-                     nonce) < 0) {
+        /* No job control (an interactive bash turns it on): every command stays in the shell's
+         * process group, so one signal reaches the running command on any runtime, and `cmd &`
+         * ignores SIGINT. Quiet prompts, and the marker before each one. */
+        if (asprintf(&init, " set +m; PS1=; PS2=; PS0=; unset HISTFILE; "
+                     "PROMPT_COMMAND='printf \"\\036agentix-%s-%%d\\036\" $?'\n", nonce) < 0) {
                 shell_session_kill(s);
                 shell_session_free(s);
                 return -ENOMEM;
@@ -393,25 +443,20 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
 void shell_session_free(ShellSession *s) {
         if (!s)
                 return;
-        if (!s->ended) {
-                /* As a terminal closing: the shell hangs up its jobs and exits. */
-                (void) kill(s->pid, SIGHUP);
-                (void) kill(s->pid, SIGCONT);
-                for (uint64_t until = now_usec() + KILL_GRACE_USEC; now_usec() < until;) {
-                        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-                                s->ended = true;
-                                break;
-                        }
-                        usleep(5000);
-                }
-                if (!s->ended) {
-                        shell_session_kill(s);
-                        (void) waitpid(s->pid, NULL, 0);
-                        s->ended = true;
-                }
+        /* As a terminal closing: the shell and what it started hang up (after an `exit` too:
+         * background commands stay in its process group). */
+        (void) kill(-s->pid, SIGHUP);
+        (void) kill(-s->pid, SIGCONT);
+        for (uint64_t until = now_usec() + KILL_GRACE_USEC; !reap(s, WNOHANG) && now_usec() < until;)
+                usleep(5000);
+        if (!reap(s, WNOHANG)) {
+                shell_session_kill(s);
+                (void) reap(s, 0);
         }
         if (s->master >= 0)
                 close(s->master);
+        if (s->pidfd >= 0)
+                close(s->pidfd);
         buffer_done(&s->pending);
         free(s);
 }

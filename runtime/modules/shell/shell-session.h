@@ -9,7 +9,10 @@
  * status of the command before; the session sets it to print a marker holding a nonce of its
  * own and that status. The PTY neither echoes nor rewrites output (pty_plain) and is not in
  * canonical mode, so commands of any length and output without a final newline pass as they
- * are; ^C written to it interrupts the foreground job as a terminal's would. */
+ * are. Job control is off (bash +m, as in a script): every command stays in the shell's process
+ * group, so an interrupt is SIGINT to that group, the same on every runtime (gVisor's terminals
+ * send no signal on ^C), and `cmd &` ignores it; `jobs`, `wait` and `kill %N` work, `fg`/`bg`
+ * do not. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,7 +20,7 @@
 #include <sys/types.h>
 
 #define SHELL_OUTPUT_MAX_DEFAULT (1024u * 1024u)
-/* After ^C, how long a command has to give the prompt back before its process group is killed. */
+/* After SIGINT, how long a command has to give the prompt back before it is killed. */
 #define SHELL_INTERRUPT_GRACE_USEC (2ULL * 1000 * 1000)
 /* Output that arrives between runs (a background job's) is kept for the next run, up to this. */
 #define SHELL_PENDING_MAX (256u * 1024u)
@@ -50,7 +53,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
                       bool (*cancelled)(void *userdata), void *userdata, ShellRunResult *ret);
 void shell_run_result_done(ShellRunResult *r);
 
-/* ^C to the foreground job, as a terminal sends it. */
+/* SIGINT to the running command and the shell (^C): the prompt comes back. */
 int shell_session_interrupt(ShellSession *s);
 /* Bytes to the running command's standard input (the terminal), e.g. an answer to `read`. */
 int shell_session_input(ShellSession *s, const void *data, size_t size);
