@@ -298,6 +298,18 @@ for s in "${SERVERS[@]}"; do
         measure 3b-exec-program "$label" "$port" --callable sandbox::exec --kwarg-str command=/bin/true \
                 --count $EXEC_N --warmup $EXEC_WARM
 done
+# A persistent shell session (shell::run in one bash kept between calls) against a fresh
+# `sh -c` per call (sandbox::exec): the same command, the same server.
+SESSION=$("$BUILD/client/agentixctl/agentixctl" --url "http://127.0.0.1:$AGENTIX_PORT" --token "$TOKEN" \
+        call shell::open '[]' | tr -d '"')
+if [ -n "$SESSION" ]; then
+        measure 3c-shell shell-run "$AGENTIX_PORT" --callable shell::run --arg-str "$SESSION" --arg-str true \
+                --count $EXEC_N --warmup $EXEC_WARM
+        measure 3c-shell exec "$AGENTIX_PORT" --callable sandbox::exec --kwarg-str command=true \
+                --count $EXEC_N --warmup $EXEC_WARM
+else
+        log "3c-shell: shell::open failed"
+fi
 # The floor of any exec on this machine: a small C process spawning /bin/true and /bin/sh -c true.
 spawn_measure 3-exec spawn-true --count $EXEC_N --warmup $EXEC_WARM -- /bin/true
 spawn_measure 3-exec spawn-sh-true --count $EXEC_N --warmup $EXEC_WARM -- /bin/sh -c true

@@ -173,6 +173,10 @@ def main():
         v, v99 = get("1-pingpong", label, "p50_us"), get("1-pingpong", label, "p99_us")
         out.append(f"{'1 pingpong: ' + label + ' p50 µs':<34}{f(v, '{:.1f}'):>14}   p99 {f(v99, '{:.1f}')}"
                    f"   (a byte between two processes; reference only)")
+    s50, x50 = get("3c-shell", "shell-run", "p50_us"), get("3c-shell", "exec", "p50_us")
+    if s50 is not None:
+        out.append(f"3c shell::run('true') in a session p50 {s50:8.1f} µs   p99 {f(get('3c-shell', 'shell-run', 'p99_us'), '{:.1f}')}"
+                   f"   sandbox::exec('true') p50 {f(x50, '{:.1f}')} µs   exec/session {f(ratio(x50, s50), '{:.2f}×')}")
     for label in ("spawn-true", "spawn-sh-true", "docker-exec"):
         v = get("3-exec", label, "p50_us")
         if v is not None:
