@@ -59,10 +59,14 @@ export class DeadlineExceeded extends RemoteError {}
 export class WorkerDied extends RemoteError {}
 export class ResultUnavailable extends RemoteError {}
 export class MessageTooLarge extends RemoteError {}
+/** shell:: — no such session (or it ended). */
+export class SessionNotFound extends RemoteError {}
+/** shell:: — the session is running a command. */
+export class SessionBusy extends RemoteError {}
 
 const byType: Record<string, new (info: RemoteErrorInfo) => RemoteError> = {
   BadRequest, NoSuchCallable, ArgumentError, Cancelled, DeadlineExceeded, WorkerDied, ResultUnavailable,
-  MessageTooLarge,
+  MessageTooLarge, SessionNotFound, SessionBusy,
 };
 
 /** The error for a call:error's `error` map. */

@@ -9,9 +9,9 @@ import { McpServer, ResourceTemplate } from "@modelcontextprotocol/sdk/server/mc
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 
-import { AgentdError, AgentixError, ConnectionLost, RemoteError, SandboxGone, ServerUnreachable } from "./errors.js";
+import { AgentdError, AgentixError, ConnectionLost, RemoteError, SandboxGone, ServerUnreachable, SessionNotFound } from "./errors.js";
 import { SandboxManager, type SandboxConfig, type SandboxInfo } from "./manager.js";
-import { RuntimeClient, type FileResult } from "./runtime.js";
+import { RuntimeClient, type FileResult, type ShellSession } from "./runtime.js";
 
 /** Bytes of a command's output execute returns; the rest is dropped and `truncated` is true. */
 export const DEFAULT_MAX_OUTPUT = 256 * 1024;
@@ -34,6 +34,8 @@ export interface McpOptions {
 export class McpState {
   readonly created = new Set<string>();
   private readonly runtimes = new Map<string, Promise<RuntimeClient>>();
+  /** The bash tool's persistent session in each sandbox. */
+  private readonly shells = new Map<string, Promise<ShellSession>>();
   private managerInstance?: SandboxManager;
 
   constructor(readonly options: McpOptions) {}
@@ -45,6 +47,27 @@ export class McpState {
   manager(): SandboxManager {
     this.managerInstance ??= new SandboxManager({ bus: this.options.sessionBus ? "session" : "system" });
     return this.managerInstance;
+  }
+
+  /** The bash tool's session in a sandbox: opened on first use, and anew (restarted: true)
+   * after `exit` or when asked. */
+  async shell(id: string, rt: RuntimeClient, restart = false): Promise<{ session: ShellSession; fresh: boolean }> {
+    let pending = this.shells.get(id);
+    if (pending && restart) {
+      const old = pending;
+      this.shells.delete(id);
+      pending = undefined;
+      await old.then((s) => s.close()).catch(() => {});
+    }
+    if (pending) return { session: await pending, fresh: false };
+    const opened = rt.openShell();
+    this.shells.set(id, opened);
+    opened.catch(() => this.shells.delete(id));
+    return { session: await opened, fresh: true };
+  }
+
+  dropShell(id: string): void {
+    this.shells.delete(id);
   }
 
   /** The sandbox a tool call means: its sandbox_id, or the attached one. */
@@ -77,6 +100,7 @@ export class McpState {
   }
 
   forget(id: string): void {
+    this.shells.delete(id);
     const r = this.runtimes.get(id);
     this.runtimes.delete(id);
     void r?.then((c) => c.close(), () => undefined);
@@ -232,6 +256,38 @@ export function createMcpServer(state: McpState): McpServer {
   }, ({ sandbox_id, command, timeout, cwd }) => onSandbox(sandbox_id, async (rt) => {
     const r = await rt.exec(command, { timeout: timeout ?? 1800, cwd, max_output: maxOutput });
     return text(r.output, JSON.stringify({ exit_code: r.exit_code, truncated: r.truncated, timed_out: r.timed_out }));
+  }));
+
+  server.registerTool("bash", {
+    description: "Run a command in a persistent bash session in the sandbox: the working directory, variables, " +
+      "functions and background jobs stay from one call to the next (one session per sandbox). Returns the output " +
+      `(stdout and stderr, at most ${maxOutput} bytes), then {exit_code, timed_out, truncated, new_session}. A command ` +
+      "still running at the timeout is interrupted (Ctrl-C) and the session stays usable; `exit` ends the session " +
+      "and the next call starts a new one",
+    inputSchema: {
+      sandbox_id: sandboxIdArg,
+      command: z.string().min(1).describe("One or more lines for bash"),
+      timeout: z.number().positive().optional().describe("Seconds before the command is interrupted (default 120)"),
+      restart: z.boolean().optional().describe("Start a new session first (the old one and its jobs end)"),
+    },
+  }, ({ sandbox_id, command, timeout, restart }) => onSandbox(sandbox_id, async (rt) => {
+    const id = state.sandboxId(sandbox_id);
+    const run = async (again: boolean) => {
+      const { session, fresh } = await state.shell(id, rt, again);
+      return { r: await session.run(command, { timeout: timeout ?? 120, max_output: maxOutput }), fresh };
+    };
+    let result;
+    try {
+      result = await run(Boolean(restart));
+    } catch (e) {
+      // The session is gone (the runtime restarted its worker, say): one new try.
+      if (!(e instanceof SessionNotFound)) throw e;
+      result = await run(true);
+    }
+    const { r, fresh } = result;
+    if (r.ended) state.dropShell(id);
+    return text(r.output, JSON.stringify({ exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated,
+                                           new_session: fresh, ...(r.ended ? { session_ended: true } : {}) }));
   }));
 
   server.registerTool("read_file", {

@@ -102,6 +102,67 @@ export interface ExecOptions extends CallOptions {
   max_output?: number;
 }
 
+/** What shell::run returns: the command's output (stdout and stderr as they came), its exit
+ * status (null once the shell itself has ended), and whether it timed out, was truncated, or
+ * ended the session (`exit`). */
+export interface ShellRunResult {
+  output: string;
+  exit_code: number | null;
+  timed_out: boolean;
+  truncated: boolean;
+  ended: boolean;
+}
+
+export interface ShellOpenOptions extends CallOptions {
+  cwd?: string;
+  env?: Record<string, string | null>;
+  /** The bash to run (default: the bundle's, else the image's). */
+  shell?: string;
+}
+
+export interface ShellRunOptions extends CallOptions {
+  /** Seconds before the command is interrupted (^C), and killed if it does not stop. */
+  timeout?: number;
+  /** Bytes of output kept (default 1 MiB). */
+  max_output?: number;
+}
+
+/** A persistent shell session in the sandbox (shell::): one bash whose working directory,
+ * variables, functions and background jobs stay between run() calls. It lives in the runtime,
+ * so it outlives this client; close() ends it. */
+export class ShellSession {
+  constructor(private readonly rt: RuntimeClient, readonly id: string) {}
+
+  /** Run one or more lines; resolves when the prompt is back. SessionBusy while another runs. */
+  run(command: string, options: ShellRunOptions = {}): Promise<ShellRunResult> {
+    const { deadlineMs, signal, ...kwargs } = options;
+    return this.rt.call<ShellRunResult>("shell::run", [this.id, command], given(kwargs), { deadlineMs, signal });
+  }
+
+  /** Bytes to the running command's input (an answer to `read`). */
+  async input(data: string | Uint8Array): Promise<void> {
+    await this.rt.call("shell::input", [this.id, data]);
+  }
+
+  /** ^C to the running command: its run() resolves (exit_code 130) and the session goes on. */
+  async interrupt(): Promise<void> {
+    await this.rt.call("shell::interrupt", [this.id]);
+  }
+
+  /** End the session, and the commands it started. */
+  async close(): Promise<void> {
+    await this.rt.call("shell::close", [this.id]);
+  }
+}
+
+/** One entry of shell::list. */
+export interface ShellInfo {
+  id: string;
+  pid: number;
+  running: boolean;
+  cwd: string | null;
+}
+
 /** One change fs::watch reports. */
 export interface FileChange {
   path: string;
@@ -314,6 +375,22 @@ export class RuntimeClient {
   execStream(command: string, options: ExecOptions = {}): CallStream<Record<string, unknown>> {
     const { deadlineMs, signal, ...kwargs } = options;
     return this.stream("sandbox::exec", [command], given(kwargs), { deadlineMs, signal });
+  }
+
+  /** shell::open: a persistent shell session (see ShellSession). */
+  async openShell(options: ShellOpenOptions = {}): Promise<ShellSession> {
+    const { deadlineMs, signal, ...kwargs } = options;
+    return new ShellSession(this, await this.call<string>("shell::open", [], given(kwargs), { deadlineMs, signal }));
+  }
+
+  /** An open session by its id (from listShells(), or another client's openShell()). */
+  shell(id: string): ShellSession {
+    return new ShellSession(this, id);
+  }
+
+  /** shell::list: the sessions open in the sandbox. */
+  listShells(options: CallOptions = {}): Promise<ShellInfo[]> {
+    return this.call<ShellInfo[]>("shell::list", [], {}, options);
   }
 
   /** Write many files at once (parents made, each atomically): one result per file, in order,

@@ -17,7 +17,7 @@ import { DEFAULT_MAX_OUTPUT } from "../src/mcp.js";
 const image = process.env.AGENTIX_TEST_IMAGE!;
 const bundle = process.env.AGENTIX_TEST_BUNDLE!;
 const MAIN = fileURLToPath(new URL("../dist/mcp-main.js", import.meta.url));
-const TOOLS = ["create_sandbox", "delete_sandbox", "download_files", "edit_file", "execute", "glob", "grep",
+const TOOLS = ["bash", "create_sandbox", "delete_sandbox", "download_files", "edit_file", "execute", "glob", "grep",
                "list_sandboxes", "ls", "read_file", "upload_files", "write_file"];
 const manager = new SandboxManager();
 
@@ -99,6 +99,22 @@ async function flow(c: Client, sandbox: string): Promise<void> {
     .toEqual([{ path: "/work/app.py", text: "print('greetings from mcp')\n" }, { path: "/work/data.bin", base64: bytes },
               { path: "/work/nope", error: "file_not_found" }]);
 }
+
+it("keeps one bash session per sandbox: state between calls, a timeout, exit and a new session", async () => {
+  const first = await call(stdio.client, "bash", { sandbox_id: sandbox, command: "cd /tmp && export AGX_MCP=5" });
+  expect(first.isError).toBeFalsy();
+  expect(JSON.parse(textOf(first).split("\n").pop()!)).toMatchObject({ exit_code: 0 });
+  const again = await ok(stdio.client, "bash", { sandbox_id: sandbox, command: "pwd; echo $AGX_MCP" });
+  expect(again.startsWith("/tmp\n5\n")).toBe(true);
+  expect(again).toContain('"new_session":false');
+  const hung = await ok(stdio.client, "bash", { sandbox_id: sandbox, command: "sleep 60", timeout: 0.5 });
+  expect(hung).toContain('"timed_out":true');
+  expect(await ok(stdio.client, "bash", { sandbox_id: sandbox, command: "echo $AGX_MCP" })).toMatch(/^5\n/);
+  expect(await ok(stdio.client, "bash", { sandbox_id: sandbox, command: "exit 2" })).toContain('"session_ended":true');
+  const fresh = await ok(stdio.client, "bash", { sandbox_id: sandbox, command: "pwd; echo \"[$AGX_MCP]\"" });
+  expect(fresh).toContain('"new_session":true');
+  expect(fresh).toContain("[]");
+}, 60_000);
 
 it("lists its sandboxes as resources and as a tool", async () => {
   const { resources } = await stdio.client.listResources();

@@ -7,7 +7,7 @@ import { join } from "node:path";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-import { ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable, Unauthorized } from "../src/index.js";
+import { ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized } from "../src/index.js";
 import { TOKEN, freePort, startServer, type Server } from "./server.js";
 
 let server: Server;
@@ -34,6 +34,36 @@ describe.each([["websocket"], ["polling"]] as const)("over %s", (transport) => {
       rt.close();
     }
   });
+});
+
+it("keeps a shell session between runs, across clients", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  const other = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    const sh = await rt.openShell({ cwd: "/" });
+    expect(await sh.run("cd /tmp && export AGX_JS=7")).toEqual({ output: "", exit_code: 0, timed_out: false, truncated: false, ended: false });
+    expect((await sh.run("pwd; echo $AGX_JS")).output).toBe("/tmp\n7\n");
+    // A hung command: interrupted at its timeout, and the session goes on.
+    const hung = await sh.run("echo a; sleep 60", { timeout: 0.5 });
+    expect(hung.timed_out).toBe(true);
+    expect(hung.output.startsWith("a\n")).toBe(true);
+    // A prompt answered, and a hang interrupted, from another client.
+    const reading = sh.run("read -r x; echo \"got $x\"");
+    await expect(sh.run("true")).rejects.toBeInstanceOf(SessionBusy);
+    await other.shell(sh.id).input("it\n");
+    expect((await reading).output).toBe("got it\n");
+    const sleeping = sh.run("sleep 60");
+    await new Promise((r) => setTimeout(r, 200));
+    await other.shell(sh.id).interrupt();
+    expect((await sleeping).exit_code).toBe(130);
+    expect((await other.listShells()).map((s) => [s.id, s.cwd])).toEqual([[sh.id, "/tmp"]]);
+    await sh.close();
+    await expect(sh.run("true")).rejects.toBeInstanceOf(SessionNotFound);
+    expect(await rt.listShells()).toEqual([]);
+  } finally {
+    rt.close();
+    other.close();
+  }
 });
 
 it("moves many files at once, with an error per file", async () => {
