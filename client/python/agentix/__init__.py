@@ -2,7 +2,7 @@
 """agentix for Python: drive agentix sandboxes from asyncio.
 
 - RuntimeClient: remote calls into a sandbox's runtime (unary, stream, bidi; cancel, deadlines,
-  resume after a reconnect).
+  resume after a reconnect), and persistent shell sessions (open_shell(): ShellSession).
 - AgentdDeployment, SandboxConfig, session(): create, get and delete sandboxes through agentd
   on D-Bus.
 - AgentixSandbox: a sandbox with the deepagents backend methods (execute, upload_files,
@@ -11,15 +11,15 @@
 """
 
 from .errors import (AgentdError, AgentixError, ArgumentError, Cancelled, ConnectionLost, DeadlineExceeded,
-                     NoSuchCallable, RemoteError, ResultUnavailable, SandboxGone, ServerUnreachable, Unauthorized,
-                     WorkerDied)
+                     NoSuchCallable, RemoteError, ResultUnavailable, SandboxGone, ServerUnreachable, SessionBusy,
+                     SessionNotFound, Unauthorized, WorkerDied)
 from .deployment import AgentdDeployment, SandboxConfig, SandboxInfo, SnapshotInfo, session
-from .runtime import Channel, RuntimeClient, Stream
+from .runtime import Channel, RuntimeClient, ShellSession, Stream
 from .sandbox import AgentixSandbox
 
 __version__ = "0.1.0"
 
-__all__ = ["RuntimeClient", "Stream", "Channel", "AgentdDeployment", "SandboxConfig", "SandboxInfo", "SnapshotInfo", "session",
+__all__ = ["RuntimeClient", "Stream", "Channel", "ShellSession", "SessionNotFound", "SessionBusy", "AgentdDeployment", "SandboxConfig", "SandboxInfo", "SnapshotInfo", "session",
            "AgentixSandbox", "AgentixError", "RemoteError", "ArgumentError", "Cancelled",
            "ConnectionLost", "DeadlineExceeded", "NoSuchCallable", "ResultUnavailable", "SandboxGone",
            "ServerUnreachable", "Unauthorized", "WorkerDied", "AgentdError"]

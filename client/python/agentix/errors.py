@@ -62,9 +62,11 @@ WorkerDied = _kind("WorkerDied", "The worker running the call died (returncode s
 ResultUnavailable = _kind("ResultUnavailable", "The server no longer has the call's result (after a reconnect).")
 MessageTooLarge = _kind("MessageTooLarge", "A message was larger than the server accepts.")
 RemoteUnauthorized = _kind("Unauthorized", "The server refused the token.")
+SessionNotFound = _kind("SessionNotFound", "No shell session by that id (or it ended).")
+SessionBusy = _kind("SessionBusy", "The shell session is running a command.")
 
 _BY_TYPE = {c.type: c for c in (BadRequest, NoSuchCallable, ArgumentError, Cancelled, DeadlineExceeded, WorkerDied,
-                                ResultUnavailable, MessageTooLarge, RemoteUnauthorized)}
+                                ResultUnavailable, MessageTooLarge, RemoteUnauthorized, SessionNotFound, SessionBusy)}
 
 
 def remote_error(error):

@@ -356,9 +356,58 @@ class RuntimeClient:
         """fs::FUNCTION (read, write, edit, ls, grep, glob, upload, download, …)."""
         return await self.call(f"fs::{function}", *args, **_given(**kwargs))
 
+    async def open_shell(self, *, cwd=None, env=None, shell=None):
+        """shell::open: a persistent shell session (see ShellSession)."""
+        return ShellSession(self, await self.call("shell::open", **_given(cwd=cwd, env=env, shell=shell)))
+
+    def shell(self, session_id):
+        """An open session by its id (from list_shells(), or another client's open_shell())."""
+        return ShellSession(self, session_id)
+
+    async def list_shells(self):
+        """shell::list: [{id, pid, running, cwd}] of the sessions open in the sandbox."""
+        return await self.call("shell::list")
+
+
+class ShellSession:
+    """A persistent shell session in the sandbox (shell::): one bash whose working directory,
+    variables, functions and background jobs stay between run() calls. It lives in the runtime,
+    so it outlives the client; close() ends it. A second run() while one is in progress raises
+    SessionBusy; a closed or ended session SessionNotFound."""
+
+    def __init__(self, runtime, session_id):
+        self.runtime = runtime
+        self.id = session_id
+
+    async def run(self, command, *, timeout=None, max_output=None):
+        """{output, exit_code, timed_out, truncated, ended}: at `timeout` (seconds) the command is
+        interrupted (^C) and the session goes on; `exit` ends it (ended is True)."""
+        return await self.runtime.call("shell::run", self.id, command, **_given(timeout=timeout, max_output=max_output))
+
+    async def input(self, data):
+        """Bytes (or text) to the running command's input: an answer to `read`."""
+        await self.runtime.call("shell::input", self.id, data)
+
+    async def interrupt(self):
+        """^C to the running command: its run() returns (exit_code 130), the session goes on."""
+        await self.runtime.call("shell::interrupt", self.id)
+
+    async def close(self):
+        """End the session and the commands it started."""
+        await self.runtime.call("shell::close", self.id)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        try:
+            await self.close()
+        except Exception:  # already ended: nothing to close
+            pass
+
 
 def _given(**kwargs):
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-__all__ = ["RuntimeClient", "Stream", "Channel"]
+__all__ = ["RuntimeClient", "Stream", "Channel", "ShellSession"]

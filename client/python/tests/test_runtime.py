@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agentix import (ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RemoteError, RuntimeClient,
-                     ServerUnreachable, Unauthorized)
+                     ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized)
 from conftest import TOKEN
 
 pytestmark = pytest.mark.asyncio
@@ -114,3 +114,26 @@ async def test_errors_a_person_can_act_on(server, unused_url):
             pass
     with pytest.raises(ValueError):
         RuntimeClient("127.0.0.1:8000", TOKEN)
+
+
+async def test_a_shell_session_keeps_its_state_across_runs_and_clients(server):
+    async with RuntimeClient(server.url, TOKEN) as rt, RuntimeClient(server.url, TOKEN) as other:
+        sh = await rt.open_shell(cwd="/")
+        assert await sh.run("cd /tmp && export AGX_PY=3") == {"output": "", "exit_code": 0, "timed_out": False,
+                                                               "truncated": False, "ended": False}
+        assert (await sh.run("pwd; echo $AGX_PY"))["output"] == "/tmp\n3\n"
+        hung = await sh.run("echo a; sleep 60", timeout=0.5)
+        assert hung["timed_out"] and hung["output"].startswith("a\n")
+        # A prompt answered from another client while the run waits; a second run is refused.
+        reading = asyncio.ensure_future(sh.run("read -r x; echo \"got $x\""))
+        await asyncio.sleep(0.2)
+        with pytest.raises(SessionBusy):
+            await sh.run("true")
+        await other.shell(sh.id).input("py\n")
+        assert (await reading)["output"] == "got py\n"
+        assert [(s["id"], s["cwd"]) for s in await other.list_shells()] == [(sh.id, "/tmp")]
+        r = await sh.run("exit 9")
+        assert r["ended"] and r["exit_code"] == 9
+        with pytest.raises(SessionNotFound):
+            await sh.run("true")
+        assert await rt.list_shells() == []
