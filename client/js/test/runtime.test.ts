@@ -49,6 +49,9 @@ it("keeps a shell session between runs, across clients", async () => {
     expect(hung.output.startsWith("a\n")).toBe(true);
     // A prompt answered, and a hang interrupted, from another client.
     const reading = sh.run("read -r x; echo \"got $x\"");
+    for (let i = 0; i < 200 && !(await other.listShells()).some((s) => s.id === sh.id && s.running); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     await expect(sh.run("true")).rejects.toBeInstanceOf(SessionBusy);
     await other.shell(sh.id).input("it\n");
     expect((await reading).output).toBe("got it\n");

@@ -126,7 +126,10 @@ async def test_a_shell_session_keeps_its_state_across_runs_and_clients(server):
         assert hung["timed_out"] and hung["output"].startswith("a\n")
         # A prompt answered from another client while the run waits; a second run is refused.
         reading = asyncio.ensure_future(sh.run("read -r x; echo \"got $x\""))
-        await asyncio.sleep(0.2)
+        for _ in range(200):
+            if any(s["id"] == sh.id and s["running"] for s in await other.list_shells()):
+                break
+            await asyncio.sleep(0.01)
         with pytest.raises(SessionBusy):
             await sh.run("true")
         await other.shell(sh.id).input("py\n")

@@ -2,7 +2,8 @@
 /* Built-in module "shell": persistent shell sessions (shell-session.h) by id, for agents that
  * drive one long-lived bash (SWE-agent, OpenHands, MCP "bash" tools).
  *
- *   open(cwd: str? = None, env: map? = None, shell: str? = None) -> str        the session's id
+ *   open(cwd: str? = None, env: map? = None, shell: str? = None, name: str? = None) -> str
+ *       the session's id: the name given (unique among the open sessions), else a made-up one
  *   run(id: str, command: str, timeout: float? = None, max_output: int = 1048576) -> map
  *       → {output, exit_code, timed_out, truncated, ended}
  *   interrupt(id: str) -> None          ^C to the foreground job
@@ -12,7 +13,8 @@
  *
  * Sessions live in the worker, so they outlive a client's reconnect and end with the sandbox
  * (or a worker that dies). At most SHELL_SESSIONS_MAX at once. Errors: SessionNotFound,
- * SessionBusy (a run is in progress on it), TooManySessions, and those of exec's arguments. */
+ * SessionBusy (a run is in progress on it), SessionExists (open with a name in use),
+ * TooManySessions, and those of exec's arguments. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -33,11 +35,12 @@
 #include "utf8.h"
 
 #define SHELL_SESSIONS_MAX 32
-#define SHELL_ID_LEN 12
+#define SHELL_ID_LEN 12          /* a made-up id */
+#define SHELL_NAME_MAX 64        /* a name given to open() */
 #define SHELL_OUTPUT_MAX_LIMIT (64u * 1024u * 1024u)
 
 typedef struct Slot {
-        char id[SHELL_ID_LEN + 1];
+        char id[SHELL_NAME_MAX + 1];
         ShellSession *session;
         unsigned refs;        /* the table's one (while open) and one per call using it */
         bool closed;          /* out of the table: freed when the last call lets go */
@@ -53,8 +56,8 @@ static Slot *acquire(const msgpack_object *id) {
                 return NULL;
         pthread_mutex_lock(&lock);
         for (size_t i = 0; i < SHELL_SESSIONS_MAX; i++)
-                if (slots[i].session && !slots[i].closed && id->via.str.size == SHELL_ID_LEN &&
-                    memcmp(slots[i].id, id->via.str.ptr, SHELL_ID_LEN) == 0) {
+                if (slots[i].session && !slots[i].closed && id->via.str.size == strlen(slots[i].id) &&
+                    memcmp(slots[i].id, id->via.str.ptr, id->via.str.size) == 0) {
                         found = &slots[i];
                         found->refs++;
                         break;
@@ -91,7 +94,7 @@ static int shell_open(agentix_call *call, const msgpack_object *argv, size_t arg
         extern char **environ;
         static const EnvOverride dumb = { .key = "TERM", .key_len = 4, .value = "dumb", .value_len = 4 };
         static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-        _cleanup_free_ char *cwd = NULL, *shell = NULL, *error = NULL;
+        _cleanup_free_ char *cwd = NULL, *shell = NULL, *name = NULL, *error = NULL;
         _cleanup_strv_free_ char **base = NULL, **env = NULL;
         ShellSession *s = NULL;
         uint8_t random[SHELL_ID_LEN];
@@ -100,9 +103,15 @@ static int shell_open(agentix_call *call, const msgpack_object *argv, size_t arg
 
         cwd = agentix_arg_strdup(&argv[0]);
         shell = agentix_arg_strdup(&argv[2]);
-        if ((!cwd && !agentix_arg_is_nil(&argv[0])) || (!shell && !agentix_arg_is_nil(&argv[2])))
+        name = agentix_arg_strdup(&argv[3]);
+        if ((!cwd && !agentix_arg_is_nil(&argv[0])) || (!shell && !agentix_arg_is_nil(&argv[2])) ||
+            (!name && !agentix_arg_is_nil(&argv[3])))
                 return errno == ENOMEM ? -ENOMEM
                                        : agentix_call_raise(call, "ValueError", "open() arguments must not contain NUL bytes");
+        if (name && (strlen(name) == 0 || strlen(name) > SHELL_NAME_MAX ||
+                     strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(name)))
+                return agentix_call_raise(call, "ValueError", "open() argument 'name' must be 1 to %u letters, digits, "
+                                          "'_', '.' or '-'", SHELL_NAME_MAX);
         if (cwd && (r = sandbox_check_cwd(call, "open", cwd)) < 0)
                 return r;
         /* A program reads this terminal: no colours, no pagers' screen control (unless asked). */
@@ -114,10 +123,18 @@ static int shell_open(agentix_call *call, const msgpack_object *argv, size_t arg
                 return r;
 
         pthread_mutex_lock(&lock);
+        for (size_t i = 0; name && i < SHELL_SESSIONS_MAX; i++)
+                if ((slots[i].session || slots[i].refs > 0) && !slots[i].closed && streq(slots[i].id, name)) {
+                        pthread_mutex_unlock(&lock);
+                        return agentix_call_raise(call, "SessionExists", "a shell session named '%s' is open already: "
+                                                  "run in it, or close it first", name);
+                }
         for (size_t i = 0; i < SHELL_SESSIONS_MAX && !slot; i++)
                 if (!slots[i].session && slots[i].refs == 0) {
                         slot = &slots[i];
                         slot->refs = 1; /* reserved while the shell comes up */
+                        if (name)
+                                strcpy(slot->id, name); /* so that a second open of the name waits for none */
                 }
         pthread_mutex_unlock(&lock);
         if (!slot)
@@ -129,8 +146,11 @@ static int shell_open(agentix_call *call, const msgpack_object *argv, size_t arg
                 r = -errno;
         pthread_mutex_lock(&lock);
         if (r >= 0) {
-                for (size_t i = 0; i < SHELL_ID_LEN; i++)
-                        slot->id[i] = alphabet[random[i] % (sizeof(alphabet) - 1)];
+                if (!name) {
+                        for (size_t i = 0; i < SHELL_ID_LEN; i++)
+                                slot->id[i] = alphabet[random[i] % (sizeof(alphabet) - 1)];
+                        slot->id[SHELL_ID_LEN] = 0;
+                }
                 slot->session = s;
         } else
                 *slot = (Slot) {};
@@ -282,8 +302,8 @@ static int shell_list(agentix_call *call, const msgpack_object *argv, size_t arg
 }
 
 static const agentix_function shell_functions[] = {
-        { "open", AGENTIX_SHAPE_UNARY, "(cwd: str? = None, env: map? = None, shell: str? = None) -> str", shell_open,
-          "start a persistent shell session; returns its id" },
+        { "open", AGENTIX_SHAPE_UNARY, "(cwd: str? = None, env: map? = None, shell: str? = None, name: str? = None) -> str",
+          shell_open, "start a persistent shell session; returns its id (the name, when one is given)" },
         { "run", AGENTIX_SHAPE_UNARY, "(id: str, command: str, timeout: float? = None, max_output: int = 1048576) -> map",
           shell_run, "run a command in a session: {output, exit_code, timed_out, truncated, ended}" },
         { "interrupt", AGENTIX_SHAPE_UNARY, "(id: str) -> none", shell_interrupt, "^C to the session's foreground job" },

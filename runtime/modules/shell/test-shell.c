@@ -118,6 +118,26 @@ static void expect_run(const char *session, const char *command, const char *out
         json_decref(j);
 }
 
+/* Until shell::list says the session is running a command (calls run concurrently). */
+static void wait_running(const char *session) {
+        for (int i = 0; i < 200; i++) {
+                _cleanup_free_ char *listed = result(start("list", json_object()));
+                json_t *list = json_loads(listed, 0, NULL);
+                size_t k;
+                json_t *e;
+                bool running = false;
+
+                json_array_foreach(list, k, e)
+                        if (streq(json_string_value(json_object_get(e, "id")) ?: "", session))
+                                running = json_is_true(json_object_get(e, "running"));
+                json_decref(list);
+                if (running)
+                        return;
+                usleep(10 * 1000);
+        }
+        fail_msg("session %s never ran the command", session);
+}
+
 static void test_state_persists(void **state) {
         _cleanup_free_ char *s = open_session();
 
@@ -146,6 +166,7 @@ static void test_input_and_interrupt_from_other_calls(void **state) {
 
         /* A prompt, answered by shell::input while the run waits. */
         r = start("run", json_pack("{s:s, s:s}", "id", s, "command", "read -r x; echo \"got $x\""));
+        wait_running(s);
         busy = start("run", json_pack("{s:s, s:s}", "id", s, "command", "true"));
         expect_error(busy, "SessionBusy", s);
         free(result(start("input", json_pack("{s:s, s:s}", "id", s, "data", "yes\n"))));
@@ -156,7 +177,8 @@ static void test_input_and_interrupt_from_other_calls(void **state) {
 
         /* A command that never ends, stopped by shell::interrupt from another call. */
         r = start("run", json_pack("{s:s, s:s}", "id", s, "command", "sleep 60; echo not here"));
-        usleep(300 * 1000);
+        wait_running(s);
+        usleep(100 * 1000); /* the shell has begun the command */
         free(result(start("interrupt", json_pack("{s:s}", "id", s))));
         free(out);
         out = result(r);
@@ -210,6 +232,21 @@ static void test_exit_ends_the_session(void **state) {
         expect_error(start("run", json_pack("{s:s, s:s}", "id", s, "command", "true")), "SessionNotFound", NULL);
 }
 
+static void test_a_named_session(void **state) {
+        _cleanup_free_ char *id = result(start("open", json_pack("{s:s}", "name", "work-1")));
+
+        assert_string_equal(id, "\"work-1\"");
+        expect_run("work-1", "X=named", "", 0);
+        expect_run("work-1", "echo $X", "named\n", 0);
+        expect_error(start("open", json_pack("{s:s}", "name", "work-1")), "SessionExists", "work-1");
+        expect_error(start("open", json_pack("{s:s}", "name", "no spaces")), "ValueError", "name");
+        free(result(start("close", json_pack("{s:s}", "id", "work-1"))));
+        /* Closed, the name is free again. */
+        free(result(start("open", json_pack("{s:s}", "name", "work-1"))));
+        expect_run("work-1", "echo \"[$X]\"", "[]\n", 0);
+        free(result(start("close", json_pack("{s:s}", "id", "work-1"))));
+}
+
 static void test_bad_input(void **state) {
         expect_error(start("run", json_pack("{s:s, s:s}", "id", "nope", "command", "true")), "SessionNotFound", "nope");
         expect_error(start("interrupt", json_pack("{s:s}", "id", "nope")), "SessionNotFound", NULL);
@@ -227,6 +264,7 @@ int main(void) {
                 cmocka_unit_test(test_input_and_interrupt_from_other_calls),
                 cmocka_unit_test(test_twenty_sessions_and_list),
                 cmocka_unit_test(test_exit_ends_the_session),
+                cmocka_unit_test(test_a_named_session),
                 cmocka_unit_test(test_bad_input),
         };
 
