@@ -71,6 +71,8 @@ static void help(void) {
                "                          Run a command, streaming its output; exit with its status\n"
                "  shell [--cwd=DIR] [-e|--env=K=V]... [--shell=PROGRAM]\n"
                "                          Interactive login shell on a terminal\n"
+               "  shell --session=NAME [--close]\n"
+               "                          A persistent shell session: state kept between commands\n"
                "  call [--stream|--bidi] [--deadline=S] MODULE::FUNCTION [ARGS] [KWARGS]\n"
                "                          Call a function with JSON arguments, print JSON\n"
                "  cp [-p|--parents] [--batch-size=BYTES] [--jobs=N] SRC DST\n"

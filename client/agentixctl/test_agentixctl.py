@@ -355,6 +355,46 @@ def shell_interactive():
 
 
 @test
+def shell_session_piped_and_on_a_terminal():
+    """shell --session=NAME: a persistent session, from a script (stdin as one run, its status
+    ours) and from a terminal (a line at a time; Ctrl-C interrupts the command there, Ctrl-D
+    detaches and the session goes on), then --close."""
+    name = f"s{os.getpid()}"
+    p = ctl("shell", f"--session={name}", input=b"cd /tmp && export AGX_CTL=9\necho first\n", check_rc=0)
+    assert p.stdout == b"first\n", p.stdout
+    p = ctl("shell", f"--session={name}", input=b"echo $AGX_CTL; pwd\nfalse\n", check_rc=1)
+    assert p.stdout == b"9\n/tmp\n", p.stdout
+
+    t = Pty([CTL, "--url", server().url, "--token", TOKEN, "shell", f"--session={name}"])
+    t.expect(rb"Attached to session")
+    t.expect(name.encode() + rb"\$ ")
+    t.send(b"echo T$((2+3)); printf no-newline\r")
+    t.expect(rb"T5\r?\nno-newline")
+    t.expect(name.encode() + rb"\$ ")
+    t.send(b"sleep 30; echo not-shown\r")
+    time.sleep(1)
+    t0 = time.time()
+    t.send(b"\x03")  # Ctrl-C: the command there stops, the session and agentixctl go on
+    t.expect(name.encode() + rb"\$ ", timeout=5)
+    assert time.time() - t0 < 5
+    t.send(b"echo $AGX_CTL \\\r")
+    t.expect(rb"> ")
+    t.send(b"more\r")
+    t.expect(rb"9 more")
+    t.send(b"\x04")  # Ctrl-D: detach
+    t.expect(rb"Detached from session")
+    assert t.wait() == 0
+    assert b"not-shown" not in t.out
+
+    p = ctl("shell", f"--session={name}", input=b"echo still $AGX_CTL\n", check_rc=0)
+    assert p.stdout == b"still 9\n", p.stdout
+    ctl("shell", f"--session={name}", "--close", check_rc=0)
+    p = ctl("shell", f"--session={name}", "--close", check_rc=1)
+    assert b"SessionNotFound" in p.stderr, p.stderr
+    p = ctl("shell", "--session=bad name", check_rc=64)
+
+
+@test
 def shell_restores_the_terminal():
     """The terminal mode after agentixctl is the mode before it, on a normal exit and on SIGTERM."""
     script = (f"stty -g; {CTL} --url {server().url} --token {TOKEN} shell; echo RC=$?; stty -g")

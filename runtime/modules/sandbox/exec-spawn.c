@@ -134,10 +134,8 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
                                 r = -errno;
                                 goto finish;
                         }
-                        t.c_lflag &= ~(tcflag_t) (ECHO | ECHONL | ICANON);
+                        t.c_lflag &= ~(tcflag_t) (ECHO | ECHONL);
                         t.c_oflag &= ~(tcflag_t) OPOST;
-                        t.c_cc[VMIN] = 1;
-                        t.c_cc[VTIME] = 0;
                         if (tcsetattr(master, TCSANOW, &t) < 0) {
                                 r = -errno;
                                 goto finish;

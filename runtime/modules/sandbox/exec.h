@@ -53,8 +53,7 @@ typedef struct ExecOptions {
         bool merge_stderr;          /* stdout and stderr share one pipe: exact arrival order */
         bool pty;                   /* stdin/stdout/stderr on a new PTY; output as EXEC_STREAM_PTY */
         unsigned rows, cols;        /* initial PTY size */
-        bool pty_plain;             /* the PTY neither echoes input, nor edits lines (no length
-                                     * limit), nor turns \n into \r\n; ^C still interrupts: a
+        bool pty_plain;             /* the PTY neither echoes input nor turns \n into \r\n: a
                                      * program drives it, not a person (shell sessions) */
 
         uint64_t timeout_usec;      /* 0: none */

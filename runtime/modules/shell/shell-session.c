@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -32,6 +33,7 @@ struct ShellSession {
         int master;             /* the PTY (non-blocking) */
         int pidfd;              /* polls readable once the shell exited; -EBADF where unavailable */
         char marker_head[8 + 8 + NONCE_LEN + 2];
+        char dir[64];           /* where each run's command is written (0700) */
         size_t marker_head_len;
         Buffer pending;         /* output not yet handed to a run */
         atomic_bool running;
@@ -262,6 +264,32 @@ void shell_session_kill(ShellSession *s) {
         (void) kill(-s->pid, SIGKILL);
 }
 
+/* The command to its file, made anew (the directory too, should a command have removed it). */
+static int write_command(ShellSession *s, const char *command) {
+        char path[sizeof(s->dir) + 16], tmp[sizeof(s->dir) + 16];
+        _cleanup_close_ int fd = -EBADF;
+        size_t left = strlen(command);
+
+        if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        snprintf(path, sizeof(path), "%s/command", s->dir);
+        snprintf(tmp, sizeof(tmp), "%s/command~", s->dir);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        for (const char *p = command; left > 0;) {
+                ssize_t n = write(fd, p, left);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EIO;
+                p += n;
+                left -= (size_t) n;
+        }
+        return rename(tmp, path) < 0 ? -errno : 0;
+}
+
 int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_usec, size_t max_output, int wait_fd,
                       bool (*cancelled)(void *userdata), void *userdata, ShellRunResult *ret) {
         _cleanup_buffer_ Buffer line = BUFFER_NULL;
@@ -279,10 +307,18 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         }
         deadline = timeout_usec ? now_usec() + timeout_usec : 0;
 
-        /* What came between runs (a background job's output) belongs to this run's output. */
-        r = buffer_append(&line, command, strlen(command));
-        if (r >= 0 && (strlen(command) == 0 || command[strlen(command) - 1] != '\n'))
-                r = buffer_append_byte(&line, '\n');
+        /* The command goes to a file, and the terminal gets one short line that reads it and
+         * eval's it in the shell itself: one prompt (one marker) however many lines it has; no
+         * terminal line limit; a syntax error or an unclosed quote is eval's error (status 2),
+         * never a shell waiting for more; and an interrupt finds nothing half-read to run later.
+         * What came between runs (a background job's output) belongs to this run's output. */
+        r = write_command(s, command);
+        if (r < 0) {
+                atomic_store(&s->running, false);
+                return r;
+        }
+        r = buffer_printf(&line, "IFS= read -r -d '' __agentix_command < %s/command; eval \"$__agentix_command\"\n",
+                          s->dir);
         if (r >= 0)
                 r = write_all(s, buffer_data(&line), line.len, deadline);
         for (;;) {
@@ -393,6 +429,14 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
         s->pidfd = -EBADF;
         s->marker_head_len = (size_t) snprintf(s->marker_head, sizeof(s->marker_head), MARKER_HEAD_FMT, nonce);
 
+        /* Under /tmp: writable even in a sandbox with a read-only root. */
+        snprintf(s->dir, sizeof(s->dir), "/tmp/agentix-shell-%s", nonce);
+        if (mkdir(s->dir, 0700) < 0) {
+                r = message_set_first(ret_error, -errno, "cannot make %s for the session's commands: %m", s->dir);
+                free(s);
+                return r;
+        }
+
         /* $0 is the bash asked for: no other shell in between. */
         eo.shell = bash;
         eo.command = "exec \"$0\" --noediting --noprofile --norc -i";
@@ -403,6 +447,7 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
         eo.stdin_mode = EXEC_STDIN_INTERACTIVE;
         r = exec_spawn(&eo, &child, &stage);
         if (r < 0) {
+                (void) rmdir(s->dir);
                 free(s);
                 return message_set_first(ret_error, r, "cannot start %s%s%s: %s", bash, o->cwd ? " in " : "",
                                          o->cwd ?: "", strerror(-r));
@@ -457,6 +502,15 @@ void shell_session_free(ShellSession *s) {
                 close(s->master);
         if (s->pidfd >= 0)
                 close(s->pidfd);
+        if (s->dir[0]) {
+                char path[sizeof(s->dir) + 16];
+
+                snprintf(path, sizeof(path), "%s/command", s->dir);
+                (void) unlink(path);
+                snprintf(path, sizeof(path), "%s/command~", s->dir);
+                (void) unlink(path);
+                (void) rmdir(s->dir);
+        }
         buffer_done(&s->pending);
         free(s);
 }

@@ -64,6 +64,22 @@ static void test_output_as_it_is(void **state) {
         assert_string_equal(a, "no newline");
         assert_string_equal(b, "out\nerr\n"); /* one terminal: as they came */
         assert_string_equal(c, "line 1\nline 2\nline 3\n");
+        /* Several lines are one run: one status, the last command's. */
+        {
+                _cleanup_free_ char *lines = run_ok(s, "echo one\necho two\nfalse", 1);
+                _cleanup_free_ char *after = NULL;
+                ShellRunResult r = {};
+
+                assert_string_equal(lines, "one\ntwo\n");
+                /* An unclosed quote is a syntax error, not a shell waiting for more. */
+                assert_int_equal(shell_session_run(s, "echo \"unclosed", 10 * SECOND, SHELL_OUTPUT_MAX_DEFAULT, -1, NULL,
+                                                   NULL, &r), 0);
+                assert_int_equal(r.exit_code, 2);
+                assert_false(r.timed_out);
+                shell_run_result_done(&r);
+                after = run_ok(s, "echo fine", 0);
+                assert_string_equal(after, "fine\n");
+        }
         /* A command longer than a terminal's line (4095 bytes in canonical mode). */
         assert_non_null(long_cmd);
         strcpy(long_cmd, "echo ");
