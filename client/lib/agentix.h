@@ -241,6 +241,38 @@ AGENTIX_API int agentix_exec(agentix_client *c, const char *command, const agent
                              agentix_exec_result *ret, agentix_error *ret_error);
 AGENTIX_API void agentix_exec_result_done(agentix_exec_result *r);
 
+/* Persistent shell sessions (shell::, agentix-server(8)): one bash in the sandbox whose working
+ * directory, variables, functions and background jobs stay between runs. */
+typedef struct agentix_shell_options {
+        const char *cwd;                /* NULL: the worker's */
+        const char *const *env;         /* "KEY=VALUE" (a bare "KEY" unsets), NULL-terminated */
+        const char *name;               /* the session's id (letters, digits, _.-); NULL: a made-up one */
+} agentix_shell_options;
+
+typedef struct agentix_shell_result {
+        int exit_code;                  /* the command's status; -1 when the shell ended without one */
+        char *output;                   /* stdout + stderr as they came, NUL-terminated, valid UTF-8 */
+        size_t output_size;
+        bool timed_out;                 /* interrupted at the timeout (the session goes on) */
+        bool truncated;
+        bool ended;                     /* the session is over (`exit`) */
+} agentix_shell_result;
+
+/* Open a session; *ret_id (free() it) names it in the other calls. */
+AGENTIX_API int agentix_shell_open(agentix_client *c, const agentix_shell_options *o, char **ret_id,
+                                   agentix_error *ret_error);
+/* Run one or more lines in it; timeout_sec > 0: interrupted then (and killed if it does not
+ * stop). A second run while one is in progress fails with type "SessionBusy". */
+AGENTIX_API int agentix_shell_run(agentix_client *c, const char *id, const char *command, double timeout_sec,
+                                  agentix_shell_result *ret, agentix_error *ret_error);
+AGENTIX_API void agentix_shell_result_done(agentix_shell_result *r);
+/* Bytes to the running command's input; ^C to it; end the session (type "SessionNotFound" for
+ * one that is not open). */
+AGENTIX_API int agentix_shell_input(agentix_client *c, const char *id, const void *data, size_t size,
+                                    agentix_error *ret_error);
+AGENTIX_API int agentix_shell_interrupt(agentix_client *c, const char *id, agentix_error *ret_error);
+AGENTIX_API int agentix_shell_close(agentix_client *c, const char *id, agentix_error *ret_error);
+
 typedef struct agentix_file {
         const char *path;
         const void *data;

@@ -5,29 +5,6 @@
 #include "error.h"
 #include "value.h"
 
-static int pack_env(msgpack_packer *pk, const char *const *env) {
-        size_t n = 0;
-        int r = 0;
-
-        while (env[n])
-                n++;
-        if (n > UINT32_MAX)
-                return -E2BIG;
-        r |= msgpack_pack_map(pk, (uint32_t) n);
-        for (size_t i = 0; i < n; i++) {
-                const char *eq = strchr(env[i], '=');
-
-                if (eq) {
-                        r |= mp_pack_str(pk, env[i], (size_t) (eq - env[i]));
-                        r |= mp_pack_cstr(pk, eq + 1);
-                } else {
-                        r |= mp_pack_cstr(pk, env[i]);
-                        r |= msgpack_pack_nil(pk); /* unset */
-                }
-        }
-        return r ? -ENOMEM : 0;
-}
-
 static int pack_exec_kwargs(Buffer *b, const agentix_exec_options *o) {
         msgpack_packer pk;
         uint32_t n = 0;
@@ -54,7 +31,7 @@ static int pack_exec_kwargs(Buffer *b, const agentix_exec_options *o) {
         if (o->env) {
                 r |= mp_pack_cstr(&pk, "env");
                 if (r == 0)
-                        r = pack_env(&pk, o->env);
+                        r = value_pack_env(&pk, o->env);
         }
         if (o->stdin_data) {
                 r |= mp_pack_cstr(&pk, "stdin");

@@ -651,6 +651,51 @@ static void test_exec_helper(void **state) {
         agentix_error_done(&e);
 }
 
+static void test_shell_helper(void **state) {
+        const char *env[] = { "AGX_C=c-side", NULL };
+        agentix_error e = AGENTIX_ERROR_NULL;
+        agentix_shell_result x;
+        _cleanup_free_ char *id = NULL;
+        char expect[256];
+        int r;
+
+        r = agentix_shell_open(F.c, &(agentix_shell_options) { .cwd = F.dir, .env = env, .name = "c-test" }, &id, &e);
+        if (r < 0)
+                fail_with("shell open", r, &e);
+        assert_string_equal(id, "c-test");
+        r = agentix_shell_run(F.c, id, "cd /tmp; N=5", 0, &x, &e);
+        if (r < 0)
+                fail_with("shell run", r, &e);
+        assert_int_equal(x.exit_code, 0);
+        assert_string_equal(x.output, "");
+        agentix_shell_result_done(&x);
+        r = agentix_shell_run(F.c, id, "pwd; echo $N $AGX_C; false", 0, &x, &e);
+        assert_int_equal(r, 0);
+        snprintf(expect, sizeof(expect), "/tmp\n5 c-side\n");
+        assert_string_equal(x.output, expect);
+        assert_int_equal(x.exit_code, 1);
+        agentix_shell_result_done(&x);
+
+        r = agentix_shell_run(F.c, id, "sleep 30", 0.3, &x, &e);
+        assert_int_equal(r, 0);
+        assert_true(x.timed_out);
+        assert_false(x.ended);
+        agentix_shell_result_done(&x);
+
+        r = agentix_shell_run(F.c, id, "exit 6", 0, &x, &e);
+        assert_int_equal(r, 0);
+        assert_true(x.ended);
+        assert_int_equal(x.exit_code, 6);
+        agentix_shell_result_done(&x);
+        r = agentix_shell_close(F.c, id, &e);
+        assert_int_equal(r, -EREMOTEIO);
+        assert_string_equal(e.type, "SessionNotFound");
+        agentix_error_done(&e);
+        r = agentix_shell_run(F.c, NULL, "true", 0, &x, &e);
+        assert_int_equal(e.kind, AGENTIX_E_INVALID);
+        agentix_error_done(&e);
+}
+
 static void test_upload_download(void **state) {
         char all[256], p_bin[128], p_empty[128], p_missing[128];
         agentix_file_result *res = NULL;
@@ -1296,6 +1341,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_deadline),
                 cmocka_unit_test(test_worker_died),
                 cmocka_unit_test(test_exec_helper),
+                cmocka_unit_test(test_shell_helper),
                 cmocka_unit_test(test_upload_download),
                 cmocka_unit_test(test_fs_single),
                 cmocka_unit_test(test_async_many),

@@ -177,3 +177,26 @@ int value_scan_call_id(const uint8_t *head, size_t size, char *buf, size_t buf_s
         }
         return -ENOENT;
 }
+
+int value_pack_env(msgpack_packer *pk, const char *const *env) {
+        size_t n = 0;
+        int r = 0;
+
+        while (env[n])
+                n++;
+        if (n > UINT32_MAX)
+                return -E2BIG;
+        r |= msgpack_pack_map(pk, (uint32_t) n);
+        for (size_t i = 0; i < n; i++) {
+                const char *eq = strchr(env[i], '=');
+
+                if (eq) {
+                        r |= mp_pack_str(pk, env[i], (size_t) (eq - env[i]));
+                        r |= mp_pack_cstr(pk, eq + 1);
+                } else {
+                        r |= mp_pack_cstr(pk, env[i]);
+                        r |= msgpack_pack_nil(pk); /* unset */
+                }
+        }
+        return r ? -ENOMEM : 0;
+}

@@ -28,6 +28,9 @@ int value_get_bool(const msgpack_object *map, const char *key, bool def, bool *r
 int value_get_int(const msgpack_object *map, const char *key, int64_t def, int64_t *ret);
 int value_get_bytes(const msgpack_object *map, const char *key, char **ret, size_t *ret_size);
 
+/* An env argument: "KEY=VALUE" (a bare "KEY": nil, unset) as a map of str. -E2BIG, -ENOMEM. */
+int value_pack_env(msgpack_packer *pk, const char *const *env);
+
 /* The call_id of an envelope from its first bytes only (an event too large to keep): the
  * server packs call_id first. Parsed by hand, allocating nothing. -ENOENT when not found. */
 int value_scan_call_id(const uint8_t *head, size_t size, char *buf, size_t buf_size);
