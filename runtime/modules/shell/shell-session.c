@@ -125,7 +125,7 @@ static bool find_marker(ShellSession *s, size_t *ret_offset, size_t *ret_len, in
 
 /* Write all of data. drain: read output meanwhile (a command may fill the PTY before it reads
  * its input); only the thread that owns the run may, so not for input from another call. */
-static int write_all(ShellSession *s, const void *data, size_t size, uint64_t deadline, bool drain) {
+static int write_terminal(ShellSession *s, const void *data, size_t size, uint64_t deadline, bool drain) {
         const uint8_t *p = data;
 
         while (size > 0) {
@@ -227,7 +227,7 @@ int shell_session_interrupt(ShellSession *s) {
 int shell_session_input(ShellSession *s, const void *data, size_t size) {
         if (s->ended)
                 return -EPIPE;
-        return write_all(s, data, size, now_usec() + 5ULL * 1000 * 1000, /* drain= */ false);
+        return write_terminal(s, data, size, now_usec() + 5ULL * 1000 * 1000, /* drain= */ false);
 }
 
 /* SIGKILL to every process of the shell's process group but the shell: the command that would
@@ -321,7 +321,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         r = buffer_printf(&line, "IFS= read -r -d '' __agentix_command < %s/command; eval \"$__agentix_command\"\n",
                           s->dir);
         if (r >= 0)
-                r = write_all(s, buffer_data(&line), line.len, deadline, /* drain= */ true);
+                r = write_terminal(s, buffer_data(&line), line.len, deadline, /* drain= */ true);
         for (;;) {
                 if (r == -ETIMEDOUT)
                         r = 0; /* the deadline passed while writing: interrupt below */
@@ -468,7 +468,7 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
                 return -ENOMEM;
         }
         uint64_t deadline = now_usec() + (o->timeout_usec ?: OPEN_TIMEOUT_DEFAULT_USEC);
-        r = write_all(s, init, strlen(init), deadline, /* drain= */ true);
+        r = write_terminal(s, init, strlen(init), deadline, /* drain= */ true);
         if (r >= 0)
                 r = wait_marker(s, deadline, -1, SHELL_PENDING_MAX, &dropped, &offset, &mlen, &status);
         if (r <= 0) {
