@@ -42,6 +42,15 @@ def client(sid):
 def sessions_in(runtime):
     _, sid = agentd().create(runtime=runtime)
     sid = str(sid)
+    try:
+        sessions_in_sandbox(runtime, sid)
+    finally:
+        # Also when something failed: a sandbox left running would be adopted by the next
+        # test's agentd and counted against its limits.
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+def sessions_in_sandbox(runtime, sid):
     first = client(sid)
     try:
         s = first.call("shell::open", cwd="/")
@@ -99,7 +108,6 @@ def sessions_in(runtime):
         assert r["output"].strip() == "gone", (runtime, r)
     finally:
         third.close()
-    agentd().manager().DeleteSandbox(sid, timeout=60)
 
 
 @test
