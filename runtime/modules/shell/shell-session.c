@@ -36,7 +36,8 @@ struct ShellSession {
         char dir[64];           /* where each run's command is written (0700) */
         size_t marker_head_len;
         Buffer pending;         /* output not yet handed to a run */
-        atomic_bool running;
+        atomic_bool running;    /* a run holds the session (SessionBusy for another) */
+        atomic_bool sent;       /* …and its command has reached the terminal: input now goes to it */
         bool ended;
         int exit_status;        /* the shell's, once reaped */
 };
@@ -55,6 +56,10 @@ pid_t shell_session_pid(const ShellSession *s) {
 }
 
 bool shell_session_running(const ShellSession *s) {
+        return atomic_load(&s->sent);
+}
+
+bool shell_session_busy(const ShellSession *s) {
         return atomic_load(&s->running);
 }
 
@@ -265,6 +270,11 @@ void shell_session_kill(ShellSession *s) {
         (void) kill(-s->pid, SIGKILL);
 }
 
+static void run_over(ShellSession *s) {
+        atomic_store(&s->sent, false);
+        atomic_store(&s->running, false);
+}
+
 /* The command to its file, made anew (the directory too, should a command have removed it). */
 static int write_command(ShellSession *s, const char *command) {
         char path[sizeof(s->dir) + 16], tmp[sizeof(s->dir) + 16];
@@ -303,7 +313,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         if (!atomic_compare_exchange_strong(&s->running, &expected, true))
                 return -EBUSY;
         if (s->ended) {
-                atomic_store(&s->running, false);
+                run_over(s);
                 return -EPIPE;
         }
         deadline = timeout_usec ? now_usec() + timeout_usec : 0;
@@ -315,13 +325,15 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
          * What came between runs (a background job's output) belongs to this run's output. */
         r = write_command(s, command);
         if (r < 0) {
-                atomic_store(&s->running, false);
+                run_over(s);
                 return r;
         }
         r = buffer_printf(&line, "IFS= read -r -d '' __agentix_command < %s/command; eval \"$__agentix_command\"\n",
                           s->dir);
         if (r >= 0)
                 r = write_terminal(s, buffer_data(&line), line.len, deadline, /* drain= */ true);
+        if (r >= 0)
+                atomic_store(&s->sent, true);
         for (;;) {
                 if (r == -ETIMEDOUT)
                         r = 0; /* the deadline passed while writing: interrupt below */
@@ -363,12 +375,12 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
                 mlen = 0;
                 status = -1;
         } else if (r < 0) {
-                atomic_store(&s->running, false);
+                run_over(s);
                 return r;
         }
         if (was_cancelled) {
                 buffer_consume(&s->pending, MIN(offset + mlen, s->pending.len));
-                atomic_store(&s->running, false);
+                run_over(s);
                 return -ECANCELED;
         }
 
@@ -381,7 +393,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         ret->output_size = MIN(offset, max_output);
         ret->output = malloc(ret->output_size + 1);
         if (!ret->output) {
-                atomic_store(&s->running, false);
+                run_over(s);
                 return -ENOMEM;
         }
         if (ret->output_size > 0)
@@ -390,7 +402,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         buffer_consume(&s->pending, MIN(offset + mlen, s->pending.len));
         if (s->ended)
                 ret->exit_code = s->exit_status;
-        atomic_store(&s->running, false);
+        run_over(s);
         return 0;
 }
 

@@ -59,7 +59,10 @@ int shell_session_interrupt(ShellSession *s);
 int shell_session_input(ShellSession *s, const void *data, size_t size);
 
 pid_t shell_session_pid(const ShellSession *s);
-bool shell_session_running(const ShellSession *s);   /* a run is in progress */
+/* A run's command is in the shell (so input written now goes to it, not ahead of it). */
+bool shell_session_running(const ShellSession *s);
+/* A run holds the session (from its start, before its command is sent). */
+bool shell_session_busy(const ShellSession *s);
 bool shell_session_ended(const ShellSession *s);     /* the shell is gone */
 
 /* End the session: SIGHUP to the shell's process group, SIGKILL after a moment, reaped, freed.

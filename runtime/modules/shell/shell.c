@@ -266,7 +266,7 @@ static int shell_close(agentix_call *call, const msgpack_object *argv, size_t ar
         }
         pthread_mutex_unlock(&lock);
         /* A run in progress returns (ended) and lets go; the last to let go ends the shell. */
-        if (shell_session_running(slot->session))
+        if (shell_session_busy(slot->session))
                 shell_session_kill(slot->session);
         release(slot);
         return 0;
