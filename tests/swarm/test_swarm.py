@@ -171,12 +171,15 @@ def the_bundle_reached_every_node_as_a_labelled_volume():
         node_labels = json.loads(node_docker(1, "node", "inspect", line).stdout)[0]["Spec"].get("Labels", {})
         assert node_labels.get(f"org.agentix.bundle.{tag}") == "1", node_labels
     # A node without the label (as one that joined after the fill) gets the bundle from a fill
-    # in the background at the next create, which does not wait for it.
-    node2 = json.loads(node_docker(1, "node", "inspect", "agxsw2").stdout)[0]["ID"]
+    # in the background at the next create, which does not wait for it. Not the node `sid`
+    # runs on: the swarm stops a task whose node no longer meets its placement constraint.
+    here = NODE_ADDRS[prop(path, "RuntimeUrl").split("//")[1].split(":")[0]]
+    unlabelled = 3 if here == 2 else 2
+    node2 = json.loads(node_docker(1, "node", "inspect", f"agxsw{unlabelled}").stdout)[0]["ID"]
     node_docker(1, "node", "update", "--label-rm", f"org.agentix.bundle.{tag}", node2)
     _, other = a.create()
     wait_until(lambda: json.loads(node_docker(1, "node", "inspect", node2).stdout)[0]["Spec"].get("Labels", {})
-               .get(f"org.agentix.bundle.{tag}") == "1", 60, 0.2, what="node 2 labelled again")
+               .get(f"org.agentix.bundle.{tag}") == "1", 60, 0.2, what=f"node {unlabelled} labelled again")
     a.manager().DeleteSandbox(other, timeout=60)
     # The volume is what the sandbox has at /nix, read-only.
     r = run_in(sid, "sh", "-c", "ls /nix/runtime/bin/agentix-server && touch /nix/x")
