@@ -275,17 +275,21 @@ static void run_over(ShellSession *s) {
         atomic_store(&s->running, false);
 }
 
-/* The command to its file, made anew (the directory too, should a command have removed it). */
+/* The command to its file, made anew (the directory too, should a command have removed it). A
+ * new file each run, the old one unlinked first: neither a rename over a file nor a truncation
+ * to zero, which ext4 answers by writing the data out at once (auto_da_alloc: a disk flush a
+ * run); a small file that is unlinked soon never reaches the disk. */
 static int write_command(ShellSession *s, const char *command) {
-        char path[sizeof(s->dir) + 16], tmp[sizeof(s->dir) + 16];
+        char path[sizeof(s->dir) + 16];
         _cleanup_close_ int fd = -EBADF;
         size_t left = strlen(command);
 
         if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
         snprintf(path, sizeof(path), "%s/command", s->dir);
-        snprintf(tmp, sizeof(tmp), "%s/command~", s->dir);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         for (const char *p = command; left > 0;) {
@@ -298,7 +302,7 @@ static int write_command(ShellSession *s, const char *command) {
                 p += n;
                 left -= (size_t) n;
         }
-        return rename(tmp, path) < 0 ? -errno : 0;
+        return 0;
 }
 
 int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_usec, size_t max_output, int wait_fd,
@@ -519,8 +523,6 @@ void shell_session_free(ShellSession *s) {
                 char path[sizeof(s->dir) + 16];
 
                 snprintf(path, sizeof(path), "%s/command", s->dir);
-                (void) unlink(path);
-                snprintf(path, sizeof(path), "%s/command~", s->dir);
                 (void) unlink(path);
                 (void) rmdir(s->dir);
         }
