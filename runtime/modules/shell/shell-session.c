@@ -128,13 +128,16 @@ static bool find_marker(ShellSession *s, size_t *ret_offset, size_t *ret_len, in
         return false;
 }
 
-/* Write all of data. drain: read output meanwhile (a command may fill the PTY before it reads
- * its input); only the thread that owns the run may, so not for input from another call. */
-static int write_terminal(ShellSession *s, const void *data, size_t size, uint64_t deadline, bool drain) {
+/* Write all of data to the terminal. Only short lines go this way (a run's command is in a
+ * file), and the terminal's input does not wait on its output: no reading meanwhile, so that
+ * input from another call never races the run's thread for the output. */
+static int write_terminal(ShellSession *s, const void *data, size_t size, uint64_t deadline) {
         const uint8_t *p = data;
 
         while (size > 0) {
+                struct pollfd pfd = { .fd = s->master, .events = POLLOUT };
                 ssize_t n = write(s->master, p, size);
+                uint64_t now;
 
                 if (n > 0) {
                         p += n;
@@ -145,21 +148,11 @@ static int write_terminal(ShellSession *s, const void *data, size_t size, uint64
                         continue;
                 if (n < 0 && errno != EAGAIN)
                         return -errno;
-                struct pollfd pfd = { .fd = s->master, .events = POLLOUT | (drain ? POLLIN : 0) };
-                uint64_t now = now_usec();
-                int wait_ms = deadline ? (now >= deadline ? 0 : (int) MIN((deadline - now) / 1000 + 1, 1000ULL)) : 1000;
-
+                now = now_usec();
                 if (deadline && now >= deadline)
                         return -ETIMEDOUT;
-                if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+                if (poll(&pfd, 1, deadline ? (int) MIN((deadline - now) / 1000 + 1, 1000ULL) : 1000) < 0 && errno != EINTR)
                         return -errno;
-                if (pfd.revents & POLLIN) {
-                        int r = read_available(s);
-                        if (r < 0)
-                                return r;
-                        if (s->pending.len > SHELL_PENDING_MAX + SHELL_OUTPUT_MAX_DEFAULT)
-                                buffer_consume(&s->pending, s->pending.len - SHELL_PENDING_MAX);
-                }
         }
         return 0;
 }
@@ -232,7 +225,7 @@ int shell_session_interrupt(ShellSession *s) {
 int shell_session_input(ShellSession *s, const void *data, size_t size) {
         if (s->ended)
                 return -EPIPE;
-        return write_terminal(s, data, size, now_usec() + 5ULL * 1000 * 1000, /* drain= */ false);
+        return write_terminal(s, data, size, now_usec() + 5ULL * 1000 * 1000);
 }
 
 /* SIGKILL to every process of the shell's process group but the shell: the command that would
@@ -282,7 +275,6 @@ static void run_over(ShellSession *s) {
 static int write_command(ShellSession *s, const char *command) {
         char path[sizeof(s->dir) + 16];
         _cleanup_close_ int fd = -EBADF;
-        size_t left = strlen(command);
 
         if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
@@ -292,17 +284,7 @@ static int write_command(ShellSession *s, const char *command) {
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
-        for (const char *p = command; left > 0;) {
-                ssize_t n = write(fd, p, left);
-
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        return n < 0 ? -errno : -EIO;
-                p += n;
-                left -= (size_t) n;
-        }
-        return 0;
+        return loop_write(fd, command, strlen(command));
 }
 
 int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_usec, size_t max_output, int wait_fd,
@@ -335,7 +317,7 @@ int shell_session_run(ShellSession *s, const char *command, uint64_t timeout_use
         r = buffer_printf(&line, "IFS= read -r -d '' __agentix_command < %s/command; eval \"$__agentix_command\"\n",
                           s->dir);
         if (r >= 0)
-                r = write_terminal(s, buffer_data(&line), line.len, deadline, /* drain= */ true);
+                r = write_terminal(s, buffer_data(&line), line.len, deadline);
         if (r >= 0)
                 atomic_store(&s->sent, true);
         for (;;) {
@@ -484,7 +466,7 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
                 return -ENOMEM;
         }
         uint64_t deadline = now_usec() + (o->timeout_usec ?: OPEN_TIMEOUT_DEFAULT_USEC);
-        r = write_terminal(s, init, strlen(init), deadline, /* drain= */ true);
+        r = write_terminal(s, init, strlen(init), deadline);
         if (r >= 0)
                 r = wait_marker(s, deadline, -1, SHELL_PENDING_MAX, &dropped, &offset, &mlen, &status);
         if (r <= 0) {
