@@ -58,12 +58,13 @@ static int get_cstr(agentix_call *call, const msgpack_object *o, const char *nam
         return 0;
 }
 
-static int parse_timeout(agentix_call *call, const msgpack_object *o, uint64_t *ret_usec) {
+int sandbox_parse_timeout(agentix_call *call, const char *fn, const msgpack_object *o, uint64_t default_usec,
+                          uint64_t *ret_usec) {
         double sec;
         int64_t i;
 
         if (agentix_arg_is_nil(o)) {
-                *ret_usec = (uint64_t) SANDBOX_DEFAULT_TIMEOUT_SEC * 1000000u;
+                *ret_usec = default_usec;
                 return 0;
         }
         if (get_int(o, &i))
@@ -71,14 +72,15 @@ static int parse_timeout(agentix_call *call, const msgpack_object *o, uint64_t *
         else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
                 sec = o->via.f64;
         else
-                return agentix_call_raise(call, "TypeError", "exec() argument 'timeout' must be a number, got %s", mp_type_name(o->type));
+                return agentix_call_raise(call, "TypeError", "%s() argument 'timeout' must be a number, got %s", fn,
+                                          mp_type_name(o->type));
 
         if (isnan(sec) || sec < 0)
                 return agentix_call_raise(call, "ValueError",
-                                          "exec() argument 'timeout' must be >= 0 seconds (0: no timeout), got %g", sec);
+                                          "%s() argument 'timeout' must be >= 0 seconds (0: no timeout), got %g", fn, sec);
         if (sec > 1e9) /* ~31 years; also catches inf */
                 return agentix_call_raise(call, "ValueError",
-                                          "exec() argument 'timeout' is too large (%g s); use 0 for no timeout", sec);
+                                          "%s() argument 'timeout' is too large (%g s); use 0 for no timeout", fn, sec);
         /* A positive timeout below 1 µs still means "time out", not "no timeout". */
         *ret_usec = sec == 0 ? 0 : MAX((uint64_t) (sec * 1e6), (uint64_t) 1);
         return 0;
@@ -172,7 +174,8 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
         }
         a.opts.command = a.command;
 
-        r = parse_timeout(call, &argv[SANDBOX_ARG_TIMEOUT], &a.opts.timeout_usec);
+        r = sandbox_parse_timeout(call, "exec", &argv[SANDBOX_ARG_TIMEOUT],
+                                  (uint64_t) SANDBOX_DEFAULT_TIMEOUT_SEC * 1000000u, &a.opts.timeout_usec);
         if (r < 0)
                 goto fail;
 

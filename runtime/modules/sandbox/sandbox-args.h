@@ -46,6 +46,9 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
 void sandbox_exec_args_done(SandboxExecArgs *a);
 
 /* Shared with the shell module; fn names the function in messages ("exec"). */
+/* A `timeout` argument (seconds, 0: none) in µs; default_usec when nil. 0, or the raised error. */
+int sandbox_parse_timeout(agentix_call *call, const char *fn, const msgpack_object *o, uint64_t default_usec,
+                          uint64_t *ret_usec);
 /* cwd must be an absolute path to a directory: 0, or the raised error. */
 int sandbox_check_cwd(agentix_call *call, const char *fn, const char *cwd);
 /* An `env` argument (map of str to str or None) merged over base into *ret (strv); NULL when

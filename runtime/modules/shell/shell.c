@@ -182,16 +182,9 @@ static int shell_run(agentix_call *call, const msgpack_object *argv, size_t argc
         if (!command)
                 return errno == ENOMEM ? -ENOMEM
                                        : agentix_call_raise(call, "ValueError", "run() argument 'command' must not contain NUL bytes");
-        if (!agentix_arg_is_nil(&argv[2])) {
-                double sec = argv[2].type == MSGPACK_OBJECT_FLOAT32 || argv[2].type == MSGPACK_OBJECT_FLOAT64
-                                     ? argv[2].via.f64
-                                     : argv[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double) argv[2].via.u64 : -1;
-
-                if (!(sec >= 0) || sec > 1e9)
-                        return agentix_call_raise(call, "ValueError", "run() argument 'timeout' must be from 0 (none) to "
-                                                  "1e9 seconds");
-                timeout_usec = sec == 0 ? 0 : MAX((uint64_t) (sec * 1e6), (uint64_t) 1);
-        }
+        r = sandbox_parse_timeout(call, "run", &argv[2], 0, &timeout_usec); /* none unless asked */
+        if (r < 0)
+                return r;
         if (argv[3].type != MSGPACK_OBJECT_POSITIVE_INTEGER || max_output > (int64_t) SHELL_OUTPUT_MAX_LIMIT)
                 return agentix_call_raise(call, "ValueError", "run() argument 'max_output' must be from 0 to %u bytes",
                                           SHELL_OUTPUT_MAX_LIMIT);
