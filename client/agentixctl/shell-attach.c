@@ -13,6 +13,7 @@
 
 #include "agentixctl.h"
 #include "buffer.h"
+#include "envelope.h"
 #include "fail.h"
 #include "macro.h"
 #include "shell-attach.h"
@@ -23,77 +24,15 @@ static void on_sigint(int sig) {
         interrupted = 1;
 }
 
-/* A blocking unary call of shell::FUNCTION with a session name and optional second string. */
-static int shell_call(agentix_client *client, const char *function, const char *name, const char *text,
-                      const ShellAttachOptions *o, msgpack_unpacked *ret, agentix_error *ret_error) {
-        _cleanup_(msgpack_sbuffer_destroy) msgpack_sbuffer args = {}, kwargs = {};
-        msgpack_packer pa, pk;
-        char callable[32];
-
-        msgpack_packer_init(&pa, &args, msgpack_sbuffer_write);
-        msgpack_packer_init(&pk, &kwargs, msgpack_sbuffer_write);
-        if (streq(function, "open")) {
-                size_t n_env = 0;
-
-                while (o->env && o->env[n_env])
-                        n_env++;
-                msgpack_pack_array(&pa, 0);
-                msgpack_pack_map(&pk, 1 + !!o->cwd + !!n_env);
-                msgpack_pack_str_with_body(&pk, "name", 4);
-                msgpack_pack_str_with_body(&pk, name, strlen(name));
-                if (o->cwd) {
-                        msgpack_pack_str_with_body(&pk, "cwd", 3);
-                        msgpack_pack_str_with_body(&pk, o->cwd, strlen(o->cwd));
-                }
-                if (n_env) {
-                        msgpack_pack_str_with_body(&pk, "env", 3);
-                        msgpack_pack_map(&pk, n_env);
-                        for (size_t i = 0; i < n_env; i++) {
-                                const char *eq = strchr(o->env[i], '=');
-
-                                msgpack_pack_str_with_body(&pk, o->env[i], eq ? (size_t) (eq - o->env[i]) : strlen(o->env[i]));
-                                if (eq)
-                                        msgpack_pack_str_with_body(&pk, eq + 1, strlen(eq + 1));
-                                else
-                                        msgpack_pack_nil(&pk);
-                        }
-                }
-        } else if (streq(function, "list")) {
-                msgpack_pack_array(&pa, 0);
-                msgpack_pack_map(&pk, 0);
-        } else {
-                msgpack_pack_array(&pa, text ? 2 : 1);
-                msgpack_pack_str_with_body(&pa, name, strlen(name));
-                if (text)
-                        msgpack_pack_str_with_body(&pa, text, strlen(text));
-                msgpack_pack_map(&pk, 0);
-        }
-        snprintf(callable, sizeof(callable), "shell::%s", function);
-        return agentix_call(client, callable,
-                            &(agentix_args) { .args = args.data, .args_size = args.size,
-                                              .kwargs = kwargs.data, .kwargs_size = kwargs.size },
-                            NULL, ret, ret_error);
-}
-
-static const msgpack_object *map_get(const msgpack_object *m, const char *key) {
-        for (uint32_t i = 0; m->type == MSGPACK_OBJECT_MAP && i < m->via.map.size; i++) {
-                const msgpack_object *k = &m->via.map.ptr[i].key;
-
-                if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
-                    memcmp(k->via.str.ptr, key, k->via.str.size) == 0)
-                        return &m->via.map.ptr[i].val;
-        }
-        return NULL;
-}
-
 /* The session exists (listed) or is opened now. Returns an exit status. */
 static int ensure_session(agentix_client *client, const char *name, const ShellAttachOptions *o, bool *ret_opened) {
+        _cleanup_free_ char *id = NULL;
         msgpack_unpacked r;
         agentix_error e = {};
         int k;
 
         msgpack_unpacked_init(&r);
-        k = shell_call(client, "list", name, NULL, o, &r, &e);
+        k = agentix_call(client, "shell::list", NULL, NULL, &r, &e);
         if (k < 0) {
                 msgpack_unpacked_destroy(&r);
                 k = fail_agentix(&e, "shell: cannot list the sandbox's sessions");
@@ -101,19 +40,19 @@ static int ensure_session(agentix_client *client, const char *name, const ShellA
                 return k;
         }
         for (uint32_t i = 0; r.data.type == MSGPACK_OBJECT_ARRAY && i < r.data.via.array.size; i++) {
-                const msgpack_object *id = map_get(&r.data.via.array.ptr[i], "id");
+                const msgpack_object *listed = mp_map_get(&r.data.via.array.ptr[i], "id");
 
-                if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size == strlen(name) &&
-                    memcmp(id->via.str.ptr, name, id->via.str.size) == 0) {
+                if (listed && listed->type == MSGPACK_OBJECT_STR && listed->via.str.size == strlen(name) &&
+                    memcmp(listed->via.str.ptr, name, listed->via.str.size) == 0) {
                         msgpack_unpacked_destroy(&r);
                         *ret_opened = false;
                         return EXIT_OK;
                 }
         }
         msgpack_unpacked_destroy(&r);
-        msgpack_unpacked_init(&r);
-        k = shell_call(client, "open", name, NULL, o, &r, &e);
-        msgpack_unpacked_destroy(&r);
+        k = agentix_shell_open(client,
+                               &(agentix_shell_options) { .cwd = o->cwd, .env = (const char *const *) o->env, .name = name },
+                               &id, &e);
         if (k < 0 && !(e.type && streq(e.type, "SessionExists"))) {
                 k = fail_agentix(&e, "shell: cannot open session '%s'", name);
                 agentix_error_done(&e);
@@ -126,8 +65,7 @@ static int ensure_session(agentix_client *client, const char *name, const ShellA
 
 /* Run command in the session; Ctrl-C meanwhile interrupts it there. Prints the output. Returns
  * an exit status: the command's, or ours on failure; *ret_ended when the session is over. */
-static int run(agentix_client *client, const char *name, const char *command, const ShellAttachOptions *o,
-               bool *ret_ended) {
+static int run(agentix_client *client, const char *name, const char *command, bool *ret_ended) {
         _cleanup_(msgpack_sbuffer_destroy) msgpack_sbuffer args = {};
         agentix_request *req = NULL;
         msgpack_unpacked item;
@@ -151,14 +89,11 @@ static int run(agentix_client *client, const char *name, const char *command, co
                         break;
                 agentix_error_done(&e);
                 if (interrupted) {
-                        msgpack_unpacked r;
                         agentix_error ie = {};
 
                         interrupted = 0;
-                        msgpack_unpacked_init(&r);
-                        if (shell_call(client, "interrupt", name, NULL, o, &r, &ie) < 0)
+                        if (agentix_shell_interrupt(client, name, &ie) < 0)
                                 (void) fail_agentix(&ie, "shell: cannot interrupt the command");
-                        msgpack_unpacked_destroy(&r);
                         agentix_error_done(&ie);
                 }
         }
@@ -171,9 +106,9 @@ static int run(agentix_client *client, const char *name, const char *command, co
                 agentix_error_done(&e);
                 return status;
         }
-        out = map_get(&item.data, "output");
-        code = map_get(&item.data, "exit_code");
-        ended = map_get(&item.data, "ended");
+        out = mp_map_get(&item.data, "output");
+        code = mp_map_get(&item.data, "exit_code");
+        ended = mp_map_get(&item.data, "ended");
         if (out && out->type == MSGPACK_OBJECT_STR && out->via.str.size > 0) {
                 fwrite(out->via.str.ptr, 1, out->via.str.size, stdout);
                 if (isatty(STDIN_FILENO) && out->via.str.ptr[out->via.str.size - 1] != '\n')
@@ -229,7 +164,7 @@ int shell_attach(agentix_client *client, const char *name, const ShellAttachOpti
                         return fail_errno(EXIT_IOERR, errno, "shell: cannot read standard input: %m");
                 if (buffer_append_byte(&all, 0) < 0)
                         return fail(EXIT_SOFTWARE, "out of memory");
-                return run(client, name, (const char *) buffer_data(&all), o, &ended);
+                return run(client, name, (const char *) buffer_data(&all), &ended);
         }
 
         if (!arg_quiet)
@@ -268,7 +203,7 @@ int shell_attach(agentix_client *client, const char *name, const ShellAttachOpti
                 if (buffer_append_byte(&line, 0) < 0)
                         return fail(EXIT_SOFTWARE, "out of memory");
                 if (strspn((const char *) buffer_data(&line), " \t\n") != line.len - 1)
-                        status = run(client, name, (const char *) buffer_data(&line), o, &ended);
+                        status = run(client, name, (const char *) buffer_data(&line), &ended);
                 buffer_done(&line);
                 if (ended) {
                         if (!arg_quiet)
@@ -284,13 +219,10 @@ int shell_attach(agentix_client *client, const char *name, const ShellAttachOpti
 }
 
 int shell_close(agentix_client *client, const char *name) {
-        msgpack_unpacked r;
         agentix_error e = {};
         int k;
 
-        msgpack_unpacked_init(&r);
-        k = shell_call(client, "close", name, NULL, &(ShellAttachOptions) {}, &r, &e);
-        msgpack_unpacked_destroy(&r);
+        k = agentix_shell_close(client, name, &e);
         if (k < 0) {
                 k = fail_agentix(&e, "shell: cannot close session '%s'", name);
                 agentix_error_done(&e);
