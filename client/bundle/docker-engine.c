@@ -25,7 +25,6 @@ static char *error_message(const Buffer *body) {
 }
 
 int docker_engine_open(DockerClient **ret, char **ret_error) {
-        _cleanup_buffer_ Buffer answer = BUFFER_NULL;
         _cleanup_free_ char *socket = NULL;
         DockerClient *d;
         int r;
@@ -40,8 +39,7 @@ int docker_engine_open(DockerClient **ret, char **ret_error) {
         if (r < 0)
                 return r;
         docker_client_set_timeout(d, LOAD_TIMEOUT_USEC);
-        /* Any versioned call negotiates the version first: this one says whether Docker is there. */
-        r = docker_call(d, "GET", "/_ping", -1, NULL, &answer, ret_error);
+        r = docker_negotiate_blocking(d, ret_error);
         if (r < 0) {
                 docker_client_free(d);
                 return r;

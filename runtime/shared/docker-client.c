@@ -450,8 +450,7 @@ static int call_blocking(DockerClient *d, const char *method, const char *path, 
         return (int) status;
 }
 
-/* GET /version, blocking. */
-static int negotiate_blocking(DockerClient *d, char **ret_error) {
+int docker_negotiate_blocking(DockerClient *d, char **ret_error) {
         _cleanup_buffer_ Buffer answer = BUFFER_NULL;
         json_t *j;
         const char *v;
@@ -478,7 +477,7 @@ int docker_call(DockerClient *d, const char *method, const char *path, int body_
         int r;
 
         if (!d->version) {
-                r = negotiate_blocking(d, ret_error);
+                r = docker_negotiate_blocking(d, ret_error);
                 if (r < 0)
                         return r;
         }

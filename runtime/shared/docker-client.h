@@ -63,6 +63,9 @@ void docker_request_set_destroy(DockerRequest *r, void (*destroy)(void *userdata
 
 /* ---- blocking ------------------------------------------------------------------------------ */
 
+/* GET /version, waiting for the answer: the API version the calls use (docker_call() does it
+ * itself when it is not known). On failure *ret_error says why. */
+int docker_negotiate_blocking(DockerClient *d, char **ret_error);
 /* METHOD /v<version><path>, waiting for the answer (the version negotiated first, the same
  * way, when it is not known yet). body_fd >= 0: that file's bytes are the body, sent as
  * content_type. Returns the HTTP status, the answer in *ret_answer (at most 64 MiB); without an
