@@ -88,7 +88,7 @@ static const json_t *bytes_object_payload(const json_t *j) {
         return json_is_string(v) ? v : NULL;
 }
 
-int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
+static int pack_value(const json_t *j, msgpack_packer *pk, bool read_bytes) {
         const json_t *b;
         int r;
 
@@ -114,7 +114,7 @@ int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
                 if (msgpack_pack_array(pk, json_array_size(j)) < 0)
                         return -ENOMEM;
                 json_array_foreach(j, i, e) {
-                        r = json_to_msgpack(e, pk);
+                        r = pack_value(e, pk, read_bytes);
                         if (r < 0)
                                 return r;
                 }
@@ -125,7 +125,7 @@ int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
                 size_t key_len;
                 json_t *v;
 
-                b = bytes_object_payload(j);
+                b = read_bytes ? bytes_object_payload(j) : NULL;
                 if (b) {
                         _cleanup_free_ void *data = NULL;
                         size_t size;
@@ -140,7 +140,7 @@ int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
                 json_object_keylen_foreach((json_t *) j, key, key_len, v) {
                         if (msgpack_pack_str_with_body(pk, key, key_len) < 0)
                                 return -ENOMEM;
-                        r = json_to_msgpack(v, pk);
+                        r = pack_value(v, pk, read_bytes);
                         if (r < 0)
                                 return r;
                 }
@@ -148,6 +148,14 @@ int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
         }
         }
         return -EINVAL;
+}
+
+int json_to_msgpack(const json_t *j, msgpack_packer *pk) {
+        return pack_value(j, pk, true);
+}
+
+int json_to_msgpack_plain(const json_t *j, msgpack_packer *pk) {
+        return pack_value(j, pk, false);
 }
 
 json_t *json_from_bytes(const void *data, size_t size) {

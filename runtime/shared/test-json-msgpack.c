@@ -82,6 +82,29 @@ static void test_bytes_both_ways(void **state) {
         check_roundtrip("{\"$bytes\":1}");
 }
 
+static void test_plain_keeps_bytes_objects(void **state) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        msgpack_unpacked u;
+        msgpack_packer pk;
+        json_t *in;
+
+        /* A peer's {"$bytes": …} is an object like any other, even with bad base64. */
+        in = json_pack("[{s:s},{s:s}]", "$bytes", "AP8Kgw==", "$bytes", "not base64");
+        mp_packer_init_buffer(&pk, &b);
+        assert_int_equal(json_to_msgpack_plain(in, &pk), 0);
+        json_decref(in);
+        msgpack_unpacked_init(&u);
+        assert_int_equal(msgpack_unpack_next(&u, (const char *) buffer_data(&b), b.len, NULL), MSGPACK_UNPACK_SUCCESS);
+        assert_int_equal(u.data.type, MSGPACK_OBJECT_ARRAY);
+        for (unsigned i = 0; i < 2; i++) {
+                const msgpack_object *m = &u.data.via.array.ptr[i];
+                assert_int_equal(m->type, MSGPACK_OBJECT_MAP);
+                assert_int_equal(m->via.map.size, 1);
+                assert_int_equal(m->via.map.ptr[0].val.type, MSGPACK_OBJECT_STR);
+        }
+        msgpack_unpacked_destroy(&u);
+}
+
 static void test_bad_base64_refused(void **state) {
         static const char *const bad[] = { "A", "AAA", "A===", "QR==", "@@@@", "AA=A", "AAAA\n" };
 
@@ -165,6 +188,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_roundtrip_values),
                 cmocka_unit_test(test_bytes_both_ways),
+                cmocka_unit_test(test_plain_keeps_bytes_objects),
                 cmocka_unit_test(test_bad_base64_refused),
                 cmocka_unit_test(test_invalid_utf8_str_becomes_bytes),
                 cmocka_unit_test(test_json_from_bytes),

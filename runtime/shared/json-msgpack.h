@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* JSON ⇄ msgpack for the command line.
+/* JSON ⇄ msgpack, for the command line (agentixctl) and the programs that read JSON peers.
  *
  * JSON has no byte strings, so agentixctl spells msgpack `bin` values as {"$bytes": "<base64>"}
  * (standard alphabet, padded) in both directions; an object with exactly that one key and a
@@ -11,6 +11,7 @@
  * JSON reals (jansson's integers are signed 64-bit); `ext` values are printed as
  * {"$ext": type, "$bytes": …} and cannot be sent. */
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -19,6 +20,9 @@
 /* Pack `j` with `pk`. -EINVAL when `j` holds an object whose "$bytes" value is not canonical
  * base64, -ENOMEM on allocation failure. */
 int json_to_msgpack(const json_t *j, msgpack_packer *pk);
+/* The same without the "$bytes" reading: for JSON from a peer that does not use that spelling
+ * (a Jupyter kernel's application/json), where such an object is just an object. */
+int json_to_msgpack_plain(const json_t *j, msgpack_packer *pk);
 
 /* A new JSON value for `o` (NULL only when out of memory). */
 json_t *msgpack_to_json(const msgpack_object *o);
