@@ -7,10 +7,13 @@ packages=(
         build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
         libsystemd-dev libssl-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev
         libuv1-dev libhttp-parser-dev libjansson-dev libarchive-dev libcmocka-dev libelf-dev libinih-dev
+        libzmq3-dev # the code module speaks to Jupyter kernels over ZeroMQ
         patchelf # agentixctl build patches ELF interpreters and RUNPATHs into the store
         libwebsockets-evlib-uv # agentix-server's libuv glue, which a bundle must carry
         docker.io busybox-static debootstrap # the bundle tests: a real dockerd and two task images
         git python3 ca-certificates # tools of the example bundle
+        python3-ipykernel python3-numpy python3-pandas python3-matplotlib # the python-data bundle's kernel
+        python3-jupyter-client # bench/code: the peer the code module is measured against
         python3-socketio python3-engineio python3-msgpack python3-requests python3-websocket
         python3-aiohttp python3-uvicorn python3-websockets
         python3-pytest python3-pytest-asyncio # the Python package's tests (client/python)

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/* The Jupyter client against a real ipykernel (Debian's python3-ipykernel on the build host;
+ * skipped, exit 77, when there is no python kernelspec). */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "jupyter-kernel.h"
+#include "macro.h"
+
+static KernelSpecs specs;
+static const KernelSpec *python;
+
+/* What a run delivered, as text: "stream:stdout:hi\n" "result:2" "error:ZeroDivisionError" … */
+typedef struct Seen {
+        char text[8192];
+        size_t len;
+        int stop_after;  /* on_message fails after this many messages (0: never) */
+        int count;
+} Seen;
+
+static void seen_add(Seen *s, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        int n = vsnprintf(s->text + s->len, sizeof(s->text) - s->len, fmt, ap);
+        va_end(ap);
+        if (n > 0)
+                s->len = MIN(s->len + (size_t) n, sizeof(s->text) - 1);
+}
+
+static int on_message(void *userdata, const JupyterMessage *m) {
+        Seen *s = userdata;
+
+        if (streq(m->msg_type, "stream"))
+                seen_add(s, "stream:%s:%s|", json_string_value(json_object_get(m->content, "name")),
+                         json_string_value(json_object_get(m->content, "text")));
+        else if (streq(m->msg_type, "execute_result"))
+                seen_add(s, "result:%s|",
+                         json_string_value(json_object_get(json_object_get(m->content, "data"), "text/plain")));
+        else if (streq(m->msg_type, "error"))
+                seen_add(s, "error:%s|", json_string_value(json_object_get(m->content, "ename")));
+        else if (streq(m->msg_type, "display_data"))
+                seen_add(s, "display:%s|",
+                         json_object_get(json_object_get(m->content, "data"), "image/png") ? "png" : "other");
+        s->count++;
+        return s->stop_after && s->count >= s->stop_after ? -ECANCELED : 0;
+}
+
+static int run(JupyterKernel *k, const char *code, uint64_t timeout_usec, Seen *seen, JupyterExecuteResult *res) {
+        JupyterExecuteHooks h = { .userdata = seen, .on_message = on_message, .wait_fd = -1 };
+
+        *seen = (Seen) { .stop_after = seen->stop_after };
+        return jupyter_kernel_execute(k, code, false, timeout_usec, &h, res);
+}
+
+static JupyterKernel *start(void) {
+        _cleanup_free_ char *error = NULL;
+        JupyterKernel *k = NULL;
+        int r;
+
+        r = jupyter_kernel_start(&(JupyterStartOptions) { .spec = python, .cwd = "/tmp" }, &k, &error);
+        if (r < 0)
+                fail_msg("kernel did not start: %s (%s)", strerror(-r), error ?: "");
+        return k;
+}
+
+static void test_state_results_and_errors(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = {};
+
+        assert_int_equal(run(k, "x = 1", 0, &seen, &res), 0);
+        assert_string_equal(res.status, "ok");
+        assert_string_equal(seen.text, "");
+        assert_int_equal(run(k, "x + 1", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:2|");
+        assert_true(res.execution_count >= 2);
+        assert_int_equal(run(k, "import os, sys; print('out'); print('err', file=sys.stderr); os.getcwd()", 0, &seen, &res), 0);
+        assert_non_null(strstr(seen.text, "stream:stdout:out\n|"));
+        assert_non_null(strstr(seen.text, "stream:stderr:err\n|"));
+        assert_non_null(strstr(seen.text, "result:'/tmp'|"));
+        assert_int_equal(run(k, "1/0", 0, &seen, &res), 0);
+        assert_string_equal(res.status, "error");
+        assert_string_equal(seen.text, "error:ZeroDivisionError|");
+        /* An error does not abort what comes next (stop_on_error is off: runs are queued by us). */
+        assert_int_equal(run(k, "x", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:1|");
+        jupyter_kernel_free(k);
+}
+
+static void test_timeout_interrupts_and_kernel_stays(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = {};
+
+        assert_int_equal(run(k, "y = 5\nwhile True: pass", 500 * 1000, &seen, &res), 0);
+        assert_true(res.timed_out);
+        assert_false(res.died);
+        assert_string_equal(seen.text, "error:KeyboardInterrupt|");
+        assert_int_equal(run(k, "y * 2", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:10|");
+        jupyter_kernel_free(k);
+}
+
+static void *interrupt_soon(void *userdata) {
+        usleep(300 * 1000);
+        assert_int_equal(jupyter_kernel_interrupt(userdata), 0);
+        return NULL;
+}
+
+static void test_interrupt_from_another_thread(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = {};
+        pthread_t t;
+
+        assert_int_equal(pthread_create(&t, NULL, interrupt_soon, k), 0);
+        assert_int_equal(run(k, "import time\nwhile True: time.sleep(0.01)", 0, &seen, &res), 0);
+        pthread_join(t, NULL);
+        assert_false(res.timed_out);
+        assert_string_equal(res.status, "error");
+        assert_string_equal(seen.text, "error:KeyboardInterrupt|");
+        assert_int_equal(run(k, "'still here'", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:'still here'|");
+        jupyter_kernel_free(k);
+}
+
+static void test_death_is_reported(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = {};
+
+        assert_int_equal(run(k, "print('bye', flush=True)\nimport os; os._exit(1)", 0, &seen, &res), 0);
+        assert_true(res.died);
+        assert_false(jupyter_kernel_alive(k));
+        assert_int_equal(run(k, "1", 0, &seen, &res), -ESRCH);
+        jupyter_kernel_free(k);
+}
+
+static void test_on_message_stops_the_run(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = { .stop_after = 1 };
+
+        assert_int_equal(run(k, "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.05)", 0, &seen, &res), 0);
+        assert_true(res.cancelled);
+        assert_false(res.died);
+        seen.stop_after = 0;
+        assert_int_equal(run(k, "2 ** 10", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:1024|");
+        jupyter_kernel_free(k);
+}
+
+static void test_missing_interpreter_is_explained(void **state) {
+        char *argv[] = { (char *) "/nonexistent/agentix-no-such-python", (char *) "-f", (char *) "{connection_file}", NULL };
+        KernelSpec bad = { .name = (char *) "broken", .dir = (char *) "/tmp", .argv = argv, .language = (char *) "python" };
+        _cleanup_free_ char *error = NULL;
+        JupyterKernel *k = NULL;
+
+        assert_int_equal(jupyter_kernel_start(&(JupyterStartOptions) { .spec = &bad }, &k, &error), -ENOENT);
+        assert_null(k);
+        assert_non_null(error);
+        assert_non_null(strstr(error, "broken"));
+}
+
+static void test_early_exit_shows_log(void **state) {
+        char *argv[] = { (char *) "sh", (char *) "-c", (char *) "echo 'no module named ipykernel' >&2; exit 1", NULL };
+        KernelSpec bad = { .name = (char *) "dies", .dir = (char *) "/tmp", .argv = argv, .language = (char *) "python" };
+        _cleanup_free_ char *error = NULL;
+        JupyterKernel *k = NULL;
+
+        assert_int_equal(jupyter_kernel_start(&(JupyterStartOptions) { .spec = &bad }, &k, &error), -ESRCH);
+        assert_non_null(error);
+        assert_non_null(strstr(error, "exited while starting"));
+        assert_non_null(strstr(error, "no module named ipykernel"));
+}
+
+static void test_pick(void **state) {
+        assert_ptr_equal(kernelspecs_pick(&specs, "python"), python);
+        assert_ptr_equal(kernelspecs_pick(&specs, "PYTHON"), python);
+        assert_null(kernelspecs_pick(&specs, "cobol"));
+        _cleanup_free_ char *d = kernelspecs_describe(&specs);
+        assert_non_null(strstr(d, "python3 (python)"));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_pick),
+                cmocka_unit_test(test_state_results_and_errors),
+                cmocka_unit_test(test_timeout_interrupts_and_kernel_stays),
+                cmocka_unit_test(test_interrupt_from_another_thread),
+                cmocka_unit_test(test_death_is_reported),
+                cmocka_unit_test(test_on_message_stops_the_run),
+                cmocka_unit_test(test_missing_interpreter_is_explained),
+                cmocka_unit_test(test_early_exit_shows_log),
+        };
+        int r;
+
+        if (kernelspecs_find(NULL, &specs) < 0)
+                return 1;
+        python = kernelspecs_pick(&specs, "python3");
+        if (!python) {
+                fprintf(stderr, "no python3 kernelspec (apt-get install python3-ipykernel): skipped\n");
+                return 77;
+        }
+        r = cmocka_run_group_tests(tests, NULL, NULL);
+        kernelspecs_done(&specs);
+        return r;
+}
