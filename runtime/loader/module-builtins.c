@@ -12,7 +12,12 @@ int module_registry_new(const char *module_dir, ModuleRegistry **ret) {
                 &agentix_builtin_fs,
                 &agentix_builtin_runtime,
                 &agentix_builtin_shell,
+                &agentix_builtin_code,
         };
 
         return module_registry_new_with(module_dir, builtins, ELEMENTSOF(builtins), ret);
+}
+
+void module_builtins_shutdown(void) {
+        code_module_shutdown();
 }

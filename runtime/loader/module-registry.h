@@ -46,3 +46,9 @@ extern const agentix_module agentix_builtin_sandbox;
 extern const agentix_module agentix_builtin_fs;
 extern const agentix_module agentix_builtin_runtime;
 extern const agentix_module agentix_builtin_shell;
+extern const agentix_module agentix_builtin_code;
+
+/* The worker is done (no call runs any more): built-ins end what would outlive it (the code
+ * module's kernels, in sessions of their own) and free what they hold. module-builtins.c. */
+void module_builtins_shutdown(void);
+void code_module_shutdown(void);

@@ -397,6 +397,7 @@ static void worker_done(Worker *w, bool calls_finished) {
         }
         if (thread_pool_free(w->pool, 1000) < 0)
                 return;
+        module_builtins_shutdown();
         module_registry_free(w->registry);
         frame_reader_done(&w->reader);
         buffer_done(&w->reply);

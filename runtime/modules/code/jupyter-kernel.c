@@ -520,7 +520,7 @@ static bool fd_readable(int fd) {
 int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint64_t timeout_usec,
                            const JupyterExecuteHooks *h, JupyterExecuteResult *ret) {
         char msg_id[JUPYTER_MSG_ID_LEN + 16];
-        uint64_t deadline = timeout_usec ? now_usec() + timeout_usec : UINT64_MAX;
+        uint64_t deadline = timeout_usec ? now_usec() + timeout_usec : UINT64_MAX, last_interrupt = 0;
         bool idle = false, replied = false, interrupted = false;
         json_t *content;
         int r;
@@ -555,13 +555,21 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                 if (!interrupted && (ret->cancelled || ret->timed_out)) {
                         interrupted = true;
                         (void) jupyter_kernel_interrupt(k);
+                        last_interrupt = now;
                         deadline = now + JUPYTER_INTERRUPT_GRACE_USEC;
                 } else if (interrupted && now >= deadline) {
                         jupyter_kernel_kill(k);
                         deadline = UINT64_MAX;
+                } else if (interrupted && deadline != UINT64_MAX && now - last_interrupt >= JUPYTER_INTERRUPT_REPEAT_USEC) {
+                        /* A kernel ignores SIGINT between runs (ipykernel sets it only while
+                         * user code runs): one that came as the run was starting is lost. */
+                        (void) jupyter_kernel_interrupt(k);
+                        last_interrupt = now;
                 }
                 if (deadline != UINT64_MAX)
                         wait_ms = (long) MIN((deadline - MIN(deadline, now)) / 1000 + 1, 1000u);
+                if (interrupted)
+                        wait_ms = MIN(wait_ms, (long) (JUPYTER_INTERRUPT_REPEAT_USEC / 1000));
 
                 if (k->pidfd >= 0)
                         items[n_items++] = (zmq_pollitem_t) { .fd = k->pidfd, .events = ZMQ_POLLIN };
@@ -584,13 +592,12 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                         state = json_string_value(json_object_get(m.content, "execution_state"));
                         if (streq(m.msg_type, "status"))
                                 idle = idle || streq(state ?: "", "idle");
-                        else if (streq(m.msg_type, "execute_input"))
-                                ; /* our own code, echoed */
                         else if (h->on_message && h->on_message(h->userdata, &m) < 0 && !interrupted) {
                                 interrupted = true;
                                 ret->cancelled = true;
                                 (void) jupyter_kernel_interrupt(k);
-                                deadline = now_usec() + JUPYTER_INTERRUPT_GRACE_USEC;
+                                last_interrupt = now_usec();
+                                deadline = last_interrupt + JUPYTER_INTERRUPT_GRACE_USEC;
                         }
                         jupyter_message_done(&m);
                 }

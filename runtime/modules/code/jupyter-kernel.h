@@ -24,6 +24,8 @@
 /* After an interrupt (timeout, cancellation), how long the kernel has to become idle before it
  * is killed. */
 #define JUPYTER_INTERRUPT_GRACE_USEC (3ULL * 1000 * 1000)
+/* Until then, the interrupt is repeated this often (one sent as the run starts may be lost). */
+#define JUPYTER_INTERRUPT_REPEAT_USEC (300ULL * 1000)
 /* Largest message taken from a kernel (a bigger one drops that connection: ZMQ_MAXMSGSIZE). */
 #define JUPYTER_MESSAGE_MAX (256LL * 1024 * 1024)
 
@@ -57,8 +59,8 @@ void jupyter_kernel_kill(JupyterKernel *k);
 
 typedef struct JupyterExecuteHooks {
         void *userdata;
-        /* An iopub message (stream, execute_result, display_data, error, …) of this run, in
-         * order; status messages are not passed. A negative return stops the run (the kernel
+        /* An iopub message (execute_input, stream, execute_result, display_data, error, …) of
+         * this run, in order; status messages are not passed. A negative return stops the run (the kernel
          * is interrupted, as for a cancellation). */
         int (*on_message)(void *userdata, const JupyterMessage *m);
         int wait_fd;                           /* POLLIN: ask cancelled(); -1: none */

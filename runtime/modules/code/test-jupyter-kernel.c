@@ -149,14 +149,21 @@ static void test_death_is_reported(void **state) {
 static void test_on_message_stops_the_run(void **state) {
         JupyterKernel *k = start();
         JupyterExecuteResult res;
-        Seen seen = { .stop_after = 1 };
+        /* Stopped at the first 'tick' (message 2, after execute_input): user code runs then.
+         * A SIGINT that lands while ipykernel itself is starting the run can wedge it; that
+         * case ends with the kernel killed after the grace period, which is not tested here. */
+        Seen seen = { .stop_after = 2 };
 
         assert_int_equal(run(k, "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.05)", 0, &seen, &res), 0);
         assert_true(res.cancelled);
-        assert_false(res.died);
+        if (res.died) {
+                _cleanup_free_ char *log = jupyter_kernel_log_tail(k);
+                fail_msg("the kernel was killed; it said: %s", log);
+        }
         seen.stop_after = 0;
         assert_int_equal(run(k, "2 ** 10", 0, &seen, &res), 0);
-        assert_string_equal(seen.text, "result:1024|");
+        /* (IPython may also say that its history database moved: kernels share it.) */
+        assert_non_null(strstr(seen.text, "result:1024|"));
         jupyter_kernel_free(k);
 }
 
