@@ -44,6 +44,36 @@ static int glibc_environment(Closure *c, char ***env) {
         return r;
 }
 
+/* NAME=<dir>:<dir>… for each store path that has files under `dir` (Python's dist-packages,
+ * Jupyter's data): relocated packages keep their files in their own store paths, where an
+ * interpreter does not look unless told. Nothing when no store path has any. */
+static int search_path(Closure *c, char ***env, const char *name, const char *dir) {
+        _cleanup_free_ char *value = NULL;
+        size_t n = strlen(dir), len = 0;
+        FILE *f = open_memstream(&value, &len);
+
+        if (!f)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_paths; i++) {
+                const StorePath *sp = c->paths[i];
+
+                for (size_t k = 0; k < sp->n_files; k++)
+                        if (strncmp(sp->files[k].dest, dir, n) == 0 && sp->files[k].dest[n] == '/') {
+                                fprintf(f, "%s" STORE_DIR "/%s/%s", len ? ":" : "", sp->basename, dir);
+                                fflush(f);
+                                break;
+                        }
+        }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        if (len == 0)
+                return 0;
+        char *a;
+        if (asprintf(&a, "%s=%s", name, value) < 0)
+                return -ENOMEM;
+        return strv_consume(env, a);
+}
+
 /* The environment agentix-server gives everything it runs (/nix/runtime/etc/environment):
  * the bundle's programs first on PATH, and where relocated programs find their data. */
 int runtime_environment(Closure *c, char *const *extra, char ***ret) {
@@ -63,6 +93,10 @@ int runtime_environment(Closure *c, char *const *extra, char ***ret) {
                 r = env_for_source(c, &env, rules[i].source, rules[i].name, rules[i].dirs);
         if (r >= 0)
                 r = glibc_environment(c, &env);
+        if (r >= 0)
+                r = search_path(c, &env, "PYTHONPATH", "lib/python3/dist-packages");
+        if (r >= 0)
+                r = search_path(c, &env, "JUPYTER_PATH", "share/jupyter");
         for (char *const *e = extra; r >= 0 && e && *e; e++)
                 r = strv_extend(&env, *e);
         if (r < 0)

@@ -521,7 +521,7 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                            const JupyterExecuteHooks *h, JupyterExecuteResult *ret) {
         char msg_id[JUPYTER_MSG_ID_LEN + 16];
         uint64_t deadline = timeout_usec ? now_usec() + timeout_usec : UINT64_MAX, last_interrupt = 0;
-        bool idle = false, replied = false, interrupted = false;
+        bool idle = false, replied = false, interrupted = false, heard_since_interrupt = false;
         json_t *content;
         int r;
 
@@ -560,9 +560,12 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                 } else if (interrupted && now >= deadline) {
                         jupyter_kernel_kill(k);
                         deadline = UINT64_MAX;
-                } else if (interrupted && deadline != UINT64_MAX && now - last_interrupt >= JUPYTER_INTERRUPT_REPEAT_USEC) {
+                } else if (interrupted && deadline != UINT64_MAX && !heard_since_interrupt &&
+                           now - last_interrupt >= JUPYTER_INTERRUPT_REPEAT_USEC) {
                         /* A kernel ignores SIGINT between runs (ipykernel sets it only while
-                         * user code runs): one that came as the run was starting is lost. */
+                         * user code runs): one that came as the run was starting is lost. But
+                         * once the kernel says something, it is handling the first: a second
+                         * would land in its own code. */
                         (void) jupyter_kernel_interrupt(k);
                         last_interrupt = now;
                 }
@@ -589,6 +592,7 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                                 jupyter_message_done(&m); /* another run's, or the kernel's own */
                                 continue;
                         }
+                        heard_since_interrupt = interrupted;
                         state = json_string_value(json_object_get(m.content, "execution_state"));
                         if (streq(m.msg_type, "status"))
                                 idle = idle || streq(state ?: "", "idle");

@@ -24,8 +24,9 @@
 /* After an interrupt (timeout, cancellation), how long the kernel has to become idle before it
  * is killed. */
 #define JUPYTER_INTERRUPT_GRACE_USEC (3ULL * 1000 * 1000)
-/* Until then, the interrupt is repeated this often (one sent as the run starts may be lost). */
-#define JUPYTER_INTERRUPT_REPEAT_USEC (300ULL * 1000)
+/* Until then, while the kernel says nothing, the interrupt is repeated this often (one sent as
+ * the run starts may be lost). */
+#define JUPYTER_INTERRUPT_REPEAT_USEC (1000ULL * 1000)
 /* Largest message taken from a kernel (a bigger one drops that connection: ZMQ_MAXMSGSIZE). */
 #define JUPYTER_MESSAGE_MAX (256LL * 1024 * 1024)
 
