@@ -18,6 +18,7 @@
 #include "image-archive.h"
 #include "image-ref.h"
 #include "module-compile.h"
+#include "python-relocate.h"
 #include "runtime-env.h"
 #include "runtime-tree.h"
 #include "host-command.h"
@@ -230,6 +231,9 @@ static int collect(Build *b) {
         r = relocate_lws_plugins(b);
         if (r < 0)
                 return r;
+        r = relocate_python_paths(b->c);
+        if (r < 0)
+                return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
         r = store_paths_name(b->c->paths, b->c->n_paths, b->cache_hashes, &b->n_hashed);
         if (r < 0)
                 return build_fail(b, r, "cannot hash the store paths: %s", strerror(-r));

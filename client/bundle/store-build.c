@@ -101,6 +101,51 @@ static int rewrite_path(const StoreFile *f, const char *path, char **ret_error) 
         return 0;
 }
 
+/* Replace each quoted copy of a text rewrite's path ('…' or "…", possibly followed by more of
+ * the path inside the quotes) by the store path it stands for. */
+static int rewrite_text(const StoreFile *f, const char *path) {
+        _cleanup_free_ char *data = NULL, *out = NULL;
+        _cleanup_fclose_ FILE *o = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t size, out_size = 0;
+        struct stat st;
+
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return negative_errno();
+        size = (size_t) st.st_size;
+        data = malloc(size + 1);
+        if (!data)
+                return -ENOMEM;
+        if (loop_read_exact(fd, data, size) < 0)
+                return -EIO;
+        o = open_memstream(&out, &out_size);
+        if (!o)
+                return -ENOMEM;
+        for (size_t i = 0; i < size;) {
+                const TextRewrite *hit = NULL;
+
+                if (i > 0 && (data[i - 1] == '\'' || data[i - 1] == '"'))
+                        for (size_t j = 0; j < f->n_text_rewrites && !hit; j++) {
+                                size_t n = strlen(f->text_rewrites[j].from);
+
+                                if (i + n <= size && memcmp(data + i, f->text_rewrites[j].from, n) == 0 &&
+                                    (i + n == size || strchr("'\"/", data[i + n])))
+                                        hit = &f->text_rewrites[j];
+                        }
+                if (hit) {
+                        fprintf(o, STORE_DIR "/%s/%s", hit->to.path->basename, hit->to.dest);
+                        i += strlen(hit->from);
+                } else
+                        fputc(data[i++], o);
+        }
+        if (fclose(TAKE_PTR(o)) != 0)
+                return -ENOMEM;
+        if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+                return negative_errno();
+        return loop_write(fd, out, out_size);
+}
+
 static int build_file(const StorePath *sp, const StoreFile *f, const char *root, char **ret_error) {
         char path[PATH_MAX], *slash;
         int r;
@@ -131,6 +176,11 @@ static int build_file(const StorePath *sp, const StoreFile *f, const char *root,
                 r = rewrite_path(f, path, ret_error);
                 if (r < 0)
                         return r;
+        }
+        if (f->n_text_rewrites > 0) {
+                r = rewrite_text(f, path);
+                if (r < 0)
+                        return asprintf(ret_error, "cannot relocate paths in %s: %s", f->source, strerror(-r)) < 0 ? -ENOMEM : r;
         }
         if (f->elf) {
                 r = patch_elf(f, path, ret_error);

@@ -49,6 +49,11 @@ StorePath *store_path_free(StorePath *sp) {
                 free(f->lib_dirs);
                 free(f->rewrite_from);
                 free(f->rewrite_to);
+                for (size_t j = 0; j < f->n_text_rewrites; j++) {
+                        free(f->text_rewrites[j].from);
+                        free(f->text_rewrites[j].to.dest);
+                }
+                free(f->text_rewrites);
         }
         free(sp->files);
         strmap_free(sp->by_dest);
@@ -205,6 +210,12 @@ static int hash_files(StorePath *sp, bool key, uint8_t ret[32]) {
                 if (f->rewrite_from) {
                         hash_string(ctx, f->rewrite_from);
                         hash_string(ctx, f->rewrite_to);
+                }
+                /* By name, not basename: a file may point into its own store path. */
+                for (size_t j = 0; j < f->n_text_rewrites; j++) {
+                        hash_string(ctx, f->text_rewrites[j].from);
+                        hash_string(ctx, f->text_rewrites[j].to.path->name);
+                        hash_string(ctx, f->text_rewrites[j].to.dest);
                 }
                 if (f->interpreter.path) {
                         hash_string(ctx, f->interpreter.path->name);

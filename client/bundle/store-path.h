@@ -23,6 +23,13 @@ typedef struct StoreRef {
         char *dest;               /* a file or directory inside it */
 } StoreRef;
 
+/* A path written in a text file (Python source) that names a file of the bundle where the
+ * build host had it: replaced, quotes kept, by where it is in the store. */
+typedef struct TextRewrite {
+        char *from;               /* "/usr/share/zoneinfo" */
+        StoreRef to;              /* the store path and the dest in it */
+} TextRewrite;
+
 typedef struct StoreFile {
         char *dest;               /* inside the store path: "bin/bash" */
         char *source;             /* the file on the build host */
@@ -37,6 +44,8 @@ typedef struct StoreFile {
         size_t n_lib_dirs;
         char *rewrite_from;       /* a compiled-in path (NUL-terminated in the file) replaced by */
         char *rewrite_to;         /* this one, no longer, padded with NULs */
+        TextRewrite *text_rewrites; /* text files: paths replaced, of any length */
+        size_t n_text_rewrites;
 } StoreFile;
 
 struct StorePath {
