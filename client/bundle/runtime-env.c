@@ -85,6 +85,10 @@ int runtime_environment(Closure *c, char *const *extra, char ***ret) {
                 { "git", "GIT_TEMPLATE_DIR", { "share/git-core/templates" } },
                 { "ca-certificates", "SSL_CERT_FILE", { "etc/ssl/certs/ca-certificates.crt" } },
                 { "ncurses", "TERMINFO_DIRS", { "share/terminfo", "lib/terminfo" } },
+                /* Time zones: glibc, Python's zoneinfo, and Debian's pytz (which asks for it). */
+                { "tzdata", "TZDIR", { "share/zoneinfo" } },
+                { "tzdata", "PYTHONTZPATH", { "share/zoneinfo" } },
+                { "tzdata", "PYTZ_TZDATADIR", { "share/zoneinfo" } },
         };
         int r;
 
