@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -61,6 +62,7 @@ typedef struct Context {
         unsigned queued;
         unsigned refs;            /* the table's (while listed) and one per call using it */
         bool deleted;
+        bool is_default;          /* a language's default context */
         pthread_cond_t turn;
 } Context;
 
@@ -241,6 +243,21 @@ static int context_make(agentix_call *call, const char *want, const char *cwd, c
         char id[CODE_ID_MAX + 1];
         int r;
 
+        /* A run without a context: its language's default context is usually there already,
+         * and then the kernelspecs need not be read again. */
+        pthread_mutex_lock(&lock);
+        for (size_t i = 0; is_default && i < CODE_CONTEXTS_MAX; i++)
+                if (contexts[i] && contexts[i]->is_default &&
+                    (streq(contexts[i]->kernel_name, want) || strcasecmp(contexts[i]->language, want) == 0)) {
+                        c = contexts[i];
+                        c->refs++;
+                        pthread_mutex_unlock(&lock);
+                        strv_free(env);
+                        *ret = c;
+                        return 0;
+                }
+        pthread_mutex_unlock(&lock);
+
         r = kernelspecs_find(env, &specs);
         if (r < 0) {
                 strv_free(env);
@@ -296,6 +313,7 @@ static int context_make(agentix_call *call, const char *want, const char *cwd, c
                 c->cwd = cwd ? strdup(cwd) : NULL;
                 c->env = env;
                 env = NULL;
+                c->is_default = is_default;
                 c->refs = 2; /* the table's and the caller's */
                 pthread_cond_init(&c->turn, NULL);
                 if (!c->kernel_name || !c->language || (cwd && !c->cwd)) {

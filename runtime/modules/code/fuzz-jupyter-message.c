@@ -4,21 +4,10 @@
  * under a real one. Invariants: parsing never crashes; a parse that succeeds yields four JSON
  * objects and a msg_type. */
 #include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "fuzz-util.h"
 #include "jupyter-message.h"
-
-#define CHECK(cond)                                                                     \
-        do {                                                                            \
-                if (!(cond)) {                                                          \
-                        fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond); \
-                        abort();                                                        \
-                }                                                                       \
-        } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct iovec frames[16];
