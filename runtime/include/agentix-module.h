@@ -64,6 +64,12 @@ enum {
          * A slow function marked inline delays every other call: mark only what returns in
          * microseconds. */
         AGENTIX_FUNCTION_INLINE = 1u << 0,
+        /* Calls start in the order they arrived (among the calls of every ORDERED function):
+         * each waits to start until the one before it called agentix_call_let_next_start() or
+         * returned. For functions that queue their calls, so that a client's burst is served
+         * in the order it was sent: take the place in the queue, then let the next start. The
+         * time before that holds up every later ORDERED call: keep it short, never blocking. */
+        AGENTIX_FUNCTION_ORDERED = 1u << 1,
 };
 
 typedef struct agentix_function {
@@ -159,6 +165,10 @@ AGENTIX_EXPORT int agentix_call_inbox_next_urgent(agentix_call *call, msgpack_ob
  * Lets a function wait on its own fds (child pipes), the inbox and cancellation in one
  * poll(). Do not read or close it. */
 AGENTIX_EXPORT int agentix_call_wait_fd(agentix_call *call);
+
+/* AGENTIX_FUNCTION_ORDERED: this call has its place; the next ORDERED call may start. Once is
+ * enough; later calls (and calls for other functions) do nothing. */
+AGENTIX_EXPORT void agentix_call_let_next_start(agentix_call *call);
 
 /* ---- metadata ---------------------------------------------------------------------------- */
 

@@ -479,11 +479,23 @@ static int build_terminal(agentix_call *c, int r, uint8_t *ret_kind) {
         return rpc_envelope_call_id(&c->out, c->id, c->id_len);
 }
 
+void agentix_call_let_next_start(agentix_call *c) {
+        if (!c->start_pending)
+                return;
+        c->start_pending = false;
+        start_order_pass(c->start_order, c->start_ticket);
+}
+
 void call_run(agentix_call *c, uint8_t *ret_kind) {
         int r = 0;
 
+        if (c->start_order) {
+                start_order_wait(c->start_order, c->start_ticket);
+                c->start_pending = true;
+        }
         if (call_stop_reason(c) == CALL_STOP_NONE)
                 r = c->function->impl(c, c->argv, c->argc);
+        agentix_call_let_next_start(c);
 
         /* The function is done with its inbox item and wait fd. */
         if (build_terminal(c, r, ret_kind) < 0) {

@@ -21,6 +21,7 @@
 #include "frame-sink.h"
 #include "inbox.h"
 #include "out-window.h"
+#include "start-order.h"
 
 /* Why a call was asked to stop; the first reason wins. */
 typedef enum CallStop {
@@ -45,6 +46,9 @@ struct agentix_call {
         msgpack_object *argv;
         size_t argc;
         uint64_t deadline_usec;            /* CLOCK_MONOTONIC µs, 0: none */
+        StartOrder *start_order;           /* AGENTIX_FUNCTION_ORDERED: start in arrival order */
+        uint64_t start_ticket;
+        bool start_pending;                /* holds up later ordered calls until it passes */
         _Atomic int stop;                  /* CallStop */
         Inbox inbox;
         Buffer taken_frame;                /* IN_TAKEN reports (in_ack: true), apart from c->out: a

@@ -158,6 +158,36 @@ static void test_inline_functions(void **state) {
         stop(h);
 }
 
+/* AGENTIX_FUNCTION_ORDERED: calls sent back to back take their places in the order sent,
+ * though each runs on a thread of its own (threads are made on demand here: 4 idle, 64 calls)
+ * and they still run at once. */
+static void test_ordered_functions(void **state) {
+        WorkerHarness *h = start(&(WorkerOptions) { .no_seccomp = true });
+        enum { N = 64 };
+        char id[16], expected[16];
+
+        for (int i = 0; i < N; i++) {
+                snprintf(id, sizeof(id), "a%d", i);
+                assert_int_equal(worker_harness_call(h, id, "testmod::arrive", "unary", "[20]", NULL, -1), 0);
+        }
+        for (int i = 0; i < N; i++) {
+                snprintf(id, sizeof(id), "a%d", i);
+                snprintf(expected, sizeof(expected), "%d", i);
+                expect_unary_result_of(h, id, expected);
+        }
+        {
+                WorkerFrame f = {};
+
+                assert_int_equal(worker_harness_call(h, "peak", "testmod::arrival_peak", "unary", "[]", NULL, -1), 0);
+                read_terminal(h, "peak", &f);
+                assert_int_equal(f.kind, FRAME_RESULT);
+                if (atoi(f.value_json) < 2)
+                        fail_msg("ordered calls never ran at once (peak %s)", f.value_json);
+                worker_frame_done(&f);
+        }
+        stop(h);
+}
+
 static void test_echo_every_type(void **state) {
         WorkerHarness *h = start(NULL);
         _cleanup_buffer_ Buffer args = {};
@@ -1064,6 +1094,7 @@ int main(void) {
                 cmocka_unit_test_teardown(test_echo_json, teardown),
                 cmocka_unit_test_teardown(test_echo_every_type, teardown),
                 cmocka_unit_test_teardown(test_inline_functions, teardown),
+                cmocka_unit_test_teardown(test_ordered_functions, teardown),
                 cmocka_unit_test_teardown(test_bin_from_fd, teardown),
                 cmocka_unit_test_teardown(test_result_too_large, teardown),
                 cmocka_unit_test_teardown(test_stream, teardown),

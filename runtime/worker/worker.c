@@ -16,6 +16,7 @@
 #include "log.h"
 #include "module-registry.h"
 #include "signature.h"
+#include "start-order.h"
 #include "thread-pool.h"
 #include "worker-confine.h"
 #include "worker.h"
@@ -35,6 +36,7 @@ typedef struct Worker {
         FrameSink sink;
         CallTable calls;
         ThreadPool *pool;
+        StartOrder start_order;
         ModuleRegistry *registry;
         FrameReader reader;
         msgpack_zone scratch; /* decoding small control frames */
@@ -214,8 +216,14 @@ static int dispatch_call(Worker *w, const uint8_t *payload, size_t size) {
                 return 0;
         }
 
+        if (rc->function->flags & AGENTIX_FUNCTION_ORDERED) {
+                c->start_order = &w->start_order;
+                c->start_ticket = start_order_take(&w->start_order);
+        }
         r = thread_pool_submit(w->pool, run_call, c);
         if (r < 0) {
+                if (c->start_order)
+                        start_order_return(&w->start_order, c->start_ticket);
                 call_table_remove(&w->calls, c);
                 log_error_errno(r, "Failed to start a thread for call %s: %m", c->id);
                 r = reply_error(w, c->id, c->id_len, RPC_ERR_TOO_MANY_CALLS, "the worker cannot start another thread");
@@ -410,7 +418,7 @@ static void worker_done(Worker *w, bool calls_finished) {
 int worker_main(int frame_fd, const WorkerOptions *opts) {
         static const WorkerOptions defaults = {};
         const char *module_dir;
-        Worker w = {};
+        Worker w = { .start_order = START_ORDER_INIT };
         bool finished;
         int r;
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -201,6 +202,40 @@ static int on_reader_thread(agentix_call *call, const msgpack_object *argv, size
         msgpack_packer *pk = agentix_call_result(call);
 
         return (gettid() == getpid() ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) < 0 ? -ENOMEM : 0;
+}
+
+/* arrive(hold_ms: int) -> int: this call's place among the arrive calls so far (0, 1, …); it
+ * stays running hold_ms after taking it. ORDERED: the places follow the order the calls were
+ * sent, and the holds overlap (only the taking of a place is in turn). */
+static pthread_mutex_t arrivals_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t arrivals, arrivals_running, arrivals_peak;
+
+static int arrive(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        struct timespec hold = { .tv_sec = argv[0].via.i64 / 1000, .tv_nsec = argv[0].via.i64 % 1000 * 1000000 };
+        int64_t place;
+
+        pthread_mutex_lock(&arrivals_lock);
+        place = arrivals++;
+        arrivals_running++;
+        if (arrivals_running > arrivals_peak)
+                arrivals_peak = arrivals_running;
+        pthread_mutex_unlock(&arrivals_lock);
+        agentix_call_let_next_start(call);
+        (void) nanosleep(&hold, NULL);
+        pthread_mutex_lock(&arrivals_lock);
+        arrivals_running--;
+        pthread_mutex_unlock(&arrivals_lock);
+        return msgpack_pack_int64(agentix_call_result(call), place) < 0 ? -ENOMEM : 0;
+}
+
+/* arrival_peak() -> int: the most arrive calls that ran at once. */
+static int arrival_peak(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        int64_t peak;
+
+        pthread_mutex_lock(&arrivals_lock);
+        peak = arrivals_peak;
+        pthread_mutex_unlock(&arrivals_lock);
+        return msgpack_pack_int64(agentix_call_result(call), peak) < 0 ? -ENOMEM : 0;
 }
 
 /* info() -> {id, shape, remaining_ms} */
@@ -524,6 +559,9 @@ static const agentix_function testmod_functions[] = {
         { "inline_thread", AGENTIX_SHAPE_UNARY, "() -> bool", on_reader_thread, "runs inline",
           AGENTIX_FUNCTION_INLINE },
         { "pool_thread", AGENTIX_SHAPE_UNARY, "() -> bool", on_reader_thread, "runs on a call thread" },
+        { "arrive", AGENTIX_SHAPE_UNARY, "(hold_ms: int = 0) -> int", arrive, "take a place in arrival order",
+          AGENTIX_FUNCTION_ORDERED },
+        { "arrival_peak", AGENTIX_SHAPE_UNARY, "() -> int", arrival_peak, "arrive calls at once, at most" },
         { "inbox_hold", AGENTIX_SHAPE_BIDI, "() -> none", inbox_hold, "never read the inbox" },
         { "tally", AGENTIX_SHAPE_BIDI, "(start_ms: int = 0, item_us: int = 0) -> map", tally,
           "read the inbox slowly, then yield {items, bytes, fnv}" },

@@ -15,7 +15,8 @@
  *   contexts() -> list                   [{id, language, kernel, cwd, pid, running, queued}]
  *
  * Runs on one context go one at a time, in the order they came (a FIFO of waiting calls, at
- * most CODE_QUEUE_MAX); a cancelled waiting call leaves the queue. A kernel that dies during a
+ * most CODE_QUEUE_MAX, joined in arrival order: run is AGENTIX_FUNCTION_ORDERED); a cancelled
+ * waiting call leaves the queue. A kernel that dies during a
  * run gives an error item (DeadKernelError) and is started again by the next run. Kernels are
  * the worker's children: the worker's seccomp filter and the sandbox's limits hold for them.
  * Errors: ContextNotFound, KernelNotFound (naming the kernels there are), KernelError (it would
@@ -148,6 +149,8 @@ static int take_turn(Context *c, agentix_call *call, bool front) {
         me.next = *tail;
         *tail = &me;
         c->queued++;
+        /* In the queue: the client's next run (code::run is ORDERED) may come after us. */
+        agentix_call_let_next_start(call);
         for (;;) {
                 struct timespec until;
 
@@ -183,6 +186,9 @@ static int take_turn(Context *c, agentix_call *call, bool front) {
 
 static void end_turn(Context *c) {
         pthread_mutex_lock(&lock);
+        /* A ^C asked for this turn's run (code_interrupt, under the lock) stays with it. */
+        if (c->kernel)
+                jupyter_kernel_forget_interrupt(c->kernel);
         c->in_use = false;
         c->restarting = false;
         pthread_cond_broadcast(&c->turn);
@@ -586,6 +592,10 @@ static int code_run(agentix_call *call, const msgpack_object *argv, size_t argc)
                 if (r == -ESRCH)
                         res.died = true, r = 0;
         }
+        if (r >= 0 && !res.died && res.status[0] == '\0')
+                /* ipykernel drops a request whose ^C came before its code ran, saying nothing. */
+                (void) send_item(&s, pack_own_error,
+                                 &(ErrorArg) { "KeyboardInterrupt", "interrupted before the code started" });
         if (r >= 0 && res.timed_out && !res.died) {
                 snprintf(message, sizeof(message), "the run took longer than its timeout of %.3g s and was interrupted; "
                          "the context keeps its state", (double) timeout_usec / 1e6);
@@ -618,7 +628,7 @@ static int code_interrupt(agentix_call *call, const msgpack_object *argv, size_t
         /* c->kernel is only swapped under the lock, and freed on a turn: while in_use holds the
          * kernel it cannot go away under us. */
         if (c->kernel && c->in_use)
-                r = jupyter_kernel_interrupt(c->kernel);
+                r = jupyter_kernel_ask_interrupt(c->kernel);
         pthread_mutex_unlock(&lock);
         return r == -ESRCH ? 0 : r;
 }
@@ -711,7 +721,8 @@ static const agentix_function code_functions[] = {
         { "run", AGENTIX_SHAPE_STREAM,
           "(code: str, context: str? = None, language: str? = None, env: map? = None, timeout: float? = None, "
           "max_output: int = 16777216)",
-          code_run, "run code in a context: a stream of {type: stdout|stderr|result|error|execution_count, …}" },
+          code_run, "run code in a context: a stream of {type: stdout|stderr|result|error|execution_count, …}",
+          AGENTIX_FUNCTION_ORDERED },
         { "interrupt", AGENTIX_SHAPE_UNARY, "(context: str) -> none", code_interrupt, "^C to a context's kernel" },
         { "restart", AGENTIX_SHAPE_UNARY, "(context: str) -> none", code_restart, "a fresh kernel for a context" },
         { "delete_context", AGENTIX_SHAPE_UNARY, "(id: str) -> none", code_delete_context,

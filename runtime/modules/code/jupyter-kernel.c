@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -39,6 +40,7 @@ struct JupyterKernel {
         bool reaped;
         void *shell, *iopub, *control;
         pthread_mutex_t control_lock;
+        atomic_bool interrupt_asked; /* a ^C for the run in progress (jupyter_kernel_ask_interrupt) */
 };
 
 /* One ZeroMQ context for the worker: its I/O thread serves every kernel. */
@@ -182,6 +184,14 @@ static int spawn_kernel(JupyterKernel *k, const JupyterStartOptions *o, const ch
         program = find_program(argv[0], env);
         if (!program || asprintf(&log, "%s/kernel.log", k->dir) < 0)
                 return -ENOMEM;
+        /* argv[0] names the program found: Python finds its prefix (and standard library) from
+         * argv[0] when it has a slash, and /usr/bin/python3 would send it to a missing /usr. */
+        if (!streq(program, argv[0])) {
+                free(argv[0]);
+                argv[0] = strdup(program);
+                if (!argv[0])
+                        return -ENOMEM;
+        }
 
         sigemptyset(&none);
         sigfillset(&all);
@@ -506,6 +516,15 @@ int jupyter_kernel_interrupt(JupyterKernel *k) {
         return r;
 }
 
+int jupyter_kernel_ask_interrupt(JupyterKernel *k) {
+        atomic_store(&k->interrupt_asked, true);
+        return jupyter_kernel_interrupt(k);
+}
+
+void jupyter_kernel_forget_interrupt(JupyterKernel *k) {
+        atomic_store(&k->interrupt_asked, false);
+}
+
 void jupyter_kernel_kill(JupyterKernel *k) {
         if (k->pid > 0 && !k->reaped)
                 (void) kill(-k->pid, SIGKILL);
@@ -520,8 +539,8 @@ static bool fd_readable(int fd) {
 int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint64_t timeout_usec,
                            const JupyterExecuteHooks *h, JupyterExecuteResult *ret) {
         char msg_id[JUPYTER_MSG_ID_LEN + 16];
-        uint64_t deadline = timeout_usec ? now_usec() + timeout_usec : UINT64_MAX, last_interrupt = 0;
-        bool idle = false, replied = false, interrupted = false, heard_since_interrupt = false;
+        uint64_t deadline = timeout_usec ? now_usec() + timeout_usec : UINT64_MAX, last_interrupt = 0, idle_at = 0;
+        bool idle = false, replied = false, interrupted = false, asked = false, heard_since_interrupt = false;
         json_t *content;
         int r;
 
@@ -560,7 +579,13 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                 } else if (interrupted && now >= deadline) {
                         jupyter_kernel_kill(k);
                         deadline = UINT64_MAX;
-                } else if (interrupted && deadline != UINT64_MAX && !heard_since_interrupt &&
+                } else if (!interrupted && !silent && atomic_exchange(&k->interrupt_asked, false)) {
+                        /* The user's ^C (sent already): repeated like ours while the kernel is
+                         * silent, but never followed by a kill. */
+                        asked = true;
+                        heard_since_interrupt = false;
+                        last_interrupt = now;
+                } else if (((interrupted && deadline != UINT64_MAX) || asked) && !heard_since_interrupt &&
                            now - last_interrupt >= JUPYTER_INTERRUPT_REPEAT_USEC) {
                         /* A kernel ignores SIGINT between runs (ipykernel sets it only while
                          * user code runs): one that came as the run was starting is lost. But
@@ -571,8 +596,16 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                 }
                 if (deadline != UINT64_MAX)
                         wait_ms = (long) MIN((deadline - MIN(deadline, now)) / 1000 + 1, 1000u);
-                if (interrupted)
+                if (interrupted || asked)
                         wait_ms = MIN(wait_ms, (long) (JUPYTER_INTERRUPT_REPEAT_USEC / 1000));
+                /* Idle without a reply: a ^C that landed after ipykernel took the request but
+                 * before the code ran ends the handler with no reply at all. The reply (on
+                 * another socket) may only be late: give it a moment, then end the run. */
+                if (idle && !replied) {
+                        if (now - idle_at >= JUPYTER_REPLY_GRACE_USEC)
+                                break;
+                        wait_ms = MIN(wait_ms, 50);
+                }
 
                 if (k->pidfd >= 0)
                         items[n_items++] = (zmq_pollitem_t) { .fd = k->pidfd, .events = ZMQ_POLLIN };
@@ -592,11 +625,17 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                                 jupyter_message_done(&m); /* another run's, or the kernel's own */
                                 continue;
                         }
-                        heard_since_interrupt = interrupted;
+                        /* What the kernel says before user code runs (busy, execute_input)
+                         * does not show that a ^C sent then was taken. */
+                        if (!streq(m.msg_type, "status") && !streq(m.msg_type, "execute_input"))
+                                heard_since_interrupt = interrupted || asked;
                         state = json_string_value(json_object_get(m.content, "execution_state"));
-                        if (streq(m.msg_type, "status"))
-                                idle = idle || streq(state ?: "", "idle");
-                        else if (h->on_message && h->on_message(h->userdata, &m) < 0 && !interrupted) {
+                        if (streq(m.msg_type, "status")) {
+                                if (!idle && streq(state ?: "", "idle")) {
+                                        idle = true;
+                                        idle_at = now_usec();
+                                }
+                        } else if (h->on_message && h->on_message(h->userdata, &m) < 0 && !interrupted) {
                                 interrupted = true;
                                 ret->cancelled = true;
                                 (void) jupyter_kernel_interrupt(k);

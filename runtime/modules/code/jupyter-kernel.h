@@ -27,6 +27,9 @@
 /* Until then, while the kernel says nothing, the interrupt is repeated this often (one sent as
  * the run starts may be lost). */
 #define JUPYTER_INTERRUPT_REPEAT_USEC (1000ULL * 1000)
+/* How long an execute_reply may trail the kernel's idle status before the run ends without
+ * one (the request was interrupted before its code ran). */
+#define JUPYTER_REPLY_GRACE_USEC (500ULL * 1000)
 /* Largest message taken from a kernel (a bigger one drops that connection: ZMQ_MAXMSGSIZE). */
 #define JUPYTER_MESSAGE_MAX (256LL * 1024 * 1024)
 
@@ -55,6 +58,12 @@ char *jupyter_kernel_log_tail(const JupyterKernel *k);
 /* ^C: SIGINT to the kernel (or interrupt_request on control, as its kernelspec asks). Any
  * thread. */
 int jupyter_kernel_interrupt(JupyterKernel *k);
+/* The user's ^C for the run in progress: sent now, and repeated by execute() while the kernel
+ * stays silent (one that lands as the run starts is lost: ipykernel ignores SIGINT between
+ * runs), never followed by a kill. The caller asks only while a run holds the kernel and
+ * forgets the request when that turn ends, so that it cannot reach the next run. Any thread. */
+int jupyter_kernel_ask_interrupt(JupyterKernel *k);
+void jupyter_kernel_forget_interrupt(JupyterKernel *k);
 /* SIGKILL to the kernel's process group. Any thread; an execute() in progress returns died. */
 void jupyter_kernel_kill(JupyterKernel *k);
 
@@ -69,7 +78,8 @@ typedef struct JupyterExecuteHooks {
 } JupyterExecuteHooks;
 
 typedef struct JupyterExecuteResult {
-        char status[16];          /* execute_reply's: "ok", "error", "aborted"; "" without one */
+        char status[16];          /* execute_reply's: "ok", "error", "aborted"; "" without one (the
+                                   * kernel died, or a ^C came before the code ran) */
         int64_t execution_count;  /* execute_reply's; -1 without one */
         bool timed_out;           /* interrupted at the timeout */
         bool cancelled;           /* interrupted because the caller cancelled or on_message stopped it */

@@ -134,6 +134,37 @@ static void test_interrupt_from_another_thread(void **state) {
         jupyter_kernel_free(k);
 }
 
+static void *ask_interrupt_now(void *userdata) {
+        assert_int_equal(jupyter_kernel_ask_interrupt(userdata), 0);
+        return NULL;
+}
+
+/* The user's ^C as the run starts, before ipykernel listens for SIGINT: lost the first time,
+ * repeated until it lands, and one that lands before the code runs still ends the run (the
+ * 20 s timeout is only there to end a failing test). */
+static void test_interrupt_asked_as_the_run_starts(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteResult res;
+        Seen seen = {};
+        pthread_t t;
+
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(pthread_create(&t, NULL, ask_interrupt_now, k), 0);
+                assert_int_equal(run(k, "import time\nwhile True: time.sleep(0.01)", 20 * 1000 * 1000, &seen, &res), 0);
+                pthread_join(t, NULL);
+                jupyter_kernel_forget_interrupt(k);
+                assert_false(res.timed_out);
+                /* In the code, or before it ran: then ipykernel ends the request with no reply. */
+                if (!streq(res.status, ""))
+                        assert_string_equal(seen.text, "error:KeyboardInterrupt|");
+                else
+                        assert_string_equal(seen.text, "");
+        }
+        assert_int_equal(run(k, "'still here'", 0, &seen, &res), 0);
+        assert_string_equal(seen.text, "result:'still here'|");
+        jupyter_kernel_free(k);
+}
+
 static void test_death_is_reported(void **state) {
         JupyterKernel *k = start();
         JupyterExecuteResult res;
@@ -205,6 +236,7 @@ int main(void) {
                 cmocka_unit_test(test_state_results_and_errors),
                 cmocka_unit_test(test_timeout_interrupts_and_kernel_stays),
                 cmocka_unit_test(test_interrupt_from_another_thread),
+                cmocka_unit_test(test_interrupt_asked_as_the_run_starts),
                 cmocka_unit_test(test_death_is_reported),
                 cmocka_unit_test(test_on_message_stops_the_run),
                 cmocka_unit_test(test_missing_interpreter_is_explained),

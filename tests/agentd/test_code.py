@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Code contexts (code::) on real Jupyter kernels in real task containers made through agentd:
+the busybox image (no Python of its own) with the python-data bundle (python3, ipykernel,
+numpy, pandas, matplotlib from Debian, closed into /nix), under every runtime dockerd offers
+(runc, and runsc when registered). The kernel runs under the worker's seccomp filter and the
+sandbox's limits, as everything the worker starts.
+
+State between runs, a figure as a PNG of the right size, a DataFrame as HTML, an endless loop
+interrupted (by its timeout, and by code::interrupt from a second client) with the context
+still usable, a kernel that exits and is started again, two contexts apart, a context that
+outlives its client, and bad input: an unknown context, code that is not a string, a kernel
+that is not there, 100 MB of output, a flood of runs on one context.
+
+Needs what agentd_env.py needs, and a running dockerd."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import RpcClient, RpcError, main, test  # noqa: E402
+from agentd_env import AGENTIXCTL, WORK, Agentd, cleanup, docker  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DATA = os.path.join(HERE, "..", "..", "examples", "python-data")
+PYTHON_DATA_TAG = "agentix-test/python-data:0.1.0"
+
+
+def runtimes():
+    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
+    return [r for r in ("runc", "runsc") if r in info]
+
+
+def python_data_bundle():
+    """examples/python-data, built once with the runtime under test (agentixctl build, as a user
+    would)."""
+    if not hasattr(python_data_bundle, "ref"):
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"),
+                            "--tag", PYTHON_DATA_TAG, PYTHON_DATA], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["tags"] == [PYTHON_DATA_TAG], r.stdout
+        python_data_bundle.ref = PYTHON_DATA_TAG
+    return python_data_bundle.ref
+
+
+AGENTD = None
+
+
+def agentd():
+    global AGENTD
+    if AGENTD is None:
+        AGENTD = Agentd("code")
+    return AGENTD
+
+
+def client(sid):
+    url, token = agentd().manager().GetRuntimeAccess(sid)
+    return RpcClient(str(url), str(token), transports=["websocket"])
+
+
+def run(c, code, wait=60, **kwargs):
+    """code::run to its end (waiting at most `wait` s; kwargs are code::run's): (items, terminal
+    event, its message)."""
+    call_id = c.start("code::run", shape="stream", args=[code], kwargs=kwargs)
+    ev, m = c.terminal(call_id, wait)
+    return c.items(call_id), ev, m
+
+
+def run_ok(c, code, **kwargs):
+    items, ev, m = run(c, code, **kwargs)
+    assert ev == "call:end", (code, ev, m)
+    errors = [i for i in items if i["type"] == "error"]
+    assert not errors, (code, errors)
+    return items
+
+
+def text_of(items, kind="stdout"):
+    return "".join(i["text"] for i in items if i["type"] == kind)
+
+
+def main_result(items):
+    results = [i for i in items if i["type"] == "result" and i["is_main_result"]]
+    assert len(results) == 1, items
+    return results[0]["data"]
+
+
+def png_size(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
+    assert data[12:16] == b"IHDR", data[:32]
+    return struct.unpack(">II", data[16:24])
+
+
+def code_in(runtime):
+    _, sid = agentd().create(runtime=runtime, bundle=python_data_bundle())
+    sid = str(sid)
+    try:
+        contexts_in_sandbox(runtime, sid)
+    finally:
+        # Also when something failed: a sandbox left running would be adopted by the next
+        # test's agentd and counted against its limits.
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+def contexts_in_sandbox(runtime, sid):
+    first = client(sid)
+    try:
+        # State in the default context: the image has no Python, the bundle's kernel runs.
+        items = run_ok(first, "x = 1\nimport sys; print(sys.executable)")
+        assert text_of(items).startswith("/nix/"), (runtime, items)
+        items = run_ok(first, "x + 1")
+        assert main_result(items)["text/plain"] == "2", (runtime, items)
+        assert [i["execution_count"] for i in items if i["type"] == "execution_count"] == [2], (runtime, items)
+
+        # A figure comes back as a PNG of the size asked for (no tight bounding box: the
+        # figure's own size at its dpi).
+        items = run_ok(first, "\n".join([
+            "%config InlineBackend.print_figure_kwargs = {'bbox_inches': None}",
+            "import matplotlib.pyplot as plt",
+            "fig = plt.figure(figsize=(4, 3), dpi=100)",
+            "plt.plot([1, 2, 3], [1, 4, 9])",
+            "plt.show()"]), wait=120)
+        images = [i["data"]["image/png"] for i in items if i["type"] == "result" and "image/png" in i["data"]]
+        assert len(images) == 1, (runtime, items)
+        assert isinstance(images[0], bytes) and png_size(images[0]) == (400, 300), (runtime, png_size(images[0]))
+
+        # A DataFrame has an HTML form beside its text.
+        items = run_ok(first, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})", wait=120)
+        data = main_result(items)
+        assert "<table" in data["text/html"] and "a" in data["text/plain"], (runtime, data)
+
+        # An endless loop ends at its timeout with KeyboardInterrupt; the context keeps its state.
+        items, ev, m = run(first, "while True: pass", timeout=2)
+        errors = [i for i in items if i["type"] == "error"]
+        assert ev == "call:end" and errors, (runtime, ev, m, items)
+        assert errors[0]["name"] in ("KeyboardInterrupt", "TimeoutError"), (runtime, errors)
+        assert main_result(run_ok(first, "x"))["text/plain"] == "1", runtime
+
+        # A context of its own, interrupted from a second client while the first waits.
+        ctx = first.call("code::create_context", language="python", cwd="/tmp", timeout=60)
+        assert text_of(run_ok(first, "import os; print(os.getcwd())", context=ctx)) == "/tmp\n", runtime
+        # Two contexts do not share variables.
+        items, ev, m = run(first, "x", context=ctx)
+        assert [i["name"] for i in items if i["type"] == "error"] == ["NameError"], (runtime, items)
+
+        second = client(sid)
+        try:
+            call_id = first.start("code::run", shape="stream", args=["import time\nwhile True: time.sleep(0.1)"],
+                                  kwargs={"context": ctx})
+            for _ in range(200):
+                listed = {c["id"]: c for c in second.call("code::contexts")}
+                if listed[ctx]["running"]:
+                    break
+                time.sleep(0.05)
+            assert listed[ctx]["running"], (runtime, listed)
+            second.call("code::interrupt", ctx)
+            ev, m = first.terminal(call_id, 30)
+            errors = [i for i in first.items(call_id) if i["type"] == "error"]
+            assert ev == "call:end" and [e["name"] for e in errors] == ["KeyboardInterrupt"], (runtime, ev, errors)
+        finally:
+            second.close()
+        assert main_result(run_ok(first, "6 * 7", context=ctx))["text/plain"] == "42", runtime
+
+        # A kernel that exits: an error for that run, a new kernel for the next.
+        run_ok(first, "y = 5", context=ctx)
+        items, ev, m = run(first, "import os; os._exit(1)", context=ctx)
+        assert ev == "call:end" and [i["name"] for i in items if i["type"] == "error"] == ["DeadKernelError"], \
+            (runtime, ev, m, items)
+        items, ev, m = run(first, "y", context=ctx)
+        assert [i["name"] for i in items if i["type"] == "error"] == ["NameError"], (runtime, items)
+        assert main_result(run_ok(first, "1 + 1", context=ctx))["text/plain"] == "2", runtime
+
+        # restart: a fresh kernel, the same id.
+        run_ok(first, "z = 3", context=ctx)
+        first.call("code::restart", ctx, timeout=60)
+        items, ev, m = run(first, "z", context=ctx)
+        assert [i["name"] for i in items if i["type"] == "error"] == ["NameError"], (runtime, items)
+
+        bad_input(runtime, first, ctx)
+    finally:
+        first.close()
+
+    # The contexts outlive the client that made them: a new one finds them as they were left.
+    third = client(sid)
+    try:
+        ids = sorted(c["id"] for c in third.call("code::contexts"))
+        assert ids == sorted([ctx, "default-python3"]), (runtime, ids)
+        assert main_result(run_ok(third, "x"))["text/plain"] == "1", runtime
+        third.call("code::delete_context", ctx)
+        assert [c["id"] for c in third.call("code::contexts")] == ["default-python3"], runtime
+        # The kernel's processes went with the context.
+        r = third.call("sandbox::exec", command="ps -o args 2>/dev/null | grep -c '[i]pykernel' || true")
+        assert r["output"].strip() == "1", (runtime, r)
+    finally:
+        third.close()
+
+
+def bad_input(runtime, c, ctx):
+    # An unknown context, code that is not a string, a kernel that is not there.
+    _, ev, m = run(c, "1", context="no-such-context")
+    assert ev == "call:error" and m["error"]["type"] == "ContextNotFound", (runtime, m)
+    call_id = c.start("code::run", shape="stream", args=[42])
+    e = c.error(call_id)
+    assert e["type"] == "ArgumentError" and "'code'" in e["message"], (runtime, e)
+    try:
+        c.call("code::create_context", language="cobol", timeout=30)
+        raise AssertionError("a context for a kernel that is not there was made")
+    except RpcError as e:
+        assert e.error["type"] == "KernelNotFound" and "python3" in e.error["message"], (runtime, str(e))
+
+    # 100 MB of output: cut at the cap, flagged, the run ends and the context goes on.
+    items, ev, m = run(c, "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))",
+                       context=ctx, wait=300, max_output=1 << 20)
+    assert ev == "call:end", (runtime, ev, m)
+    out = text_of(items)
+    notices = [i for i in items if i.get("truncated")]
+    assert len(out) <= 1 << 20 and len(notices) == 1, (runtime, len(out), notices)
+    assert main_result(run_ok(c, "'still here'", context=ctx))["text/plain"] == "'still here'", runtime
+
+    # A flood of runs on one context: they run in the order they came; past the queue's bound
+    # the rest are refused with ContextBusy, none lost or reordered.
+    calls = [c.start("code::run", shape="stream", args=[f"import time; time.sleep(0.01); print({n})"],
+                     kwargs={"context": ctx}) for n in range(50)]
+    done, busy = [], 0
+    for n, call_id in enumerate(calls):
+        ev, m = c.terminal(call_id, 120)
+        if ev == "call:error":
+            assert m["error"]["type"] == "ContextBusy", (runtime, m)
+            busy += 1
+        else:
+            assert ev == "call:end", (runtime, ev, m)
+            assert text_of(c.items(call_id)) == f"{n}\n", (runtime, n, c.items(call_id))
+            done.append(n)
+    assert busy > 0 and len(done) >= 32, (runtime, busy, done)
+    # The order in which they ran: each printed its number; the kernel's counter rose with them.
+    counts = [next(i["execution_count"] for i in c.items(calls[n]) if i["type"] == "execution_count") for n in done]
+    assert counts == sorted(counts), (runtime, counts)
+
+
+@test
+def code_contexts_under_runc():
+    code_in("runc")
+
+
+@test
+def code_contexts_under_runsc():
+    if "runsc" not in runtimes():
+        print("    skipped: dockerd has no runsc")
+        return
+    code_in("runsc")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if AGENTD:
+            AGENTD.stop()
+        cleanup()
