@@ -86,6 +86,8 @@ def sessions_in_sandbox(runtime, sid):
     finally:
         first.close()
 
+    twenty_at_once(runtime, sid)
+
     # The session outlives the client that opened it: a new one finds it as it was left.
     third = client(sid)
     try:
@@ -108,6 +110,25 @@ def sessions_in_sandbox(runtime, sid):
         assert r["output"].strip() == "gone", (runtime, r)
     finally:
         third.close()
+
+
+def twenty_at_once(runtime, sid):
+    """20 sessions, each with its own state, running at the same time."""
+    c = client(sid)
+    try:
+        ids = [c.call("shell::open", cwd="/tmp") for _ in range(20)]
+        for n, s in enumerate(ids):
+            c.call("shell::run", s, f"export N={n}")
+        calls = [c.start("shell::run", args=[s, "sleep 1; echo $N"]) for s in ids]
+        for n, call_id in enumerate(calls):
+            ev, m = c.terminal(call_id, 60)
+            assert ev == "call:result" and m["value"]["output"] == f"{n}\n", (runtime, n, ev, m)
+        listed = c.call("shell::list")
+        assert set(ids) <= {e["id"] for e in listed}, (runtime, listed)
+        for s in ids:
+            c.call("shell::close", s)
+    finally:
+        c.close()
 
 
 @test
