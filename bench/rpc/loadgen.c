@@ -168,8 +168,18 @@ static int on_event(RpcClient *c, const char *event, const char *call_id, size_t
         Slot *s;
         int r;
 
-        if (streq(event, "call:item"))
+        if (streq(event, "call:item")) {
+                /* A stream's items: one that reports an error (code::run's {type: "error"}) means
+                 * the call did not do its work, so it must not count. */
+                const msgpack_object *v = mp_map_get(env, "value"), *type = v ? mp_map_get(v, "type") : NULL;
+
+                if (type && type->type == MSGPACK_OBJECT_STR && type->via.str.size == 5 &&
+                    memcmp(type->via.str.ptr, "error", 5) == 0) {
+                        b->errors++;
+                        return log_error_errno(EIO, "A stream item reports an error.");
+                }
                 return 0;
+        }
         if (call_id_len != CALL_ID_LEN || sscanf(call_id, "%4x", &slot) != 1 || slot >= b->inflight)
                 return log_error_errno(EBADMSG, "%s for a call_id we did not make: %.*s", event, (int) call_id_len, call_id);
         s = &b->slots[slot];
@@ -352,6 +362,8 @@ static void help(void) {
                "     --arg-strlist=S      Append a positional argument [S]\n"
                "     --arg-emptylist      Append a positional argument []\n"
                "     --kwarg-str=K=V      Add a str keyword argument\n"
+               "     --shape=SHAPE        unary (default) or stream: a stream call ends at call:end, and an\n"
+               "                          item {type: \"error\"} fails the run\n"
                "     --count=N            Measured calls (latency/download; default 1000)\n"
                "     --warmup=N           Unmeasured calls first (default 100)\n"
                "     --inflight=N         Calls in flight (throughput; default 64)\n"
@@ -402,6 +414,7 @@ int main(int argc, char *argv[]) {
         enum {
                 ARG_HOST = 0x100, ARG_PORT, ARG_TOKEN, ARG_LABEL, ARG_MODE, ARG_CALLABLE, ARG_ARG_STR, ARG_ARG_STRLIST,
                 ARG_ARG_EMPTYLIST, ARG_KWARG_STR, ARG_COUNT, ARG_WARMUP, ARG_INFLIGHT, ARG_DURATION, ARG_EXPECT_BYTES, ARG_NO_ACK,
+                ARG_SHAPE,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -421,6 +434,7 @@ int main(int argc, char *argv[]) {
                 { "duration", required_argument, NULL, ARG_DURATION },
                 { "expect-bytes", required_argument, NULL, ARG_EXPECT_BYTES },
                 { "no-ack", no_argument, NULL, ARG_NO_ACK },
+                { "shape", required_argument, NULL, ARG_SHAPE },
                 {}
         };
         _cleanup_(bench_done) Bench b = {
@@ -477,6 +491,13 @@ int main(int argc, char *argv[]) {
                         break;
                 case ARG_CALLABLE:
                         b.callable = optarg;
+                        break;
+                case ARG_SHAPE:
+                        if (!streq(optarg, "unary") && !streq(optarg, "stream")) {
+                                log_error("--shape is unary or stream: %s", optarg);
+                                return 2;
+                        }
+                        b.shape = optarg;
                         break;
                 case ARG_ARG_STR:
                         if (mp_pack_cstr(&pk, optarg) < 0)

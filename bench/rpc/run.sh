@@ -28,9 +28,11 @@ TOKEN=bench-$RANDOM$RANDOM
 
 if [ "$QUICK" = 1 ]; then
         ECHO_N=2000 ECHO_WARM=200 TP_SECONDS=2 EXEC_N=100 EXEC_WARM=10 DOCKER_N=10 DL_N=3 DL_WARM=1
+        CODE_N=50 CODE_WARM=5
         CP_RUNS=${CP_RUNS:-1}
 else
         ECHO_N=20000 ECHO_WARM=2000 TP_SECONDS=10 EXEC_N=1000 EXEC_WARM=50 DOCKER_N=100 DL_N=10 DL_WARM=2
+        CODE_N=1000 CODE_WARM=50
         CP_RUNS=${CP_RUNS:-5}
 fi
 
@@ -309,6 +311,21 @@ if [ -n "$SESSION" ]; then
                 --count $EXEC_N --warmup $EXEC_WARM
 else
         log "3c-shell: shell::open failed"
+fi
+# A stateful code context (code::run of `1+1` on a python3 Jupyter kernel, to its result)
+# against jupyter_client's own BlockingKernelClient on the same kind of kernel: what an agent
+# pays per step. Both start their kernel first (the warm-up).
+if "$PY" -c 'import jupyter_client, ipykernel' 2>/dev/null; then
+        measure 3d-code code-run "$AGENTIX_PORT" --callable code::run --shape stream --arg-str 1+1 \
+                --count $CODE_N --warmup $CODE_WARM
+        if out=$("$PY" "$HERE/peer/jupyter-client.py" --count $CODE_N --warmup $CODE_WARM 2>"$WORK/jupyter.err"); then
+                printf '%s\n' "${out%\}}, \"scenario\": \"3d-code\"}" >>"$LINES"
+                log "3d-code/jupyter-client: $out"
+        else
+                log "3d-code/jupyter-client FAILED: $(tail -3 "$WORK/jupyter.err" | tr '\n' ' ')"
+        fi
+else
+        log "3d-code: no python3-jupyter-client/ipykernel (scripts/deps.sh installs them)"
 fi
 # The floor of any exec on this machine: a small C process spawning /bin/true and /bin/sh -c true.
 spawn_measure 3-exec spawn-true --count $EXEC_N --warmup $EXEC_WARM -- /bin/true

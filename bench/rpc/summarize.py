@@ -177,6 +177,11 @@ def main():
     if s50 is not None:
         out.append(f"3c shell::run('true') in a session p50 {s50:8.1f} µs   p99 {f(get('3c-shell', 'shell-run', 'p99_us'), '{:.1f}')}"
                    f"   sandbox::exec('true') p50 {f(x50, '{:.1f}')} µs   exec/session {f(ratio(x50, s50), '{:.2f}×')}")
+    c50, j50 = get("3d-code", "code-run", "p50_us"), get("3d-code", "jupyter-client", "p50_us")
+    if c50 is not None:
+        out.append(f"3d code::run('1+1') p50 {c50 / 1000:8.2f} ms   p99 {f(get('3d-code', 'code-run', 'p99_us'), '{:.0f}')} µs"
+                   f"   jupyter_client p50 {f(j50 and j50 / 1000, '{:.2f}')} ms   jupyter_client/agentix "
+                   f"{f(ratio(j50, c50), '{:.2f}×')}")
     for label in ("spawn-true", "spawn-sh-true", "docker-exec"):
         v = get("3-exec", label, "p50_us")
         if v is not None:

@@ -60,9 +60,15 @@ int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret);
  * command that ends its remote call cleanly on Ctrl-C (call, cp, watch). */
 void ctl_catch_stop_signals(sd_event *event, sd_event_signal_handler_t handler, void *userdata);
 
+/* The whole of a local file (or stdin, for "-"), at most max bytes, appended to ret
+ * (fs-commands.c). Returns an exit status. */
+typedef struct Buffer Buffer;
+int ctl_read_local(const char *verb, const char *name, size_t max, Buffer *ret);
+
 /* The commands: argv[0] is the command's name. Each returns an exit status. */
 int verb_exec(int argc, char *argv[]);
 int verb_shell(int argc, char *argv[]);
+int verb_code(int argc, char *argv[]);
 int verb_call(int argc, char *argv[]);
 int verb_cp(int argc, char *argv[]);
 int verb_read(int argc, char *argv[]);

@@ -156,7 +156,7 @@ static void write_help(void) {
 }
 
 /* The whole of a local file (or stdin, for "-"), bounded. Returns an exit status. */
-static int read_local(const char *verb, const char *name, size_t max, Buffer *ret) {
+int ctl_read_local(const char *verb, const char *name, size_t max, Buffer *ret) {
         _cleanup_close_ int fd = -EBADF;
         int in = STDIN_FILENO;
 
@@ -214,7 +214,7 @@ int verb_write(int argc, char *argv[]) {
         if (status != EXIT_OK)
                 return status;
         /* Read first: a missing local file should not cost a connection. */
-        status = read_local("write", argc - optind == 2 ? argv[optind + 1] : "-", WRITE_MAX, &content);
+        status = ctl_read_local("write", argc - optind == 2 ? argv[optind + 1] : "-", WRITE_MAX, &content);
         if (status != EXIT_OK)
                 return status;
 

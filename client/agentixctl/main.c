@@ -47,6 +47,7 @@ static const Verb verbs[] = {
         { "run", verb_run },
         { "exec", verb_exec },
         { "shell", verb_shell },
+        { "code", verb_code },
         { "call", verb_call },
         { "cp", verb_cp },
         { "read", verb_read },
@@ -73,6 +74,12 @@ static void help(void) {
                "                          Interactive login shell on a terminal\n"
                "  shell --session=NAME [--close]\n"
                "                          A persistent shell session: state kept between commands\n"
+               "  code [--context=ID] [--language=LANG] [--timeout=S] [--images=DIR|--no-images]\n"
+               "       [-c|--code=CODE | FILE | -]\n"
+               "                          Run code in a stateful code context (a Jupyter kernel)\n"
+               "  code --new-context | --contexts | --interrupt=ID | --restart=ID\n"
+               "       | --delete-context=ID\n"
+               "                          Start, list, interrupt, restart, end code contexts\n"
                "  call [--stream|--bidi] [--deadline=S] MODULE::FUNCTION [ARGS] [KWARGS]\n"
                "                          Call a function with JSON arguments, print JSON\n"
                "  cp [-p|--parents] [--batch-size=BYTES] [--jobs=N] SRC DST\n"

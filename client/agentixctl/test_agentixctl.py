@@ -393,6 +393,51 @@ def shell_session_piped_and_on_a_terminal():
 
 
 @test
+def code_contexts():
+    """code: state kept between runs (default context and a new one), output and the last
+    line's value printed, a figure saved as a PNG file, an exception's traceback on stderr
+    (no colours off a terminal) and status 1, --timeout, --contexts, --delete-context, and
+    usage errors."""
+    with tempfile.TemporaryDirectory() as d:
+        p = ctl("code", "-c", "x = 20\nprint('out')\nx + 1", check_rc=0)
+        assert p.stdout == b"out\n21\n", p.stdout
+        p = ctl("code", input=b"x * 2\n", check_rc=0)
+        assert p.stdout == b"40\n", p.stdout
+        figure = ("import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
+                  "import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 1), dpi=50)\nplt.plot([1, 2])\nplt.show()")
+        p = ctl("code", f"--images={d}", "-c", figure, check_rc=0)
+        saved = os.path.join(d, "agentix-code-1.png")
+        assert p.stdout.decode().startswith(f"[image/png saved to {saved}, "), p.stdout
+        with open(saved, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        p = ctl("code", "-c", "1/0", check_rc=1)
+        err = p.stderr.decode()
+        assert "ZeroDivisionError" in err and "\033[" not in err, err
+
+        ctx = ctl("code", "--new-context", "--cwd=/tmp", check_rc=0).stdout.decode().strip()
+        p = ctl("code", f"--context={ctx}", "-c", "import os; os.getcwd()", check_rc=0)
+        assert p.stdout == b"'/tmp'\n", p.stdout
+        p = ctl("code", f"--context={ctx}", "-c", "x", check_rc=1)
+        assert b"NameError" in p.stderr, p.stderr
+        p = ctl("code", f"--context={ctx}", "--timeout=1", "-c", "while True: pass", check_rc=1)
+        assert b"TimeoutError" in p.stderr and b"KeyboardInterrupt" in p.stderr, p.stderr
+        ctl("code", f"--context={ctx}", "-c", "kept = 1", check_rc=0)
+        ctl("code", f"--restart={ctx}", check_rc=0)
+        p = ctl("code", f"--context={ctx}", "-c", "kept", check_rc=1)
+        assert b"NameError" in p.stderr, p.stderr
+        ctl("code", f"--interrupt={ctx}", check_rc=0)  # nothing running: nothing to do
+        listed = json.loads(ctl("code", "--contexts", "--json", check_rc=0).stdout)
+        assert {c["id"] for c in listed} >= {ctx, "default-python3"}, listed
+        ctl("code", f"--delete-context={ctx}", check_rc=0)
+        one_line_error(ctl("code", f"--context={ctx}", "-c", "1"), 1, "ContextNotFound")
+        one_line_error(ctl("code", "--language=cobol", "-c", "1"), 1, "KernelNotFound")
+        one_line_error(ctl("code", "-c", "1", "file.py"), 64)
+        one_line_error(ctl("code", "--contexts", "-c", "1"), 64)
+        one_line_error(ctl("code", "--context=a", "--language=python", "-c", "1"), 64)
+        ctl("code", "--delete-context=default-python3", check_rc=0)
+
+
+@test
 def shell_restores_the_terminal():
     """The terminal mode after agentixctl is the mode before it, on a normal exit and on SIGTERM."""
     script = (f"stty -g; {CTL} --url {server().url} --token {TOKEN} shell; echo RC=$?; stty -g")

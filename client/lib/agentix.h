@@ -273,6 +273,80 @@ AGENTIX_API int agentix_shell_input(agentix_client *c, const char *id, const voi
 AGENTIX_API int agentix_shell_interrupt(agentix_client *c, const char *id, agentix_error *ret_error);
 AGENTIX_API int agentix_shell_close(agentix_client *c, const char *id, agentix_error *ret_error);
 
+/* Code contexts (code::, agentix-server(8)): Jupyter kernels in the sandbox whose variables,
+ * imports and figures stay between runs. */
+typedef struct agentix_code_context_options {
+        const char *language;           /* a kernelspec's name or language; NULL: python */
+        const char *cwd;                /* NULL: the worker's */
+        const char *const *env;         /* "KEY=VALUE" (a bare "KEY" unsets), NULL-terminated */
+} agentix_code_context_options;
+
+/* Start a context's kernel; *ret_id (free() it) names it in the other calls. */
+AGENTIX_API int agentix_code_create_context(agentix_client *c, const agentix_code_context_options *o, char **ret_id,
+                                            agentix_error *ret_error);
+
+typedef enum agentix_code_item_type {
+        AGENTIX_CODE_STDOUT,
+        AGENTIX_CODE_STDERR,
+        AGENTIX_CODE_RESULT,            /* a value or a display: its MIME bundle */
+        AGENTIX_CODE_ERROR,             /* an exception: name, value, traceback */
+        AGENTIX_CODE_EXECUTION_COUNT,
+} agentix_code_item_type;
+
+typedef struct agentix_code_data {
+        char *mime;                     /* "text/plain", "image/png", "application/json", … */
+        char *data;                     /* text (NUL-terminated) or bytes (image/png, …); NULL for a
+                                         * JSON value (application/json, …+json): see value */
+        size_t size;
+        msgpack_object value;           /* the value as sent */
+} agentix_code_data;
+
+typedef struct agentix_code_item {
+        agentix_code_item_type type;
+        char *text;                     /* stdout, stderr: the text; error: its value */
+        size_t text_size;
+        agentix_code_data *data;        /* result: the MIME bundle */
+        size_t n_data;
+        bool is_main_result;            /* result: the value of the last line (not a display) */
+        char *name;                     /* error: the exception's class */
+        char *traceback;                /* error: lines joined with '\n' (may be empty) */
+        int64_t execution_count;        /* execution_count; result: or -1 */
+        bool truncated;                 /* stderr: the run's output reached max_output */
+        msgpack_unpacked raw;           /* the item as received (data[].value points into it) */
+} agentix_code_item;
+
+/* One item of code::run's stream (from agentix_request_next()) as a C struct. */
+AGENTIX_API int agentix_code_item_parse(const msgpack_object *value, agentix_code_item *ret, agentix_error *ret_error);
+AGENTIX_API void agentix_code_item_done(agentix_code_item *item);
+/* The bundle entry for mime in a result item, or NULL. */
+AGENTIX_API const agentix_code_data *agentix_code_item_get(const agentix_code_item *item, const char *mime);
+
+typedef struct agentix_code_run_options {
+        const char *context;            /* NULL: the language's default context (made on first use) */
+        const char *language;           /* without a context; NULL: python */
+        const char *const *env;         /* for this run only (python kernels) */
+        double timeout_sec;             /* 0: none; then ^C, and the context keeps its state */
+        size_t max_output;              /* 0: the server's default (16 MiB) */
+} agentix_code_run_options;
+
+/* Called for each item, in order; the item lives until the handler returns. A negative return
+ * cancels the run (the kernel gets ^C) and is what agentix_code_run() returns. */
+typedef int (*agentix_code_item_handler)(const agentix_code_item *item, void *userdata);
+
+/* Run code and wait for its end. An exception in the code is an AGENTIX_CODE_ERROR item, not a
+ * failure; failures are the call's (type "ContextNotFound", "KernelNotFound", "ContextBusy", …). */
+AGENTIX_API int agentix_code_run(agentix_client *c, const char *code, const agentix_code_run_options *o,
+                                 agentix_code_item_handler h, void *userdata, agentix_error *ret_error);
+/* The same on the client's event loop (agentix_call_async()): h->item gets each item's value
+ * (agentix_code_item_parse() it), h->done the end; agentix_request_cancel() stops the run. */
+AGENTIX_API int agentix_code_run_async(agentix_client *c, const char *code, const agentix_code_run_options *o,
+                                       const agentix_request_handlers *h, void *userdata, agentix_request **ret,
+                                       agentix_error *ret_error);
+/* ^C to the context's run; a fresh kernel (state gone); end the context and its kernel. */
+AGENTIX_API int agentix_code_interrupt(agentix_client *c, const char *context, agentix_error *ret_error);
+AGENTIX_API int agentix_code_restart(agentix_client *c, const char *context, agentix_error *ret_error);
+AGENTIX_API int agentix_code_delete_context(agentix_client *c, const char *context, agentix_error *ret_error);
+
 typedef struct agentix_file {
         const char *path;
         const void *data;
