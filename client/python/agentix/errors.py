@@ -64,9 +64,14 @@ MessageTooLarge = _kind("MessageTooLarge", "A message was larger than the server
 RemoteUnauthorized = _kind("Unauthorized", "The server refused the token.")
 SessionNotFound = _kind("SessionNotFound", "No shell session by that id (or it ended).")
 SessionBusy = _kind("SessionBusy", "The shell session is running a command.")
+ContextNotFound = _kind("ContextNotFound", "No code context by that id (or it was deleted).")
+ContextBusy = _kind("ContextBusy", "Too many runs wait on the code context already.")
+KernelNotFound = _kind("KernelNotFound", "No Jupyter kernel for that language in the sandbox (the message lists "
+                                         "those there are).")
 
 _BY_TYPE = {c.type: c for c in (BadRequest, NoSuchCallable, ArgumentError, Cancelled, DeadlineExceeded, WorkerDied,
-                                ResultUnavailable, MessageTooLarge, RemoteUnauthorized, SessionNotFound, SessionBusy)}
+                                ResultUnavailable, MessageTooLarge, RemoteUnauthorized, SessionNotFound, SessionBusy,
+                                ContextNotFound, ContextBusy, KernelNotFound)}
 
 
 def remote_error(error):

@@ -368,6 +368,122 @@ class RuntimeClient:
         """shell::list: [{id, pid, running, cwd}] of the sessions open in the sandbox."""
         return await self.call("shell::list")
 
+    async def create_code_context(self, *, language=None, cwd=None, env=None):
+        """code::create_context: a new code context on a Jupyter kernel (see CodeContext)."""
+        return CodeContext(self, await self.call("code::create_context",
+                                                 **_given(language=language, cwd=cwd, env=env)))
+
+    def code_context(self, context_id):
+        """A context by its id (from code_contexts(), or another client's)."""
+        return CodeContext(self, context_id)
+
+    async def code_contexts(self):
+        """code::contexts: [{id, language, kernel, cwd, pid, running, queued}]."""
+        return await self.call("code::contexts")
+
+    async def run_code(self, code, *, context=None, language=None, env=None, timeout=None, max_output=None,
+                       on_item=None):
+        """code::run in `context`, else in the language's default context (python unless
+        `language` says): an Execution (see CodeContext.run)."""
+        items = []
+        stream = await self.stream("code::run", code, **_given(context=context, language=language, env=env,
+                                                                timeout=timeout, max_output=max_output))
+        try:
+            async for item in stream:
+                items.append(item)
+                if on_item:
+                    on_item(item)
+        finally:
+            await stream.aclose()
+        return Execution(items)
+
+
+class CodeContext:
+    """A code context in the sandbox (code::): a Jupyter kernel whose variables, imports and
+    figures stay between run() calls. It lives in the runtime, so it outlives the client;
+    delete() ends it. Runs on one context go one at a time, in the order they came."""
+
+    def __init__(self, runtime, context_id):
+        self.runtime = runtime
+        self.id = context_id
+
+    async def run(self, code, *, env=None, timeout=None, max_output=None, on_item=None):
+        """Run code: an Execution of its items ({type: stdout|stderr|result|error|
+        execution_count, …}; a result's `data` is its MIME bundle, images as bytes). An exception
+        in the code is an item (execution.error), not raised. on_item(item): called as each
+        item comes. At `timeout` (seconds) the run is interrupted and the context keeps its
+        state."""
+        return await self.runtime.run_code(code, context=self.id, env=env, timeout=timeout, max_output=max_output,
+                                           on_item=on_item)
+
+    async def interrupt(self):
+        """^C to the run in progress: it ends with a KeyboardInterrupt item."""
+        await self.runtime.call("code::interrupt", self.id)
+
+    async def restart(self):
+        """A fresh kernel: the state is gone, the id stays."""
+        await self.runtime.call("code::restart", self.id)
+
+    async def delete(self):
+        """End the context and its kernel."""
+        await self.runtime.call("code::delete_context", self.id)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        try:
+            await self.delete()
+        except Exception:  # already gone: nothing to end
+            pass
+
+
+class Execution:
+    """What one code run gave: every item in order, and views of them."""
+
+    def __init__(self, items):
+        self.items = items
+
+    @property
+    def stdout(self):
+        return "".join(i["text"] for i in self.items if i["type"] == "stdout")
+
+    @property
+    def stderr(self):
+        return "".join(i["text"] for i in self.items if i["type"] == "stderr")
+
+    @property
+    def results(self):
+        """The MIME bundles of the results and displays, in order."""
+        return [i["data"] for i in self.items if i["type"] == "result"]
+
+    @property
+    def result(self):
+        """The main result's MIME bundle (the value of the last line), or None."""
+        return next((i["data"] for i in self.items if i["type"] == "result" and i.get("is_main_result")), None)
+
+    @property
+    def text(self):
+        """The main result as text/plain, or None."""
+        return (self.result or {}).get("text/plain")
+
+    @property
+    def error(self):
+        """The first error item ({name, value, traceback}), or None."""
+        return next((i for i in self.items if i["type"] == "error"), None)
+
+    @property
+    def images(self):
+        """(mime, bytes) of every image the run gave (a matplotlib figure, …)."""
+        return [(m, v) for d in self.results for m, v in d.items() if m.startswith("image/") and isinstance(v, bytes)]
+
+    @property
+    def truncated(self):
+        return any(i.get("truncated") for i in self.items)
+
+    def __repr__(self):
+        return f"Execution(text={self.text!r}, error={self.error and self.error['name']!r}, items={len(self.items)})"
+
 
 class ShellSession:
     """A persistent shell session in the sandbox (shell::): one bash whose working directory,
@@ -410,4 +526,4 @@ def _given(**kwargs):
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-__all__ = ["RuntimeClient", "Stream", "Channel", "ShellSession"]
+__all__ = ["RuntimeClient", "Stream", "Channel", "ShellSession", "CodeContext", "Execution"]

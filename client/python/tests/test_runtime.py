@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agentix import (ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RemoteError, RuntimeClient,
-                     ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized)
+from agentix import (ArgumentError, Cancelled, ContextNotFound, DeadlineExceeded, KernelNotFound, NoSuchCallable,
+                     RemoteError, RuntimeClient, ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized)
 from conftest import TOKEN
 
 pytestmark = pytest.mark.asyncio
@@ -114,6 +114,41 @@ async def test_errors_a_person_can_act_on(server, unused_url):
             pass
     with pytest.raises(ValueError):
         RuntimeClient("127.0.0.1:8000", TOKEN)
+
+
+async def test_code_contexts_keep_state_give_rich_results_and_stay_apart(server):
+    async with RuntimeClient(server.url, TOKEN) as rt, RuntimeClient(server.url, TOKEN) as other:
+        await rt.run_code("x = 20")
+        seen = []
+        ex = await rt.run_code("print('out')\nx + 1", on_item=seen.append)
+        assert (ex.stdout, ex.text, ex.error) == ("out\n", "21", None), ex.items
+        assert [i["type"] for i in seen] == [i["type"] for i in ex.items]
+        ex = await rt.run_code("import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
+                               "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()")
+        assert [m for m, _ in ex.images] == ["image/png"] and ex.images[0][1][:4] == b"\x89PNG", ex.items
+        ex = await rt.run_code("1/0")
+        assert ex.error["name"] == "ZeroDivisionError" and ex.text is None
+
+        async with await rt.create_code_context(cwd="/tmp") as ctx:
+            assert (await ctx.run("import os; os.getcwd()")).text == "'/tmp'"
+            assert (await ctx.run("x")).error["name"] == "NameError"  # contexts do not share
+            running = asyncio.ensure_future(ctx.run("import time\nwhile True: time.sleep(0.05)"))
+            for _ in range(200):
+                if any(c["id"] == ctx.id and c["running"] for c in await other.code_contexts()):
+                    break
+                await asyncio.sleep(0.01)
+            await other.code_context(ctx.id).interrupt()
+            assert (await running).error["name"] == "KeyboardInterrupt"
+            assert (await ctx.run("2 * 3", timeout=5)).text == "6"
+            await ctx.run("kept = 1")
+            await ctx.restart()
+            assert (await ctx.run("kept")).error["name"] == "NameError"
+        with pytest.raises(ContextNotFound):
+            await rt.code_context(ctx.id).run("1")
+        with pytest.raises(KernelNotFound, match="python3"):
+            await rt.create_code_context(language="cobol")
+        assert [c["id"] for c in await rt.code_contexts()] == ["default-python3"]
+        await rt.code_context("default-python3").delete()
 
 
 async def test_a_shell_session_keeps_its_state_across_runs_and_clients(server):
