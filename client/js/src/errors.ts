@@ -63,10 +63,16 @@ export class MessageTooLarge extends RemoteError {}
 export class SessionNotFound extends RemoteError {}
 /** shell:: — the session is running a command. */
 export class SessionBusy extends RemoteError {}
+/** code:: — no such code context (or it was deleted). */
+export class ContextNotFound extends RemoteError {}
+/** code:: — too many runs wait on the context already. */
+export class ContextBusy extends RemoteError {}
+/** code:: — no Jupyter kernel for that language in the sandbox (the message lists those there are). */
+export class KernelNotFound extends RemoteError {}
 
 const byType: Record<string, new (info: RemoteErrorInfo) => RemoteError> = {
   BadRequest, NoSuchCallable, ArgumentError, Cancelled, DeadlineExceeded, WorkerDied, ResultUnavailable,
-  MessageTooLarge, SessionNotFound, SessionBusy,
+  MessageTooLarge, SessionNotFound, SessionBusy, ContextNotFound, ContextBusy, KernelNotFound,
 };
 
 /** The error for a call:error's `error` map. */

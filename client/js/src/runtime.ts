@@ -155,6 +155,115 @@ export class ShellSession {
   }
 }
 
+/** One item of a code run (code::run): output, a result or display (its MIME bundle: text as
+ * strings, images but SVG as bytes, JSON types as values), an exception, or the run's number. */
+export type CodeItem =
+  | { type: "stdout" | "stderr"; text: string; truncated?: boolean }
+  | { type: "result"; data: Record<string, unknown>; is_main_result: boolean; execution_count?: number }
+  | { type: "error"; name: string; value: string; traceback: string }
+  | { type: "execution_count"; execution_count: number };
+
+export interface CodeRunOptions extends CallOptions {
+  /** Seconds before the run is interrupted (^C); the context keeps its state. */
+  timeout?: number;
+  /** Variables for this run only (python kernels). */
+  env?: Record<string, string | null>;
+  /** Bytes of output kept (default 16 MiB); past it, a stderr item with truncated: true. */
+  max_output?: number;
+  /** Called as each item comes. */
+  onItem?: (item: CodeItem) => void;
+}
+
+export interface CodeContextOptions extends CallOptions {
+  /** A kernelspec's name or language (default python). */
+  language?: string;
+  cwd?: string;
+  env?: Record<string, string | null>;
+}
+
+/** One entry of code::contexts. */
+export interface CodeContextInfo {
+  id: string;
+  language: string;
+  kernel: string;
+  cwd: string | null;
+  pid: number | null;
+  running: boolean;
+  queued: number;
+}
+
+/** What one code run gave: every item in order, and views of them. An exception in the code is
+ * `error`, not a throw. */
+export class Execution {
+  constructor(readonly items: CodeItem[]) {}
+
+  get stdout(): string {
+    return this.items.map((i) => (i.type === "stdout" ? i.text : "")).join("");
+  }
+
+  get stderr(): string {
+    return this.items.map((i) => (i.type === "stderr" ? i.text : "")).join("");
+  }
+
+  /** The MIME bundles of the results and displays, in order. */
+  get results(): Record<string, unknown>[] {
+    return this.items.flatMap((i) => (i.type === "result" ? [i.data] : []));
+  }
+
+  /** The main result's MIME bundle (the value of the last line), or undefined. */
+  get result(): Record<string, unknown> | undefined {
+    for (const i of this.items) if (i.type === "result" && i.is_main_result) return i.data;
+    return undefined;
+  }
+
+  /** The main result as text/plain, or undefined. */
+  get text(): string | undefined {
+    const t = this.result?.["text/plain"];
+    return typeof t === "string" ? t : undefined;
+  }
+
+  get error(): { name: string; value: string; traceback: string } | undefined {
+    for (const i of this.items) if (i.type === "error") return i;
+    return undefined;
+  }
+
+  /** [mime, bytes] of every image the run gave (a matplotlib figure, …). */
+  get images(): [string, Uint8Array][] {
+    return this.results.flatMap((d) =>
+      Object.entries(d).flatMap(([m, v]) => (m.startsWith("image/") && v instanceof Uint8Array ? [[m, v] as [string, Uint8Array]] : [])));
+  }
+
+  get truncated(): boolean {
+    return this.items.some((i) => i.type === "stderr" && i.truncated === true);
+  }
+}
+
+/** A code context in the sandbox (code::): a Jupyter kernel whose variables, imports and
+ * figures stay between run() calls. It lives in the runtime, so it outlives this client;
+ * delete() ends it. Runs on one context go one at a time, in the order they came. */
+export class CodeContext {
+  constructor(private readonly rt: RuntimeClient, readonly id: string) {}
+
+  run(code: string, options: CodeRunOptions = {}): Promise<Execution> {
+    return this.rt.runCode(code, { ...options, context: this.id });
+  }
+
+  /** ^C to the run in progress: it ends with a KeyboardInterrupt item. */
+  async interrupt(): Promise<void> {
+    await this.rt.call("code::interrupt", [this.id]);
+  }
+
+  /** A fresh kernel: the state is gone, the id stays. */
+  async restart(): Promise<void> {
+    await this.rt.call("code::restart", [this.id]);
+  }
+
+  /** End the context and its kernel. */
+  async delete(): Promise<void> {
+    await this.rt.call("code::delete_context", [this.id]);
+  }
+}
+
 /** One entry of shell::list. */
 export interface ShellInfo {
   id: string;
@@ -391,6 +500,34 @@ export class RuntimeClient {
   /** shell::list: the sessions open in the sandbox. */
   listShells(options: CallOptions = {}): Promise<ShellInfo[]> {
     return this.call<ShellInfo[]>("shell::list", [], {}, options);
+  }
+
+  /** code::run in `context`, else in the language's default context (python unless
+   * `language` says): an Execution. */
+  async runCode(code: string, options: CodeRunOptions & { context?: string; language?: string } = {}): Promise<Execution> {
+    const { deadlineMs, signal, onItem, ...kwargs } = options;
+    const items: CodeItem[] = [];
+    for await (const item of this.stream<CodeItem>("code::run", [code], given(kwargs), { deadlineMs, signal })) {
+      items.push(item);
+      onItem?.(item);
+    }
+    return new Execution(items);
+  }
+
+  /** code::create_context: a new code context on a Jupyter kernel (see CodeContext). */
+  async createCodeContext(options: CodeContextOptions = {}): Promise<CodeContext> {
+    const { deadlineMs, signal, ...kwargs } = options;
+    return new CodeContext(this, await this.call<string>("code::create_context", [], given(kwargs), { deadlineMs, signal }));
+  }
+
+  /** A context by its id (from codeContexts(), or another client's). */
+  codeContext(id: string): CodeContext {
+    return new CodeContext(this, id);
+  }
+
+  /** code::contexts: the code contexts in the sandbox. */
+  codeContexts(options: CallOptions = {}): Promise<CodeContextInfo[]> {
+    return this.call<CodeContextInfo[]>("code::contexts", [], {}, options);
   }
 
   /** Write many files at once (parents made, each atomically): one result per file, in order,

@@ -7,7 +7,7 @@ import { join } from "node:path";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
-import { ArgumentError, Cancelled, DeadlineExceeded, NoSuchCallable, RuntimeClient, ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized } from "../src/index.js";
+import { ArgumentError, Cancelled, ContextNotFound, DeadlineExceeded, KernelNotFound, NoSuchCallable, RuntimeClient, ServerUnreachable, SessionBusy, SessionNotFound, Unauthorized } from "../src/index.js";
 import { TOKEN, freePort, startServer, type Server } from "./server.js";
 
 let server: Server;
@@ -63,6 +63,45 @@ it("keeps a shell session between runs, across clients", async () => {
     await sh.close();
     await expect(sh.run("true")).rejects.toBeInstanceOf(SessionNotFound);
     expect(await rt.listShells()).toEqual([]);
+  } finally {
+    rt.close();
+    other.close();
+  }
+});
+
+it("keeps state in code contexts, gives rich results, and keeps contexts apart", async () => {
+  const rt = await RuntimeClient.connect(server.url, TOKEN);
+  const other = await RuntimeClient.connect(server.url, TOKEN);
+  try {
+    await rt.runCode("x = 20");
+    const seen: string[] = [];
+    let ex = await rt.runCode("print('out')\nx + 1", { onItem: (i) => seen.push(i.type) });
+    expect([ex.stdout, ex.text, ex.error]).toEqual(["out\n", "21", undefined]);
+    expect(seen).toEqual(ex.items.map((i) => i.type));
+    ex = await rt.runCode("import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n" +
+                          "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()");
+    expect(ex.images.map(([m]) => m)).toEqual(["image/png"]);
+    expect(Array.from(ex.images[0][1].subarray(0, 4))).toEqual([0x89, 0x50, 0x4e, 0x47]);
+    expect((await rt.runCode("1/0")).error?.name).toBe("ZeroDivisionError");
+
+    const ctx = await rt.createCodeContext({ cwd: "/tmp" });
+    expect((await ctx.run("import os; os.getcwd()")).text).toBe("'/tmp'");
+    expect((await ctx.run("x")).error?.name).toBe("NameError"); // contexts do not share
+    const running = ctx.run("import time\nwhile True: time.sleep(0.05)");
+    for (let i = 0; i < 200 && !(await other.codeContexts()).some((c) => c.id === ctx.id && c.running); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await other.codeContext(ctx.id).interrupt();
+    expect((await running).error?.name).toBe("KeyboardInterrupt");
+    expect((await ctx.run("2 * 3", { timeout: 5 })).text).toBe("6");
+    await ctx.run("kept = 1");
+    await ctx.restart();
+    expect((await ctx.run("kept")).error?.name).toBe("NameError");
+    await ctx.delete();
+    await expect(ctx.run("1")).rejects.toBeInstanceOf(ContextNotFound);
+    await expect(rt.createCodeContext({ language: "cobol" })).rejects.toBeInstanceOf(KernelNotFound);
+    expect((await rt.codeContexts()).map((c) => c.id)).toEqual(["default-python3"]);
+    await rt.codeContext("default-python3").delete();
   } finally {
     rt.close();
     other.close();
