@@ -132,6 +132,12 @@ function errorText(e: unknown): string {
   return `Error: ${e instanceof Error ? e.message : String(e)}`;
 }
 
+/** IPython colours tracebacks with SGR sequences: not for a model. */
+function stripColors(s: string): string {
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/\x1b\[[0-9;]*m/g, "");
+}
+
 function text(...parts: string[]): CallToolResult {
   return { content: parts.map((t) => ({ type: "text" as const, text: t })) };
 }
@@ -288,6 +294,53 @@ export function createMcpServer(state: McpState): McpServer {
     if (r.ended) state.dropShell(id);
     return text(r.output, JSON.stringify({ exit_code: r.exit_code, timed_out: r.timed_out, truncated: r.truncated,
                                            new_session: fresh, ...(r.ended ? { session_ended: true } : {}) }));
+  }));
+
+  server.registerTool("run_code", {
+    description: "Run Python (or another language with a Jupyter kernel in the sandbox) in a stateful code context: " +
+      "variables, imports and loaded data stay from one call to the next. Returns what the code printed, the value " +
+      "of its last line as text, each figure or image as an image, and an exception's traceback; then " +
+      "{execution_count, error, truncated}. A run still going at the timeout is interrupted and the context keeps " +
+      "its state. Needs a kernel in the sandbox (a bundle with python3 and ipykernel)",
+    inputSchema: {
+      sandbox_id: sandboxIdArg,
+      code: z.string().min(1).describe("The code to run"),
+      language: z.string().min(1).optional().describe("A kernel's name or language (default python)"),
+      context: z.string().min(1).optional()
+        .describe("A code context's id (default: the language's default context, shared by every run_code call)"),
+      timeout: z.number().positive().optional().describe("Seconds before the run is interrupted (default 300)"),
+    },
+  }, ({ sandbox_id, code, language, context, timeout }) => onSandbox(sandbox_id, async (rt) => {
+    if (context && language) throw new ToolError("invalid_arguments", "give context or language, not both: a context has its language");
+    const ex = await rt.runCode(code, { context, language, timeout: timeout ?? 300, max_output: maxOutput });
+    const content: CallToolResult["content"] = [];
+    let out = "";
+    const flush = () => {
+      if (out) content.push({ type: "text", text: out });
+      out = "";
+    };
+    let count: number | null = null;
+    for (const item of ex.items) {
+      if (item.type === "stdout" || item.type === "stderr") {
+        out += item.text;
+      } else if (item.type === "error") {
+        out += `${stripColors(item.traceback) || `${item.name}: ${item.value}`}\n`;
+      } else if (item.type === "execution_count") {
+        count = item.execution_count;
+      } else if (item.type === "result") {
+        flush();
+        const images = Object.entries(item.data).filter(([m, v]) => m.startsWith("image/") && v instanceof Uint8Array);
+        for (const [mimeType, bytes] of images) {
+          content.push({ type: "image", data: Buffer.from(bytes as Uint8Array).toString("base64"), mimeType });
+        }
+        const plain = item.data["text/plain"];
+        // A figure's text ("<Figure size 640x480 with 1 Axes>") says nothing its image does not.
+        if (typeof plain === "string" && (item.is_main_result || images.length === 0)) content.push({ type: "text", text: plain });
+      }
+    }
+    flush();
+    content.push({ type: "text", text: JSON.stringify({ execution_count: count, error: ex.error?.name ?? null, truncated: ex.truncated }) });
+    return { content };
   }));
 
   server.registerTool("read_file", {

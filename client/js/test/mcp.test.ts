@@ -13,12 +13,13 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 
 import { SandboxGone, SandboxManager } from "../src/index.js";
 import { DEFAULT_MAX_OUTPUT } from "../src/mcp.js";
+import { TOKEN, startServer } from "./server.js";
 
 const image = process.env.AGENTIX_TEST_IMAGE!;
 const bundle = process.env.AGENTIX_TEST_BUNDLE!;
 const MAIN = fileURLToPath(new URL("../dist/mcp-main.js", import.meta.url));
 const TOOLS = ["bash", "create_sandbox", "delete_sandbox", "download_files", "edit_file", "execute", "glob", "grep",
-               "list_sandboxes", "ls", "read_file", "upload_files", "write_file"];
+               "list_sandboxes", "ls", "read_file", "run_code", "upload_files", "write_file"];
 const manager = new SandboxManager();
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
@@ -194,6 +195,37 @@ it("attaches to one sandbox with --sandbox: only the sandbox's tools", async () 
     await client.close();
   }
 });
+
+it("runs code in a stateful context with run_code, figures as images (attached to a runtime with --url)", async () => {
+  // A runtime on this host: its kernels are the host's (Debian's python3-ipykernel); the same
+  // code:: runs in task containers in tests/agentd/test_code.py.
+  const runtime = await startServer();
+  const { client } = await stdioClient([`--url=${runtime.url}`, `--token=${TOKEN}`]);
+  try {
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain("run_code");
+    expect(await ok(client, "run_code", { code: "x = 6\nprint('hi')\nx * 7" })).toBe('hi\n\n42\n{"execution_count":1,"error":null,"truncated":false}');
+    const figure = await call(client, "run_code", {
+      code: "import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n" +
+            "import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2), dpi=50)\nplt.plot([1, 4])\nplt.show()",
+    });
+    const images = figure.content.filter((c) => c.type === "image");
+    expect(images.map((c) => c.type === "image" && c.mimeType)).toEqual(["image/png"]);
+    const png = Buffer.from(images[0].type === "image" ? images[0].data : "", "base64");
+    expect(png.subarray(1, 4).toString()).toBe("PNG");
+    const failed = await ok(client, "run_code", { code: "x / 0" });
+    expect(failed).toContain("ZeroDivisionError");
+    expect(failed).not.toContain("\x1b[");
+    expect(failed).toContain('"error":"ZeroDivisionError"');
+    const slow = await ok(client, "run_code", { code: "while True: pass", timeout: 1 });
+    expect(slow).toContain("TimeoutError");
+    expect(await ok(client, "run_code", { code: "x" })).toContain("6\n");
+    const bad = await call(client, "run_code", { code: "1", context: "no-such-context" });
+    expect(bad.isError && textOf(bad)).toContain("ContextNotFound");
+  } finally {
+    await client.close();
+    await runtime.stop();
+  }
+}, 120_000);
 
 it("serves Streamable HTTP behind a bearer token", async () => {
   const token = "test-token-0123456789";
