@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the parts of agentixctl build that need no packages or Docker: the manifest,
- * canonical host paths, relative links, store-safe names. */
+ * canonical host paths, relative links, store-safe names, Python sources' paths relocated. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +10,7 @@
 #include "dpkg-db.h"
 #include "fs-util.h"
 #include "image-ref.h"
+#include "python-relocate.h"
 #include "store-path.h"
 
 static char *write_temp(const char *text) {
@@ -224,6 +225,72 @@ static void test_image_ref(void **state) {
         check_ref("a:x y", NULL, NULL);
 }
 
+static const TextRewrite *rewrite_of(const StoreFile *f, const char *from) {
+        for (size_t i = 0; i < f->n_text_rewrites; i++)
+                if (streq(f->text_rewrites[i].from, from))
+                        return &f->text_rewrites[i];
+        return NULL;
+}
+
+/* Quoted /usr/share/… paths (files or directories) and /etc/… files that the closure holds are
+ * rewritten to their store path; others, and paths that are no plain literals, stay. Only
+ * .py files under dist-packages are read. */
+static void test_python_relocate(void **state) {
+        static const char source[] =
+                "ZONES = '/usr/share/zoneinfo'\n"
+                "DATA = \"/usr/share/matplotlib/mpl-data\"\n"
+                "RC = '/etc/matplotlibrc'\n"
+                "AGAIN = '/etc/matplotlibrc'\n"
+                "HOSTS = '/etc/hosts'\n"                     /* the image's, not the bundle's */
+                "ETCDIR = '/etc/matplotlib'\n"              /* /etc: files only */
+                "MISSING = '/usr/share/nothing/here'\n"
+                "FORMAT = '/usr/share/%s/x'\n"
+                "PREFIX = '/usr/share/'\n"
+                "BARE = /usr/share/zoneinfo\n"              /* not quoted */
+                "JOINED = '/usr/share/zoneinfo' + '/UTC'\n";
+        _cleanup_free_ char *py = write_temp(source), *data = write_temp("x"), *other = write_temp(source);
+        StorePath *pkg = store_path_new("python-foo", "1"), *tz = store_path_new("tzdata", "1"),
+                  *mpl = store_path_new("matplotlib-data", "1");
+        StorePath *paths[] = { pkg, tz, mpl };
+        Closure c = { .paths = paths, .n_paths = ELEMENTSOF(paths) };
+        const TextRewrite *t;
+        StoreFile *f, *g;
+
+        assert_int_equal(store_path_add_file(pkg, py, "lib/python3/dist-packages/foo/__init__.py"), 1);
+        assert_int_equal(store_path_add_file(pkg, other, "share/doc/foo/example.py"), 1); /* not a package's */
+        assert_int_equal(store_path_add_file(tz, data, "share/zoneinfo/UTC"), 1);
+        assert_int_equal(store_path_add_file(mpl, data, "share/matplotlib/mpl-data/matplotlibrc"), 1);
+        assert_int_equal(store_path_add_file(mpl, data, "etc/matplotlibrc"), 1);
+        assert_int_equal(store_path_add_file(mpl, data, "etc/matplotlib/x"), 1);
+
+        assert_int_equal(relocate_python_paths(&c), 0);
+        f = store_path_find(pkg, "lib/python3/dist-packages/foo/__init__.py");
+        assert_non_null(f);
+        assert_int_equal(f->n_text_rewrites, 3);
+        t = rewrite_of(f, "/usr/share/zoneinfo");
+        assert_non_null(t);
+        assert_ptr_equal(t->to.path, tz);
+        assert_string_equal(t->to.dest, "share/zoneinfo");
+        t = rewrite_of(f, "/usr/share/matplotlib/mpl-data");
+        assert_non_null(t);
+        assert_ptr_equal(t->to.path, mpl);
+        assert_string_equal(t->to.dest, "share/matplotlib/mpl-data");
+        t = rewrite_of(f, "/etc/matplotlibrc");
+        assert_non_null(t);
+        assert_ptr_equal(t->to.path, mpl);
+        assert_string_equal(t->to.dest, "etc/matplotlibrc");
+        g = store_path_find(pkg, "share/doc/foo/example.py");
+        assert_non_null(g);
+        assert_int_equal(g->n_text_rewrites, 0);
+
+        unlink(py);
+        unlink(data);
+        unlink(other);
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                store_path_free(paths[i]);
+        free(c.error);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_manifest_full),
@@ -234,6 +301,7 @@ int main(void) {
                 cmocka_unit_test(test_relative_path),
                 cmocka_unit_test(test_store_safe_name),
                 cmocka_unit_test(test_image_ref),
+                cmocka_unit_test(test_python_relocate),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
