@@ -9,6 +9,7 @@
  * behind it, as HTTP/1.1 requires. A request asking for a WebSocket is handed, with its bytes,
  * to libwebsockets (http_server_upgrade()). */
 
+#include <inttypes.h>
 #include <limits.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -36,6 +37,8 @@ enum {
         HEADER_ORIGIN,
         HEADER_UPGRADE,
         HEADER_EXPECT,
+        HEADER_AUTHORIZATION,
+        HEADER_ACCESS_TOKEN,
 };
 
 static void conn_kick(HttpConn *c);
@@ -70,6 +73,12 @@ static void conn_reset_request(HttpConn *c) {
         c->responding = false;
         c->response_queued = false;
         c->request_done = false;
+        c->handler = NULL;
+        c->handler_data = NULL;
+        c->body_max = 0;
+        c->body_oversized = false;
+        c->streaming = false;
+        c->access_token[0] = 0;
 }
 
 static bool header_name_is(HttpConn *c, const char *name) {
@@ -93,10 +102,13 @@ static int on_url(http_parser *p, const char *at, size_t n) {
         return buffer_append(&c->url, at, n) < 0 ? -1 : 0;
 }
 
+static void access_token_finish(HttpConn *c);
+
 static int on_header_field(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
 
         if (c->header_kind >= 0) { /* a value came before: this is a new header */
+                access_token_finish(c);
                 c->header_name_len = 0;
                 c->header_kind = -1;
         }
@@ -123,12 +135,17 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
 
         if (c->header_kind < 0) {
-                c->header_kind = header_name_is(c, "origin")    ? HEADER_ORIGIN
-                               : header_name_is(c, "upgrade") ? HEADER_UPGRADE
-                               : header_name_is(c, "expect")  ? HEADER_EXPECT
-                                                              : HEADER_OTHER;
+                c->header_kind = header_name_is(c, "origin")           ? HEADER_ORIGIN
+                               : header_name_is(c, "upgrade")        ? HEADER_UPGRADE
+                               : header_name_is(c, "expect")         ? HEADER_EXPECT
+                               : header_name_is(c, "authorization")  ? HEADER_AUTHORIZATION
+                               : header_name_is(c, "x-access-token") ? HEADER_ACCESS_TOKEN
+                                                                     : HEADER_OTHER;
                 if (c->header_kind == HEADER_ORIGIN)
                         c->origin[0] = 0;
+                /* One token per request: the last header that gives one wins. */
+                if (c->header_kind == HEADER_AUTHORIZATION || c->header_kind == HEADER_ACCESS_TOKEN)
+                        c->access_token[0] = 0;
         }
         switch (c->header_kind) {
         case HEADER_ORIGIN:
@@ -140,8 +157,25 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
         case HEADER_EXPECT:
                 append_value(c->expect, sizeof(c->expect), at, n);
                 break;
+        case HEADER_AUTHORIZATION:
+        case HEADER_ACCESS_TOKEN:
+                append_value(c->access_token, sizeof(c->access_token), at, n);
+                break;
         }
         return 0;
+}
+
+/* "Authorization: Bearer T" gives T; another scheme gives nothing. */
+static void access_token_finish(HttpConn *c) {
+        static const char bearer[] = "Bearer ";
+        size_t n = sizeof(bearer) - 1;
+
+        if (c->header_kind != HEADER_AUTHORIZATION)
+                return;
+        if (strncasecmp(c->access_token, bearer, n) == 0)
+                memmove(c->access_token, c->access_token + n, strlen(c->access_token + n) + 1);
+        else
+                c->access_token[0] = 0;
 }
 
 static bool request_has_body(const http_parser *p) {
@@ -156,6 +190,8 @@ static HttpMethod method_of(const http_parser *p) {
                 return HTTP_METHOD_POST;
         case HTTP_OPTIONS:
                 return HTTP_METHOD_OPTIONS;
+        case HTTP_DELETE:
+                return HTTP_METHOD_DELETE;
         default:
                 return HTTP_METHOD_OTHER;
         }
@@ -183,6 +219,8 @@ static int parse_target(HttpConn *c) {
 static int on_headers_complete(http_parser *p) {
         HttpConn *c = p->data;
 
+        access_token_finish(c);
+        c->header_kind = -1;
         c->head_done = true;
         c->method = method_of(p);
         c->keep_alive = http_should_keep_alive(p) && !http_server_is_shutting_down(c->server);
@@ -217,6 +255,12 @@ static int on_body(http_parser *p, const char *at, size_t n) {
 
         if (c->post_stream && !c->responding)
                 eio_conn_post_chunk(c, (const uint8_t *) at, n);
+        else if (c->handler && !c->responding) {
+                if (c->body_oversized || c->body.len + n > c->body_max)
+                        c->body_oversized = true;
+                else if (buffer_append(&c->body, at, n) < 0)
+                        c->dead = true;
+        }
         return 0;
 }
 
@@ -229,6 +273,10 @@ static int on_message_complete(http_parser *p) {
         http_parser_pause(p, 1);
         if (p->upgrade || c->responding || c->parked)
                 return 0;
+        if (c->handler) {
+                c->handler->request(c, c->handler_data);
+                return 0;
+        }
         if (c->eio && c->method == HTTP_METHOD_POST)
                 eio_server_handle_body(c->eio, c);
         else
@@ -301,12 +349,14 @@ static const char *reason_phrase(unsigned status) {
         case 200: return "OK";
         case 204: return "No Content";
         case 400: return "Bad Request";
+        case 401: return "Unauthorized";
         case 403: return "Forbidden";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
         case 408: return "Request Timeout";
         case 413: return "Payload Too Large";
         case 414: return "URI Too Long";
+        case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 500: return "Internal Server Error";
         case 503: return "Service Unavailable";
@@ -314,18 +364,10 @@ static const char *reason_phrase(unsigned status) {
         }
 }
 
-int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body) {
-        _cleanup_buffer_ Buffer taken = BUFFER_NULL;
+/* The status line and headers; content_length < 0: a chunked body follows. */
+static int write_head(HttpConn *c, unsigned status, const char *content_type, int64_t content_length) {
         Buffer *h = &c->out_head;
         int r;
-
-        if (body) {
-                taken = *body;
-                *body = BUFFER_NULL;
-        }
-        if (c->responding || c->wsi || c->dead)
-                return -EBUSY;
-        c->responding = true;
 
         /* A body still on its way is read and dropped when small, else not worth waiting for. */
         if (c->in_message && c->body_pending &&
@@ -335,9 +377,12 @@ int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Bu
                 c->close_after_response = true;
 
         r = buffer_printf(h, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status));
-        if (r >= 0 && status != 204)
-                r = buffer_printf(h, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-                                  content_type ?: "text/plain; charset=UTF-8", taken.len);
+        if (r >= 0 && status != 204 && content_length >= 0)
+                r = buffer_printf(h, "Content-Type: %s\r\nContent-Length: %" PRIi64 "\r\n",
+                                  content_type ?: "text/plain; charset=UTF-8", content_length);
+        else if (r >= 0 && status != 204)
+                r = buffer_printf(h, "Content-Type: %s\r\nTransfer-Encoding: chunked\r\n",
+                                  content_type ?: "text/plain; charset=UTF-8");
         /* Socket.IO clients run in browsers too: answer CORS for any origin. */
         if (r >= 0) {
                 if (c->origin[0])
@@ -347,8 +392,8 @@ int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Bu
                         r = buffer_printf(h, "Access-Control-Allow-Origin: *\r\n");
         }
         if (r >= 0 && c->method == HTTP_METHOD_OPTIONS)
-                r = buffer_printf(h, "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
-                                     "Access-Control-Allow-Headers: content-type, authorization\r\n");
+                r = buffer_printf(h, "Access-Control-Allow-Methods: GET, POST, DELETE, OPTIONS\r\n"
+                                     "Access-Control-Allow-Headers: content-type, authorization, x-access-token\r\n");
         if (r >= 0)
                 r = buffer_printf(h, "Cache-Control: no-store\r\n");
         if (r >= 0) {
@@ -362,8 +407,24 @@ int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Bu
         if (r < 0) {
                 c->dead = true;
                 conn_kick(c);
-                return r;
         }
+        return r;
+}
+
+int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body) {
+        _cleanup_buffer_ Buffer taken = BUFFER_NULL;
+        int r;
+
+        if (body) {
+                taken = *body;
+                *body = BUFFER_NULL;
+        }
+        if (c->responding || c->wsi || c->dead)
+                return -EBUSY;
+        c->responding = true;
+        r = write_head(c, status, content_type, (int64_t) taken.len);
+        if (r < 0)
+                return r;
         buffer_done(&c->out_body);
         c->out_body = taken;
         taken = BUFFER_NULL;
@@ -372,6 +433,71 @@ int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Bu
         c->parked = false;
         conn_kick(c);
         return 0;
+}
+
+void http_conn_set_handler(HttpConn *c, const HttpHandler *handler, void *data, size_t body_max) {
+        c->handler = handler;
+        c->handler_data = data;
+        c->body_max = body_max;
+}
+
+void http_conn_detach_handler(HttpConn *c) {
+        c->handler = NULL;
+        c->handler_data = NULL;
+}
+
+int http_conn_stream_begin(HttpConn *c, unsigned status, const char *content_type) {
+        int r;
+
+        if (c->responding || c->wsi || c->dead)
+                return -EBUSY;
+        c->responding = true;
+        r = write_head(c, status, content_type, -1);
+        if (r < 0)
+                return r;
+        c->streaming = true;
+        c->parked = false;
+        conn_kick(c);
+        return 0;
+}
+
+int http_conn_stream_write(HttpConn *c, const void *data, size_t size) {
+        int r;
+
+        if (!c->streaming || c->dead)
+                return -EPIPE;
+        if (size == 0)
+                return 0; /* an empty chunk would end the body */
+        r = buffer_printf(&c->out_body, "%zx\r\n", size);
+        if (r >= 0)
+                r = buffer_append(&c->out_body, data, size);
+        if (r >= 0)
+                r = buffer_append(&c->out_body, "\r\n", 2);
+        if (r < 0) {
+                c->dead = true;
+                conn_kick(c);
+                return r;
+        }
+        conn_kick(c);
+        return 0;
+}
+
+int http_conn_stream_end(HttpConn *c) {
+        if (!c->streaming || c->dead)
+                return -EPIPE;
+        if (buffer_append(&c->out_body, "0\r\n\r\n", 5) < 0) {
+                c->dead = true;
+                conn_kick(c);
+                return -ENOMEM;
+        }
+        c->streaming = false;
+        c->response_queued = true;
+        conn_kick(c);
+        return 0;
+}
+
+size_t http_conn_pending(const HttpConn *c) {
+        return (c->out_head.len - c->out_head_sent) + (c->out_body.len - c->out_body_sent);
 }
 
 int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message) {
@@ -529,6 +655,13 @@ static void conn_step(HttpConn *c) {
                 if (r < 0) {
                         c->dead = true;
                         break;
+                }
+                if (c->streaming && c->handler && c->handler->drained) {
+                        /* A stream's data went out: its maker may make more. It only queues
+                         * (and kicks the connection), so this loop flushes it next. */
+                        c->handler->drained(c, c->handler_data);
+                        if (output_pending(c))
+                                continue;
                 }
                 if (c->lingering) {
                         /* Read and drop until the peer closes (or the linger time is up). */
@@ -688,6 +821,12 @@ int http_conn_new(HttpServer *server, int fd, HttpConn **ret) {
 HttpConn *http_conn_free(HttpConn *c) {
         if (!c)
                 return NULL;
+        if (c->handler && c->handler->closed) {
+                const HttpHandler *h = c->handler;
+
+                c->handler = NULL;
+                h->closed(c, c->handler_data);
+        }
         eio_conn_http_closed(c);
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);

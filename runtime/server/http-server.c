@@ -31,6 +31,12 @@ struct HttpServer {
         size_t n_listeners;
         EioServer *routes[MAX_ROUTES];
         size_t n_routes;
+        struct {
+                const char *prefix;
+                HttpRouteFn fn;
+                void *userdata;
+        } handlers[MAX_ROUTES];
+        size_t n_handlers;
         HttpConn *conns;         /* plain HTTP connections (ours) */
         unsigned n_connections;  /* those and the WebSockets lws runs */
         unsigned port;
@@ -118,12 +124,28 @@ void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path) {
                 return;
         }
 
+        for (size_t i = 0; i < s->n_handlers; i++)
+                if (strneq(path, s->handlers[i].prefix, strlen(s->handlers[i].prefix))) {
+                        s->handlers[i].fn(c, path, s->handlers[i].userdata);
+                        return;
+                }
+
         c->eio = route(s, path);
         if (!c->eio) {
                 (void) http_conn_respond_error(c, 404, 3, "Not found");
                 return;
         }
         eio_server_handle_request(c->eio, c);
+}
+
+int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, void *userdata) {
+        if (s->n_handlers >= MAX_ROUTES)
+                return -E2BIG;
+        s->handlers[s->n_handlers].prefix = prefix;
+        s->handlers[s->n_handlers].fn = fn;
+        s->handlers[s->n_handlers].userdata = userdata;
+        s->n_handlers++;
+        return 0;
 }
 
 void http_server_set_proxy(HttpServer *s, Proxy *proxy) {

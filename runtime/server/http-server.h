@@ -28,6 +28,7 @@ typedef enum HttpMethod {
         HTTP_METHOD_GET,
         HTTP_METHOD_POST,
         HTTP_METHOD_OPTIONS,
+        HTTP_METHOD_DELETE,
 } HttpMethod;
 
 #define HTTP_QUERY_VALUE_MAX 64
@@ -104,7 +105,30 @@ typedef struct HttpConn {
 
         /* a /proxy/ request: the proxy takes the socket once its head is parsed */
         bool proxy_requested;
+
+        /* a request for a route of a handler of ours (http_server_add_route()) */
+        const struct HttpHandler *handler;
+        void *handler_data;
+        size_t body_max;        /* bytes of body kept for the handler (0: none) */
+        bool body_oversized;    /* … and it had more */
+        bool streaming;         /* a chunked response under way (http_conn_stream_*()) */
+        char access_token[256]; /* "Authorization: Bearer T" or "X-Access-Token: T" */
 } HttpConn;
+
+/* What a route's handler is told about its request. `request` runs once the whole request
+ * (its body in c->body, at most c->body_max bytes) is in; it answers then or later, with
+ * http_conn_respond() or a stream. `drained` (optional) runs when a stream's data went out;
+ * `closed` (optional) when the connection ends before the handler detached itself
+ * (http_conn_detach_handler()), which it does once it answered. */
+typedef struct HttpHandler {
+        void (*request)(HttpConn *c, void *data);
+        void (*drained)(HttpConn *c, void *data);
+        void (*closed)(HttpConn *c, void *data);
+} HttpHandler;
+
+/* A route: called with each request whose path starts with its prefix, once the head is in.
+ * It either answers at once, or takes the request with http_conn_set_handler(). */
+typedef void (*HttpRouteFn)(HttpConn *c, const char *path, void *userdata);
 
 typedef struct HttpServerConfig {
         unsigned max_connections;
@@ -126,6 +150,8 @@ void http_server_set_proxy(HttpServer *s, Proxy *proxy);
 
 /* Route requests whose path starts with eio's path to it. */
 int http_server_add_eio(HttpServer *s, EioServer *eio);
+/* Route requests whose path starts with prefix to fn (after /health, before Engine.IO). */
+int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, void *userdata);
 
 /* Stop accepting; idle connections close, the others after their current response. */
 void http_server_shutdown(HttpServer *s);
@@ -134,6 +160,20 @@ void http_server_shutdown(HttpServer *s);
 int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body);
 /* Respond with an Engine.IO style JSON error body {"code":…,"message":…}. */
 int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message);
+
+/* Take the current request for a handler: its body is kept (at most body_max bytes) and
+ * handler->request runs once it is complete. */
+void http_conn_set_handler(HttpConn *c, const HttpHandler *handler, void *data, size_t body_max);
+/* The handler is done with the connection (it answered, or gives up): no more callbacks. */
+void http_conn_detach_handler(HttpConn *c);
+/* A response whose body comes in pieces (Transfer-Encoding: chunked), e.g. NDJSON lines as
+ * they are made. write queues one piece (no size limit: the caller paces itself by
+ * `drained`); end finishes the response. */
+int http_conn_stream_begin(HttpConn *c, unsigned status, const char *content_type);
+int http_conn_stream_write(HttpConn *c, const void *data, size_t size);
+int http_conn_stream_end(HttpConn *c);
+/* Bytes of the response queued and not yet sent. */
+size_t http_conn_pending(const HttpConn *c);
 
 /* Copy a query argument's value (URL-decoded). Returns length, or -ENOENT / -E2BIG. */
 int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size);

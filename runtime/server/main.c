@@ -10,6 +10,7 @@
 #include "environment-file.h"
 #include "eio-server.h"
 #include "frame.h"
+#include "e2b-code-interpreter.h"
 #include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
@@ -54,6 +55,7 @@ typedef struct Server {
         EioServer *eio_echo;     /* /engine.io/ (conformance) */
         SioServer *sio;
         Rpc *rpc;
+        CodeInterpreterApi *code_api; /* /execute, /contexts: E2B's code interpreter */
         WorkerLink *worker;
         PidsLimit *pids_limit;
         sd_event_source *shutdown_timer;
@@ -578,6 +580,9 @@ static int setup(Server *srv, Options *o) {
                 if (r < 0)
                         return r;
                 rpc_set_worker(srv->rpc, srv->worker);
+                r = code_interpreter_api_new(srv->rpc, srv->http, &srv->code_api);
+                if (r < 0)
+                        return r;
                 r = sio_server_add_namespace(srv->sio, rpc_namespace(srv->rpc));
                 if (r < 0)
                         return r;
@@ -628,6 +633,7 @@ static void end_descendants(void) {
 static void server_done(Server *srv) {
         /* lws first: closing its connections calls back into the Engine.IO layer. */
         srv->http = http_server_free(srv->http);
+        srv->code_api = code_interpreter_api_free(srv->code_api);
         srv->proxy = proxy_free(srv->proxy);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);

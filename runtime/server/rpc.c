@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <inttypes.h>
+#include <sys/random.h>
 #include <msgpack.h>
 
 #include "envelope.h"
@@ -27,7 +29,6 @@
 /* Respawn delays after the worker dies: immediate, then backing off if it keeps dying early. */
 #define RESPAWN_MAX_DELAY_USEC (5ULL * 1000000ULL)
 
-typedef struct RpcCall RpcCall;
 
 typedef struct Pending {
         struct Pending *next;
@@ -76,6 +77,12 @@ struct RpcCall {
         Blob *terminal;
 
         char *claim_token; /* runtime::claim: the token the server takes once the worker is done */
+
+        /* A call of the server's own (rpc_call_local(): the HTTP faces), with no socket: its
+         * items and end go to these handlers; NULL once abandoned. */
+        const RpcLocalHandlers *local;
+        void *local_data;
+        bool is_local;
 
         sd_event_source *deadline;
         sd_event_source *orphan_timer; /* running with no client attached: cancel when it fires */
@@ -415,6 +422,19 @@ static void call_finish(RpcCall *c, const char *event, Blob *envelope) {
         if (c->claim_token)
                 claim_finish(c, streq(event, EV_RESULT) && envelope);
 
+        if (c->is_local) {
+                const RpcLocalHandlers *h = c->local;
+
+                /* Nobody resumes or acks a local call: its end goes to its handler, once. */
+                c->local = NULL;
+                c->terminal_event = NULL;
+                if (h)
+                        h->done(c, event, envelope ? envelope->data : NULL, envelope ? envelope->size : 0, c->local_data);
+                if (!c->in_worker)
+                        call_free(c);
+                return;
+        }
+
         if (c->owner && envelope) {
                 /* Items the client has not seen yet go first: order within a call is kept. */
                 call_flush_pending(c);
@@ -617,6 +637,10 @@ static void handle_call(Rpc *rpc, RpcSocket *o, const Envelope *e) {
 
         /* At most once: a known call_id is resumed, never run again. */
         c = strmap_get(rpc->calls, id, id_len);
+        if (c && c->is_local) {
+                emit_error(s, id, id_len, &(RpcError) { .type = RPC_ERR_BAD_REQUEST, .message = "this call_id is in use" });
+                return;
+        }
         if (c) {
                 call_resume_on(c, o);
                 return;
@@ -760,9 +784,12 @@ static RpcCall *envelope_lookup(Rpc *rpc, RpcSocket *o, const Envelope *e) {
         const char *id;
         size_t id_len;
 
+        RpcCall *c;
+
         if (envelope_call_id(o->socket, e, &id, &id_len) < 0)
                 return NULL;
-        return strmap_get(rpc->calls, id, id_len);
+        c = strmap_get(rpc->calls, id, id_len);
+        return c && !c->is_local ? c : NULL; /* the server's own calls are no client's */
 }
 
 /* Count an inbox item in; false for a copy the worker has already. Clients doing flow control
@@ -845,7 +872,7 @@ static void handle_resume(Rpc *rpc, RpcSocket *o, const Envelope *e) {
                 if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size > RPC_CALL_ID_MAX)
                         continue;
                 c = strmap_get(rpc->calls, v->via.str.ptr, v->via.str.size);
-                if (c)
+                if (c && !c->is_local)
                         call_resume_on(c, o);
                 else
                         emit_error(o->socket, v->via.str.ptr, v->via.str.size,
@@ -895,6 +922,12 @@ static int const_time_equal(const char *a, size_t a_len, const char *b, size_t b
         for (size_t i = 0; i < a_len; i++)
                 d |= (unsigned char) a[i] ^ (unsigned char) b[i < b_len ? i : 0];
         return d == 0;
+}
+
+bool rpc_token_accepts(Rpc *rpc, const char *token) {
+        if (!rpc->token)
+                return true;
+        return token && const_time_equal(token, strlen(token), rpc->token, strlen(rpc->token));
 }
 
 static const char *on_authorize(SioServer *server, const json_t *auth, void *userdata) {
@@ -997,6 +1030,13 @@ static void on_worker_frame(WorkerLink *w, uint8_t kind, const uint8_t *payload,
 
                 if (c->done)
                         return;
+                if (c->is_local) {
+                        /* The handler credits the bytes (rpc_call_local_credit()) once it has
+                         * passed them on. */
+                        if (c->local)
+                                c->local->item(c, payload, size, c->local_data);
+                        return;
+                }
                 if (c->owner) {
                         (void) sio_socket_emit_binary1(c->owner->socket, EV_ITEM, blob);
                         if (c->owner)
@@ -1106,6 +1146,90 @@ const WorkerLinkCallbacks rpc_worker_callbacks = {
         .frame = on_worker_frame,
         .died = on_worker_died,
 };
+
+/* ---- calls of the server's own --------------------------------------------------------------- */
+
+int rpc_call_local(Rpc *rpc, const char *callable, const char *shape, const Buffer *args, const Buffer *kwargs,
+                   const RpcLocalHandlers *h, void *userdata, RpcCall **ret) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        uint8_t random[12];
+        char id[8 + 2 * sizeof(random) + 1] = "server:";
+        msgpack_packer pk;
+        RpcCall *c;
+        int r;
+
+        assert(h && h->item && h->done);
+        if (rpc->stopping)
+                return -ESHUTDOWN;
+        if (rpc->n_in_worker >= rpc->config.max_calls)
+                return -EBUSY;
+        /* A client cannot guess it, and could not use it anyway (is_local). */
+        if (getrandom(random, sizeof(random), 0) != (ssize_t) sizeof(random))
+                return -EIO;
+        for (size_t i = 0; i < sizeof(random); i++)
+                snprintf(id + 7 + 2 * i, 3, "%02x", random[i]);
+
+        mp_packer_init_buffer(&pk, &b);
+        r = msgpack_pack_map(&pk, 5);
+        r |= mp_pack_cstr(&pk, "call_id");
+        r |= mp_pack_cstr(&pk, id);
+        r |= mp_pack_cstr(&pk, "callable");
+        r |= mp_pack_cstr(&pk, callable);
+        r |= mp_pack_cstr(&pk, "shape");
+        r |= mp_pack_cstr(&pk, shape);
+        r |= mp_pack_cstr(&pk, "args");
+        if (r == 0)
+                r = buffer_append(&b, buffer_data(args), args->len);
+        r |= mp_pack_cstr(&pk, "kwargs");
+        if (r == 0)
+                r = buffer_append(&b, buffer_data(kwargs), kwargs->len);
+        if (r != 0)
+                return -ENOMEM;
+
+        if (!worker_link_running(rpc->worker)) {
+                rpc->respawn_timer = sd_event_source_disable_unref(rpc->respawn_timer);
+                r = worker_link_start(rpc->worker);
+                if (r < 0)
+                        return r;
+        }
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        *c = (RpcCall) { .rpc = rpc, .id_len = strlen(id), .is_local = true, .local = h, .local_data = userdata };
+        memcpy(c->id, id, c->id_len);
+        r = strmap_put(rpc->calls, c->id, c->id_len, c);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        r = worker_link_send(rpc->worker, FRAME_CALL, buffer_data(&b), b.len);
+        if (r < 0) {
+                (void) strmap_remove(rpc->calls, c->id, c->id_len);
+                free(c);
+                return r;
+        }
+        c->in_worker = true;
+        rpc->n_in_worker++;
+        rpc->n_running++;
+        if (ret)
+                *ret = c;
+        return 0;
+}
+
+void rpc_call_local_credit(RpcCall *c, uint64_t bytes) {
+        call_credit_out(c, bytes);
+}
+
+void rpc_call_local_abandon(RpcCall *c) {
+        if (!c || !c->is_local || !c->local)
+                return;
+        c->local = NULL;
+        if (c->done)
+                return;
+        call_cancel_in_worker(c, "cancelled");
+        call_finish_error(c, &(RpcError) { .type = RPC_ERR_CANCELLED, .message = "the HTTP client went away",
+                                           .cancelled = true });
+}
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 

@@ -32,10 +32,31 @@ Rpc *rpc_free(Rpc *rpc);
 const SioNamespace *rpc_namespace(Rpc *rpc);
 /* The token clients authenticate with now (a claim changes it), or NULL: none. */
 const char *rpc_token(Rpc *rpc);
+/* Whether `token` is that token (compared in constant time); true when there is none. */
+bool rpc_token_accepts(Rpc *rpc, const char *token);
 
 /* Callbacks for the WorkerLink (userdata = the Rpc), and the link itself. */
 extern const WorkerLinkCallbacks rpc_worker_callbacks;
 void rpc_set_worker(Rpc *rpc, WorkerLink *worker);
+
+/* Calls of the server's own, for its HTTP faces (e2b-code.c): no socket, no call_id a client
+ * could name, not kept once answered. `item` gets each ITEM frame's payload ({call_id, value})
+ * and must pass the bytes back with rpc_call_local_credit() once it has sent them on (stream
+ * output is flow-controlled); `done` gets the end ("call:result", "call:end" or "call:error"
+ * and that envelope; NULL data when out of memory), once, and the call is gone after it. */
+typedef struct RpcCall RpcCall;
+typedef struct RpcLocalHandlers {
+        void (*item)(RpcCall *c, const uint8_t *payload, size_t size, void *userdata);
+        void (*done)(RpcCall *c, const char *event, const uint8_t *envelope, size_t size, void *userdata);
+} RpcLocalHandlers;
+
+/* args: a packed msgpack array, kwargs a packed map. -ESHUTDOWN, -EBUSY (max_calls), or the
+ * worker could not be started or reached. */
+int rpc_call_local(Rpc *rpc, const char *callable, const char *shape, const Buffer *args, const Buffer *kwargs,
+                   const RpcLocalHandlers *h, void *userdata, RpcCall **ret);
+void rpc_call_local_credit(RpcCall *c, uint64_t bytes);
+/* The caller is gone: no more callbacks; the call is cancelled in the worker. */
+void rpc_call_local_abandon(RpcCall *c);
 
 /* Server shutdown: fail every running call with Cancelled, refuse new ones, stop respawning
  * the worker. */
