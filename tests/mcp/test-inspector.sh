@@ -24,8 +24,8 @@ tools=$(inspect --method tools/list)
 /usr/bin/python3 - "$tools" <<'PY'
 import json, sys
 tools = {t["name"]: t for t in json.loads(sys.argv[1])["tools"]}
-want = {"create_sandbox", "list_sandboxes", "delete_sandbox", "execute", "bash", "read_file", "write_file", "edit_file",
-        "ls", "grep", "glob", "upload_files", "download_files"}
+want = {"create_sandbox", "list_sandboxes", "delete_sandbox", "execute", "bash", "run_code", "read_file", "write_file",
+        "edit_file", "ls", "grep", "glob", "upload_files", "download_files"}
 assert set(tools) == want, sorted(tools)
 for name, t in tools.items():
     assert t["inputSchema"]["type"] == "object" and t["description"], name
