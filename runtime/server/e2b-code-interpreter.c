@@ -32,6 +32,7 @@
 
 /* Largest request body taken: code, and the rest of the JSON around it. */
 #define CODE_BODY_MAX (8u * 1024u * 1024u)
+#define IGNORED_BODY_MAX (64u * 1024u)
 #define CONTEXT_ID_MAX 64
 
 typedef enum CodeRoute {
@@ -541,8 +542,9 @@ static void route(HttpConn *c, const char *path, void *userdata) {
         }
         *q = (CodeRequest) { .api = api, .conn = c, .route = r };
         memcpy(q->context_id, id, sizeof(q->context_id));
+        /* Routes that take no body still get one read (and ignored): `{}` on a restart, say. */
         http_conn_set_handler(c, &request_handler, q,
-                              r == ROUTE_EXECUTE || r == ROUTE_CREATE ? CODE_BODY_MAX : 0);
+                              r == ROUTE_EXECUTE || r == ROUTE_CREATE ? CODE_BODY_MAX : IGNORED_BODY_MAX);
 }
 
 int code_interpreter_api_new(Rpc *rpc, HttpServer *http, CodeInterpreterApi **ret) {

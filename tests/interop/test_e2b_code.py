@@ -110,7 +110,7 @@ def contexts_made_listed_restarted_deleted():
     r, data = request("GET", "/contexts")
     listed = json.loads(data)
     assert r.status == 200 and ctx in listed, listed
-    r, _ = request("POST", f"/contexts/{ctx['id']}/restart")
+    r, _ = request("POST", f"/contexts/{ctx['id']}/restart", {})  # a body it needs not, ignored
     assert r.status == 204, r.status
     status, lines = execute({"code": "y", "context_id": ctx["id"]})
     assert [l["name"] for l in lines if l["type"] == "error"] == ["NameError"], lines
