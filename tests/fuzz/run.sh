@@ -15,7 +15,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${FUZZ_JOBS:-1}
-targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file fuzz-proxy-request})
+targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file fuzz-proxy-request fuzz-signature fuzz-jupyter-message})
+
+# Where a target is built: beside the code it reads when it is not one of tests/fuzz's.
+target_path() {
+        case $1 in
+                fuzz-signature) echo runtime/loader/$1 ;;
+                fuzz-jupyter-message) echo runtime/modules/code/$1 ;;
+                *) echo tests/fuzz/$1 ;;
+        esac
+}
 
 case $secs in
         ''|*[!0-9]*) echo "usage: $0 [seconds-per-target]" >&2; exit 2 ;;
@@ -29,7 +38,11 @@ if [ ! -f "$build/build.ninja" ]; then
                 exit 1
         }
 fi
-ninja -C "$build" "${targets[@]/#/tests/fuzz/}" >"$build/fuzz-build.log" 2>&1 || {
+paths=()
+for t in "${targets[@]}"; do
+        paths+=("$(target_path "$t")")
+done
+ninja -C "$build" "${paths[@]}" >"$build/fuzz-build.log" 2>&1 || {
         echo "build failed, see $build/fuzz-build.log" >&2
         tail -20 "$build/fuzz-build.log" >&2
         exit 1
@@ -43,10 +56,11 @@ run_one() {
         local t=$1 work=$build/fuzz-work/$1 extra=()
         mkdir -p "$work/corpus" "$work/artifacts"
         [ -f "$here/$t.dict" ] && extra=(-dict="$here/$t.dict")
+        [ -d "$here/corpus/$t" ] && extra+=("$here/corpus/$t")
 
-        "$build/tests/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-                -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${extra[@]}" \
-                "$work/corpus" "$here/corpus/$t" >"$work/log" 2>&1
+        "$build/$(target_path "$t")" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+                -print_final_stats=1 -artifact_prefix="$work/artifacts/" \
+                "$work/corpus" "${extra[@]}" >"$work/log" 2>&1
         local rc=$?
 
         local runs cov corp
@@ -68,7 +82,7 @@ run_one() {
 failed=0
 pids=()
 for t in "${targets[@]}"; do
-        if [ ! -x "$build/tests/fuzz/$t" ]; then
+        if [ ! -x "$build/$(target_path "$t")" ]; then
                 printf '%-18s FAILED  not built\n' "$t"
                 failed=1
                 continue
