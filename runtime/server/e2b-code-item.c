@@ -5,6 +5,7 @@
 #include "e2b-code-item.h"
 #include "json-msgpack.h"
 #include "macro.h"
+#include "utf8.h"
 #include "envelope.h"
 
 /* The MIME types E2B names a field after; the others go to `extra` under their own name. */
@@ -29,10 +30,21 @@ static bool str_is(const msgpack_object *o, const char *s) {
         return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == n && memcmp(o->via.str.ptr, s, n) == 0;
 }
 
+/* Text as a JSON string; bytes that are not UTF-8 (the worker runs user code) become U+FFFD. */
+static json_t *text_json(const char *p, size_t n) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+
+        if (utf8_valid_prefix((const uint8_t *) p, n) == n)
+                return json_stringn(p, n);
+        if (utf8_append_sanitized(&b, (const uint8_t *) p, n) < 0)
+                return NULL;
+        return json_stringn((const char *) buffer_data(&b), b.len);
+}
+
 static json_t *string_of(const msgpack_object *o) {
         if (!o || o->type != MSGPACK_OBJECT_STR)
                 return NULL;
-        return json_stringn_nocheck(o->via.str.ptr, o->via.str.size);
+        return text_json(o->via.str.ptr, o->via.str.size);
 }
 
 /* A bundle value as E2B has it: bytes (images) as base64 text, the rest as JSON. */
@@ -75,8 +87,14 @@ static int result_to_json(const msgpack_object *item, json_t *out) {
                         json_decref(v);
                         return -ENOMEM;
                 }
-                if (json_object_setn_new(extra, kv->key.via.str.ptr, kv->key.via.str.size, v) < 0)
-                        return -ENOMEM;
+                {
+                        json_t *key = text_json(kv->key.via.str.ptr, kv->key.via.str.size);
+                        int r = key ? json_object_setn_new(extra, json_string_value(key), json_string_length(key), v) : -1;
+
+                        json_decref(key);
+                        if (r < 0)
+                                return -ENOMEM;
+                }
         }
         return json_object_set_new(out, "is_main_result",
                                    json_boolean(main && main->type == MSGPACK_OBJECT_BOOLEAN && main->via.boolean)) < 0
