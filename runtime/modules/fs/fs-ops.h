@@ -106,6 +106,44 @@ int fs_write_mode(const char *path, const void *data, size_t size, bool overwrit
  * (the path or one of its parents exists and is not a directory), io_error. */
 int fs_mkdir(const char *path, FsStatus *ret);
 
+/* ---- stat, move, remove ----------------------------------------------------------------- */
+
+typedef enum FsFileType {
+        FS_TYPE_FILE,
+        FS_TYPE_DIRECTORY,
+        FS_TYPE_SYMLINK,
+        FS_TYPE_OTHER,   /* a device, a FIFO, a socket */
+} FsFileType;
+
+typedef struct FsStatResult {
+        FsStatus status;
+        FsFileType type;        /* lstat(): a symbolic link is one, its target in symlink_target */
+        unsigned mode;          /* permission bits */
+        uint32_t uid, gid;
+        uint64_t size;
+        struct timespec mtime;
+        char *symlink_target;   /* symbolic links only */
+} FsStatResult;
+
+void fs_stat_result_done(FsStatResult *r);
+
+/* What lstat() says of path. Errors: invalid_path, file_not_found (also through a file),
+ * permission_denied, io_error. */
+int fs_stat(const char *path, FsStatResult *ret);
+
+/* rename(2), making the destination's missing parents: a file (or link) at the destination is
+ * replaced, an empty directory too; a directory that is not empty is already_exists. Errors:
+ * invalid_path (also moving a directory into itself), file_not_found (the source),
+ * permission_denied, not_a_directory (a destination parent), io_error (also across
+ * filesystems). */
+int fs_move(const char *source, const char *destination, FsStatus *ret);
+
+/* rm -r: a file, a link (not what it points to) or a directory and all below it, not crossing
+ * into other filesystems. "/" is invalid_path. Errors: file_not_found, permission_denied
+ * (naming the first entry that could not go: what was removed before it stays removed),
+ * io_error. */
+int fs_remove(const char *path, FsStatus *ret);
+
 /* ---- download --------------------------------------------------------------------------- */
 
 /* Open a regular file for download; *ret_fd (O_CLOEXEC, owned by the caller), *ret_size and

@@ -414,6 +414,111 @@ static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t 
         return 0;
 }
 
+/* ---- stat, move, remove ---------------------------------------------------------------------- */
+
+/* A batch of paths, each answered by one map {path, …, error, message}, in order. `one` packs
+ * the map's own entries (their count first in *ret_n, then the entries). */
+typedef int (*PathOp)(msgpack_packer *pk, const char *path, FsStatus *status);
+
+static int stat_one(msgpack_packer *pk, const char *path, FsStatus *status) {
+        static const char *const types[] = {
+                [FS_TYPE_FILE] = "file", [FS_TYPE_DIRECTORY] = "directory",
+                [FS_TYPE_SYMLINK] = "symlink", [FS_TYPE_OTHER] = "other",
+        };
+        _cleanup_(fs_stat_result_done) FsStatResult res = {};
+        char ts[FS_TIMESTAMP_MAX];
+        bool ok;
+        int r;
+
+        r = path ? fs_stat(path, &res) : 0;
+        if (r < 0)
+                return r;
+        if (path) {
+                fs_status_done(status);
+                *status = res.status;
+                res.status = FS_STATUS_NULL;
+        }
+        ok = path && fs_status_ok(status);
+        fs_format_timestamp(&res.mtime, ts);
+        r = pack_key(pk, "type");
+        r = r ?: pack_str(pk, ok ? types[res.type] : NULL);
+        r = r ?: pack_key(pk, "size");
+        r = r ?: pack_int_or_nil(pk, ok, (int64_t) res.size);
+        r = r ?: pack_key(pk, "mode");
+        r = r ?: pack_int_or_nil(pk, ok, res.mode);
+        r = r ?: pack_key(pk, "uid");
+        r = r ?: pack_int_or_nil(pk, ok, res.uid);
+        r = r ?: pack_key(pk, "gid");
+        r = r ?: pack_int_or_nil(pk, ok, res.gid);
+        r = r ?: pack_key(pk, "modified_at");
+        r = r ?: pack_str(pk, ok ? ts : NULL);
+        r = r ?: pack_key(pk, "symlink_target");
+        r = r ?: pack_str(pk, ok ? res.symlink_target : NULL);
+        return r;
+}
+
+static int remove_one(msgpack_packer *pk, const char *path, FsStatus *status) {
+        return path ? fs_remove(path, status) : 0;
+}
+
+static int path_batch(agentix_call *call, const msgpack_object *paths_arg, PathOp op, uint32_t n_own) {
+        const msgpack_object_array *paths = &paths_arg->via.array;
+        msgpack_packer *pk = agentix_call_result(call);
+        int r;
+
+        if (msgpack_pack_array(pk, paths->size) < 0)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < paths->size; i++) {
+                _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+                _cleanup_free_ char *path = NULL;
+                const char *echo = NULL;
+                size_t echo_len = 0;
+
+                (void) arg_bytes(&paths->ptr[i], &echo, &echo_len);
+                r = arg_path(&paths->ptr[i], &path, &status);
+                if (r < 0)
+                        return r;
+                r = msgpack_pack_map(pk, 3 + n_own) < 0 ? -ENOMEM : 0;
+                r = r ?: pack_key(pk, "path");
+                r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
+                /* The operation runs (and packs its own entries) only on a usable path. */
+                r = r ?: op(pk, path && fs_status_ok(&status) ? path : NULL, &status);
+                r = r ?: pack_status(pk, &status);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int fs_stat_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        return path_batch(call, &argv[0], stat_one, 7);
+}
+
+static int fs_remove_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        return path_batch(call, &argv[0], remove_one, 0);
+}
+
+static int fs_move_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
+        _cleanup_free_ char *source = NULL, *destination = NULL;
+        msgpack_packer *pk;
+        int r;
+
+        r = arg_path(&argv[0], &source, &status);
+        if (r >= 0 && source && fs_status_ok(&status))
+                r = arg_path(&argv[1], &destination, &status);
+        if (r >= 0 && source && destination && fs_status_ok(&status))
+                r = fs_move(source, destination, &status);
+        if (r < 0)
+                return r;
+        pk = agentix_call_result(call);
+        r = msgpack_pack_map(pk, 3) < 0 ? -ENOMEM : 0;
+        r = r ?: pack_key(pk, "path");
+        r = r ?: pack_str(pk, fs_status_ok(&status) ? destination : NULL);
+        r = r ?: pack_status(pk, &status);
+        return r;
+}
+
 /* ---- download ------------------------------------------------------------------------------- */
 
 static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
@@ -779,6 +884,25 @@ static const agentix_function fs_functions[] = {
                 .doc = "mkdir -p each path; one {path, error} per path, in order.",
         },
         {
+                .name = "stat",
+                .signature = "(paths: list[str]) -> list",
+                .impl = fs_stat_impl,
+                .doc = "lstat each path: one {path, type, size, mode, uid, gid, modified_at, symlink_target, error} "
+                       "per path, in order.",
+        },
+        {
+                .name = "move",
+                .signature = "(source: str, destination: str) -> map",
+                .impl = fs_move_impl,
+                .doc = "Rename source to destination (parents made; a file there is replaced): {path, error}.",
+        },
+        {
+                .name = "remove",
+                .signature = "(paths: list[str]) -> list",
+                .impl = fs_remove_impl,
+                .doc = "rm -r each path (links, not their targets): one {path, error} per path, in order.",
+        },
+        {
                 .name = "read_stream",
                 .shape = AGENTIX_SHAPE_STREAM,
                 .signature = "(path: str, chunk_size: int = 1048576) -> bytes",
@@ -843,6 +967,6 @@ const agentix_module agentix_builtin_fs = {
         .abi = AGENTIX_MODULE_ABI,
         .name = "fs",
         .doc = "Files: the deepagents file contract (upload, download, read, write, edit, ls, grep, glob), plus mkdir, "
-               "read_stream, write_stream and watch.",
+               "stat, move, remove, read_stream, write_stream and watch.",
         .functions = fs_functions,
 };

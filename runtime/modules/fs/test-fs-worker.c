@@ -3,6 +3,8 @@
  * argument binding, result maps, bin values, per-file errors, and the seccomp profile. */
 #include <inttypes.h>
 
+#include <jansson.h>
+
 #include "envelope.h"
 #include "frame.h"
 #include "worker-harness.h"
@@ -507,6 +509,56 @@ static void test_mkdir_batch(void **state) {
         stop(h);
 }
 
+/* stat, move and remove through the worker, under its seccomp filter. */
+static void test_stat_move_remove(void **state) {
+        WorkerHarness *h = start(true);
+        struct stat st;
+
+        puts_file("f.txt", "hello");
+        assert_int_equal(chmod(P("f.txt"), 0640), 0);
+        mkdir_p("d/sub");
+        assert_int_equal(symlink("f.txt", P("ln")), 0);
+        {
+                WorkerFrame f = {};
+                json_t *v, *e;
+
+                assert_int_equal(worker_harness_call(h, "st2", "fs::stat", "unary", J("[[\"@/f.txt\", \"@/d\", \"@/ln\", \"@/nope\"]]"),
+                                                     NULL, -1), 0);
+                assert_int_equal(worker_harness_read_for(h, "st2", TIMEOUT_MS, &f), 0);
+                assert_int_equal(f.kind, FRAME_RESULT);
+                v = json_loads(f.value_json, 0, NULL);
+                assert_non_null(v);
+                e = json_array_get(v, 0);
+                assert_string_equal(json_string_value(json_object_get(e, "type")), "file");
+                assert_int_equal(json_integer_value(json_object_get(e, "size")), 5);
+                assert_int_equal(json_integer_value(json_object_get(e, "mode")), 0640);
+                assert_non_null(strstr(json_string_value(json_object_get(e, "modified_at")), "+00:00"));
+                assert_true(json_is_null(json_object_get(e, "error")));
+                assert_string_equal(json_string_value(json_object_get(json_array_get(v, 1), "type")), "directory");
+                e = json_array_get(v, 2);
+                assert_string_equal(json_string_value(json_object_get(e, "type")), "symlink");
+                assert_string_equal(json_string_value(json_object_get(e, "symlink_target")), "f.txt");
+                e = json_array_get(v, 3);
+                assert_string_equal(json_string_value(json_object_get(e, "error")), "file_not_found");
+                assert_true(json_is_null(json_object_get(e, "type")));
+                json_decref(v);
+                worker_frame_done(&f);
+        }
+        expect_json(h, "mv", "fs::move", J("[\"@/f.txt\", \"@/new/g.txt\"]"), NULL,
+                    J("{\"path\":\"@/new/g.txt\",\"error\":null,\"message\":null}"));
+        assert_int_equal(stat(P("new/g.txt"), &st), 0);
+        expect_json(h, "mv2", "fs::move", J("[\"@/f.txt\", \"@/x\"]"), NULL,
+                    J("{\"path\":null,\"error\":\"file_not_found\",\"message\":\"Error: File '@/f.txt' not found\"}"));
+        expect_json(h, "rm", "fs::remove", J("[[\"@/d\", \"@/ln\", \"@/nope\", \"/\"]]"), NULL,
+                    J("[{\"path\":\"@/d\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/ln\",\"error\":null,\"message\":null},"
+                      "{\"path\":\"@/nope\",\"error\":\"file_not_found\",\"message\":\"Error: File '@/nope' not found\"},"
+                      "{\"path\":\"/\",\"error\":\"invalid_path\",\"message\":\"Error: Will not remove '/' ('/')\"}]"));
+        assert_int_equal(access(P("d"), F_OK), -1);
+        assert_int_equal(access(P("new/g.txt"), F_OK), 0);
+        stop(h);
+}
+
 static void test_upload_download_modes(void **state) {
         WorkerHarness *h = start(false);
         mode_t um = umask(0);
@@ -745,6 +797,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_concurrent_calls, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_under_seccomp, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_mkdir_batch, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_stat_move_remove, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_upload_download_modes, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_read_stream, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_write_stream, test_dir_setup, test_dir_teardown),
