@@ -529,7 +529,10 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 (void) http_conn_respond(c, 204, NULL, NULL);
                 return;
         }
-        if (!rpc_token_accepts(api->rpc, c->access_token[0] ? c->access_token : NULL)) {
+        /* Either header may carry the token (E2B's SDK sends Authorization: Basic for a user
+         * beside X-Access-Token); a wrong one in the other does not spoil a right one. */
+        if (!rpc_token_accepts(api->rpc, c->access_token[0] ? c->access_token : NULL) &&
+            !rpc_token_accepts(api->rpc, http_conn_bearer_token(c))) {
                 respond_error(c, 401, NULL, "this runtime wants its token: Authorization: Bearer TOKEN or X-Access-Token");
                 return;
         }

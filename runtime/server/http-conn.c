@@ -79,6 +79,7 @@ static void conn_reset_request(HttpConn *c) {
         c->body_oversized = false;
         c->streaming = false;
         c->access_token[0] = 0;
+        c->authorization[0] = 0;
 }
 
 static bool header_name_is(HttpConn *c, const char *name) {
@@ -102,13 +103,10 @@ static int on_url(http_parser *p, const char *at, size_t n) {
         return buffer_append(&c->url, at, n) < 0 ? -1 : 0;
 }
 
-static void access_token_finish(HttpConn *c);
-
 static int on_header_field(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
 
         if (c->header_kind >= 0) { /* a value came before: this is a new header */
-                access_token_finish(c);
                 c->header_name_len = 0;
                 c->header_kind = -1;
         }
@@ -143,8 +141,10 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
                                                                      : HEADER_OTHER;
                 if (c->header_kind == HEADER_ORIGIN)
                         c->origin[0] = 0;
-                /* One token per request: the last header that gives one wins. */
-                if (c->header_kind == HEADER_AUTHORIZATION || c->header_kind == HEADER_ACCESS_TOKEN)
+                /* One of each per request: the last one wins. */
+                if (c->header_kind == HEADER_AUTHORIZATION)
+                        c->authorization[0] = 0;
+                if (c->header_kind == HEADER_ACCESS_TOKEN)
                         c->access_token[0] = 0;
         }
         switch (c->header_kind) {
@@ -158,6 +158,8 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
                 append_value(c->expect, sizeof(c->expect), at, n);
                 break;
         case HEADER_AUTHORIZATION:
+                append_value(c->authorization, sizeof(c->authorization), at, n);
+                break;
         case HEADER_ACCESS_TOKEN:
                 append_value(c->access_token, sizeof(c->access_token), at, n);
                 break;
@@ -165,17 +167,13 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
         return 0;
 }
 
-/* "Authorization: Bearer T" gives T; another scheme gives nothing. */
-static void access_token_finish(HttpConn *c) {
+const char *http_conn_bearer_token(const HttpConn *c) {
         static const char bearer[] = "Bearer ";
         size_t n = sizeof(bearer) - 1;
 
-        if (c->header_kind != HEADER_AUTHORIZATION)
-                return;
-        if (strncasecmp(c->access_token, bearer, n) == 0)
-                memmove(c->access_token, c->access_token + n, strlen(c->access_token + n) + 1);
-        else
-                c->access_token[0] = 0;
+        if (strncasecmp(c->authorization, bearer, n) != 0 || !c->authorization[n])
+                return NULL;
+        return c->authorization + n;
 }
 
 static bool request_has_body(const http_parser *p) {
@@ -219,7 +217,6 @@ static int parse_target(HttpConn *c) {
 static int on_headers_complete(http_parser *p) {
         HttpConn *c = p->data;
 
-        access_token_finish(c);
         c->header_kind = -1;
         c->head_done = true;
         c->method = method_of(p);

@@ -112,7 +112,8 @@ typedef struct HttpConn {
         size_t body_max;        /* bytes of body kept for the handler (0: none) */
         bool body_oversized;    /* … and it had more */
         bool streaming;         /* a chunked response under way (http_conn_stream_*()) */
-        char access_token[256]; /* "Authorization: Bearer T" or "X-Access-Token: T" */
+        char authorization[256]; /* the Authorization header (http_conn_bearer_token()) */
+        char access_token[256];  /* the X-Access-Token header */
 } HttpConn;
 
 /* What a route's handler is told about its request. `request` runs once the whole request
@@ -172,6 +173,10 @@ void http_conn_detach_handler(HttpConn *c);
 int http_conn_stream_begin(HttpConn *c, unsigned status, const char *content_type);
 int http_conn_stream_write(HttpConn *c, const void *data, size_t size);
 int http_conn_stream_end(HttpConn *c);
+/* T of "Authorization: Bearer T", or NULL (none, or another scheme: E2B's SDK names a user
+ * with "Basic", beside its X-Access-Token). */
+const char *http_conn_bearer_token(const HttpConn *c);
+
 /* Bytes of the response queued and not yet sent. */
 size_t http_conn_pending(const HttpConn *c);
 

@@ -128,6 +128,14 @@ def errors_e2b_clients_expect():
     assert status == 401, body
     status, body = execute({"code": "1"}, token="wrong")
     assert status == 401, body
+    # E2B's SDK names a user with Basic beside its X-Access-Token, in either order.
+    for headers in ({"Authorization": "Basic dXNlcjo=", "X-Access-Token": TOKEN},
+                    {"X-Access-Token": TOKEN, "Authorization": "Basic dXNlcjo="}):
+        r, data = request("POST", "/execute", {"code": "3 * 3"}, token=None, headers=headers)
+        assert r.status == 200 and b'"text":"9"' in data, (headers, r.status, data)
+    r, data = request("POST", "/execute", {"code": "1"}, token=None,
+                      headers={"Authorization": "Basic dXNlcjo=", "X-Access-Token": "wrong"})
+    assert r.status == 401, data
     status, body = execute({"code": 1})
     assert status == 400 and "'code'" in body["message"], body
     status, body = execute({"code": "1", "context_id": "a", "language": "python"})
