@@ -11,6 +11,7 @@
 #include "eio-server.h"
 #include "frame.h"
 #include "e2b-code-interpreter.h"
+#include "e2b-envd-filesystem.h"
 #include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
@@ -56,6 +57,7 @@ typedef struct Server {
         SioServer *sio;
         Rpc *rpc;
         CodeInterpreterApi *code_api; /* /execute, /contexts: E2B's code interpreter */
+        EnvdFilesystemApi *envd_fs;   /* /filesystem.Filesystem/…: E2B's envd */
         WorkerLink *worker;
         PidsLimit *pids_limit;
         sd_event_source *shutdown_timer;
@@ -583,6 +585,9 @@ static int setup(Server *srv, Options *o) {
                 r = code_interpreter_api_new(srv->rpc, srv->http, &srv->code_api);
                 if (r < 0)
                         return r;
+                r = envd_filesystem_api_new(srv->rpc, srv->http, &srv->envd_fs);
+                if (r < 0)
+                        return r;
                 r = sio_server_add_namespace(srv->sio, rpc_namespace(srv->rpc));
                 if (r < 0)
                         return r;
@@ -634,6 +639,7 @@ static void server_done(Server *srv) {
         /* lws first: closing its connections calls back into the Engine.IO layer. */
         srv->http = http_server_free(srv->http);
         srv->code_api = code_interpreter_api_free(srv->code_api);
+        srv->envd_fs = envd_filesystem_api_free(srv->envd_fs);
         srv->proxy = proxy_free(srv->proxy);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);

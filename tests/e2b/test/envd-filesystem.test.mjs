@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// The unmodified `e2b` package's files API (getInfo, exists, makeDir, rename, remove) against
+// agentix-server's envd Filesystem calls (e2b-envd-filesystem.c), the way the SDK reaches a
+// sandbox it was told is local: E2B_DEBUG=true sends envd's requests to http://localhost:49983,
+// where this test starts agentix-server (loopback, no token). Through agentix-e2b the same
+// requests come with the sandbox's token.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+
+import { FileNotFoundError, Sandbox } from "e2b";
+
+const PORT = 49983; // envd's, fixed in E2B_DEBUG mode
+let server;
+let dir;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agentix-envd-"));
+  const env = { ...process.env };
+  delete env.AGENTIX_TOKEN;
+  server = spawn(process.env.AGENTIX_SERVER, ["--host", "127.0.0.1", "--port", String(PORT)],
+                 { cwd: dir, env, stdio: ["ignore", "inherit", "inherit"] });
+  const exited = new Promise((resolve) => server.once("exit", (code) => resolve(code)));
+  for (let i = 0; ; i++) {
+    const up = await fetch(`http://127.0.0.1:${PORT}/health`).then((r) => r.ok, () => false);
+    if (up) break;
+    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r(undefined), 50))]);
+    if (code !== undefined) throw new Error(`agentix-server exited with ${code} (is port ${PORT} taken?)`);
+    if (i > 200) throw new Error("agentix-server did not come up");
+  }
+  process.env.E2B_DEBUG = "true";
+});
+
+after(async () => {
+  if (server && server.exitCode === null) {
+    const exited = new Promise((resolve) => server.once("exit", (code) => resolve(code)));
+    server.kill("SIGTERM");
+    assert.equal(await exited, 0, "agentix-server exits cleanly on SIGTERM");
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test("getInfo and exists", async () => {
+  const sbx = await Sandbox.create();
+  writeFileSync(join(dir, "f.txt"), "hello");
+  symlinkSync("f.txt", join(dir, "link"));
+  const info = await sbx.files.getInfo(join(dir, "f.txt"));
+  assert.equal(info.name, "f.txt");
+  assert.equal(info.type, "file");
+  assert.equal(info.path, join(dir, "f.txt"));
+  assert.equal(info.size, 5);
+  assert.match(info.permissions, /^-rw-[r-][w-]-[r-][w-]-$/);
+  assert.equal(info.mode, statSync(join(dir, "f.txt")).mode & 0o7777);
+  assert.ok(info.modifiedTime instanceof Date && Math.abs(info.modifiedTime - statSync(join(dir, "f.txt")).mtime) < 1000);
+  assert.equal(typeof info.owner, "string");
+  assert.equal((await sbx.files.getInfo(dir)).type, "dir");
+  const link = await sbx.files.getInfo(join(dir, "link"));
+  assert.equal(link.type, "symlink");
+  assert.equal(link.symlinkTarget, "f.txt");
+  assert.equal(await sbx.files.exists(join(dir, "f.txt")), true);
+  assert.equal(await sbx.files.exists(join(dir, "missing")), false);
+  await assert.rejects(sbx.files.getInfo(join(dir, "missing")), FileNotFoundError);
+});
+
+test("makeDir, rename and remove", async () => {
+  const sbx = await Sandbox.create();
+  assert.equal(await sbx.files.makeDir(join(dir, "a/b/c")), true);
+  assert.equal(await sbx.files.makeDir(join(dir, "a/b/c")), false); // there already
+  assert.ok(statSync(join(dir, "a/b/c")).isDirectory());
+  const moved = await sbx.files.rename(join(dir, "a/b"), join(dir, "x/y"));
+  assert.equal(moved.path, join(dir, "x/y"));
+  assert.equal(moved.type, "dir");
+  assert.ok(existsSync(join(dir, "x/y/c")) && !existsSync(join(dir, "a/b")));
+  await assert.rejects(sbx.files.rename(join(dir, "nope"), join(dir, "z")), FileNotFoundError);
+  await sbx.files.remove(join(dir, "x"));
+  assert.equal(existsSync(join(dir, "x")), false);
+  await assert.rejects(sbx.files.remove(join(dir, "x")), FileNotFoundError);
+});
+
+test("relative paths are below the user's home; an unknown user is refused", async () => {
+  const sbx = await Sandbox.create();
+  const home = await sbx.files.getInfo(".");
+  assert.equal(home.type, "dir");
+  assert.ok(!home.path.endsWith("/.") && home.path.startsWith("/"), home.path);
+  await assert.rejects(sbx.files.getInfo("/", { user: "no-such-user-here" }), /user/);
+});
+
+test("Connect errors: unimplemented calls, bad requests", async () => {
+  const post = (path, body) => fetch(`http://127.0.0.1:${PORT}${path}`, {
+    method: "POST", headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" }, body,
+  });
+  let r = await post("/filesystem.Filesystem/NoSuchCall", "{}");
+  assert.equal(r.status, 404);
+  assert.equal((await r.json()).code, "unimplemented");
+  r = await post("/filesystem.Filesystem/Stat", "not json");
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).code, "invalid_argument");
+  r = await post("/filesystem.Filesystem/Stat", JSON.stringify({ path: 5 }));
+  assert.equal((await r.json()).code, "invalid_argument");
+  r = await post("/filesystem.Filesystem/Move", JSON.stringify({ source: "/tmp" }));
+  assert.equal((await r.json()).code, "invalid_argument");
+});
