@@ -543,11 +543,6 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         s = manager_get_sandbox(m, id);
         if (!s && pools_member_event(m, id, action))
                 return;
-        /* An event about a sandbox the walk under way has not reported yet may be older or newer
-         * than the listing it reports from (they come on different connections): a destroy
-         * dropped here would leave the sandbox listed with no container. Walk again after it. */
-        if (!s && b->adopting)
-                b->adopt_again = true;
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
