@@ -68,35 +68,12 @@ static void request_free(CodeRequest *q) {
 
 /* ---- answers -------------------------------------------------------------------------------- */
 
-static void respond_json(CodeRequest *q, unsigned status, json_t *body) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
-        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-        json_decref(body);
-        if (text && buffer_append(&b, text, strlen(text)) < 0)
-                log_oom();
-        free(text);
-        (void) http_conn_respond(q->conn, status, "application/json", body ? &b : NULL);
-}
-
 static void respond_error(HttpConn *c, unsigned status, const char *type, const char *message) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
         _cleanup_free_ char *full = NULL;
-        json_t *j = NULL;
-        char *text = NULL;
 
-        if (asprintf(&full, "%s%s%s", type ?: "", type ? ": " : "", message) >= 0)
-                j = json_pack("{s:i,s:s}", "code", (int) status, "message", full);
-        text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-
-        json_decref(j);
-        if (!text || buffer_append(&b, text, strlen(text)) < 0) {
-                free(text);
-                (void) http_conn_respond_error(c, 500, 500, "out of memory");
-                return;
-        }
-        free(text);
-        (void) http_conn_respond(c, status, "application/json", &b);
+        if (asprintf(&full, "%s%s%s", type ?: "", type ? ": " : "", message) < 0)
+                full = NULL;
+        (void) http_conn_respond_json(c, status, full ? json_pack("{s:i,s:s}", "code", (int) status, "message", full) : NULL);
 }
 
 /* An error of code:: (or of the worker) as an HTTP status. */
@@ -268,7 +245,7 @@ static void answer_contexts(CodeRequest *q, const msgpack_object *list) {
         if (!out)
                 respond_error(q->conn, 500, "InternalError", "the new context is not listed");
         else
-                respond_json(q, 200, out);
+                (void) http_conn_respond_json(q->conn, 200, out);
         request_finish(q);
 }
 
@@ -529,10 +506,7 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 (void) http_conn_respond(c, 204, NULL, NULL);
                 return;
         }
-        /* Either header may carry the token (E2B's SDK sends Authorization: Basic for a user
-         * beside X-Access-Token); a wrong one in the other does not spoil a right one. */
-        if (!rpc_token_accepts(api->rpc, c->access_token[0] ? c->access_token : NULL) &&
-            !rpc_token_accepts(api->rpc, http_conn_bearer_token(c))) {
+        if (!rpc_request_token_ok(api->rpc, c->access_token, http_conn_bearer_token(c))) {
                 respond_error(c, 401, NULL, "this runtime wants its token: Authorization: Bearer TOKEN or X-Access-Token");
                 return;
         }

@@ -94,22 +94,8 @@ static unsigned connect_status(const char *code) {
         return 500; /* internal */
 }
 
-static void respond_json(HttpConn *c, unsigned status, json_t *body) {
-        _cleanup_buffer_ Buffer b = BUFFER_NULL;
-        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-        json_decref(body);
-        if (!text || buffer_append(&b, text, strlen(text)) < 0) {
-                free(text);
-                (void) http_conn_respond_error(c, 500, 500, "out of memory");
-                return;
-        }
-        free(text);
-        (void) http_conn_respond(c, status, "application/json", &b);
-}
-
 static void respond_connect_error(HttpConn *c, const char *code, const char *message) {
-        respond_json(c, connect_status(code), json_pack("{s:s,s:s}", "code", code, "message", message ?: code));
+        (void) http_conn_respond_json(c, connect_status(code), json_pack("{s:s,s:s}", "code", code, "message", message ?: code));
 }
 
 /* An fs:: error code as a Connect code. */
@@ -308,12 +294,12 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
                 return;
         }
         if (q->method == METHOD_REMOVE)
-                respond_json(q->conn, 200, json_object());
+                (void) http_conn_respond_json(q->conn, 200, json_object());
         else {
                 json_t *entry = entry_json(m);
 
                 if (entry)
-                        respond_json(q->conn, 200, json_pack("{s:o}", "entry", entry));
+                        (void) http_conn_respond_json(q->conn, 200, json_pack("{s:o}", "entry", entry));
                 else
                         respond_connect_error(q->conn, "internal", "the worker's answer cannot be read");
         }
@@ -450,13 +436,12 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 (void) http_conn_respond(c, 204, NULL, NULL);
                 return;
         }
-        if (!rpc_token_accepts(api->rpc, c->access_token[0] ? c->access_token : NULL) &&
-            !rpc_token_accepts(api->rpc, http_conn_bearer_token(c))) {
+        if (!rpc_request_token_ok(api->rpc, c->access_token, http_conn_bearer_token(c))) {
                 respond_connect_error(c, "unauthenticated", "this runtime wants its token: X-Access-Token");
                 return;
         }
         if (c->method != HTTP_METHOD_POST) {
-                respond_json(c, 405, json_pack("{s:s,s:s}", "code", "unimplemented", "message", "Connect calls are POSTs"));
+                (void) http_conn_respond_json(c, 405, json_pack("{s:s,s:s}", "code", "unimplemented", "message", "Connect calls are POSTs"));
                 return;
         }
         for (size_t i = 0; i < ELEMENTSOF(methods); i++) {

@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include <http_parser.h>
+#include <jansson.h>
 
 #include "eio-server.h"
 #include "http-proxy.h"
@@ -495,6 +496,19 @@ int http_conn_stream_end(HttpConn *c) {
 
 size_t http_conn_pending(const HttpConn *c) {
         return (c->out_head.len - c->out_head_sent) + (c->out_body.len - c->out_body_sent);
+}
+
+int http_conn_respond_json(HttpConn *c, unsigned status, json_t *body) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+        json_decref(body);
+        if (!text || buffer_append(&b, text, strlen(text)) < 0) {
+                free(text);
+                return http_conn_respond_error(c, 500, 500, "out of memory");
+        }
+        free(text);
+        return http_conn_respond(c, status, "application/json", &b);
 }
 
 int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message) {

@@ -159,6 +159,9 @@ void http_server_shutdown(HttpServer *s);
 
 /* Respond to the current request with a body (taken over; may be NULL for no body). */
 int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body);
+/* Respond with body as compact JSON (taken over; NULL or unprintable: 500). */
+struct json_t;
+int http_conn_respond_json(HttpConn *c, unsigned status, struct json_t *body);
 /* Respond with an Engine.IO style JSON error body {"code":…,"message":…}. */
 int http_conn_respond_error(HttpConn *c, unsigned status, int code, const char *message);
 

@@ -930,6 +930,12 @@ bool rpc_token_accepts(Rpc *rpc, const char *token) {
         return token && const_time_equal(token, strlen(token), rpc->token, strlen(rpc->token));
 }
 
+bool rpc_request_token_ok(Rpc *rpc, const char *access_token, const char *bearer) {
+        /* A wrong one in one header does not spoil a right one in the other. */
+        return rpc_token_accepts(rpc, access_token && access_token[0] ? access_token : NULL) ||
+               rpc_token_accepts(rpc, bearer);
+}
+
 static const char *on_authorize(SioServer *server, const json_t *auth, void *userdata) {
         Rpc *rpc = userdata;
         const char *t;

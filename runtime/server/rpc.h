@@ -34,6 +34,8 @@ const SioNamespace *rpc_namespace(Rpc *rpc);
 const char *rpc_token(Rpc *rpc);
 /* Whether `token` is that token (compared in constant time); true when there is none. */
 bool rpc_token_accepts(Rpc *rpc, const char *token);
+/* An HTTP face's request: the token in X-Access-Token or as a Bearer (either may be NULL). */
+bool rpc_request_token_ok(Rpc *rpc, const char *access_token, const char *bearer);
 
 /* Callbacks for the WorkerLink (userdata = the Rpc), and the link itself. */
 extern const WorkerLinkCallbacks rpc_worker_callbacks;
