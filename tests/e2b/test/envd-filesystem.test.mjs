@@ -4,11 +4,10 @@
 // sandbox it was told is local: E2B_DEBUG=true sends envd's requests to http://localhost:49983,
 // where this test starts agentix-server (loopback, no token). Through agentix-e2b the same
 // requests come with the sandbox's token.
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { startLocalServer } from "../lib/local-server.mjs";
 import assert from "node:assert/strict";
 
 import { FileNotFoundError, Sandbox } from "e2b";
@@ -18,29 +17,12 @@ let server;
 let dir;
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agentix-envd-"));
-  const env = { ...process.env };
-  delete env.AGENTIX_TOKEN;
-  server = spawn(process.env.AGENTIX_SERVER, ["--host", "127.0.0.1", "--port", String(PORT)],
-                 { cwd: dir, env, stdio: ["ignore", "inherit", "inherit"] });
-  const exited = new Promise((resolve) => server.once("exit", (code) => resolve(code)));
-  for (let i = 0; ; i++) {
-    const up = await fetch(`http://127.0.0.1:${PORT}/health`).then((r) => r.ok, () => false);
-    if (up) break;
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r(undefined), 50))]);
-    if (code !== undefined) throw new Error(`agentix-server exited with ${code} (is port ${PORT} taken?)`);
-    if (i > 200) throw new Error("agentix-server did not come up");
-  }
-  process.env.E2B_DEBUG = "true";
+  server = await startLocalServer(PORT);
+  dir = server.dir;
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((resolve) => server.once("exit", (code) => resolve(code)));
-    server.kill("SIGTERM");
-    assert.equal(await exited, 0, "agentix-server exits cleanly on SIGTERM");
-  }
-  rmSync(dir, { recursive: true, force: true });
+  await server?.stop();
 });
 
 test("getInfo and exists", async () => {
