@@ -381,40 +381,7 @@ static int fs_write_stream_impl(agentix_call *call, const msgpack_object *argv, 
         return agentix_call_item_end(call);
 }
 
-/* ---- mkdir ---------------------------------------------------------------------------------- */
-
-static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
-        const msgpack_object_array *paths = &argv[0].via.array;
-        msgpack_packer *pk = agentix_call_result(call);
-        int r;
-
-        if (msgpack_pack_array(pk, paths->size) < 0)
-                return -ENOMEM;
-
-        for (uint32_t i = 0; i < paths->size; i++) {
-                _cleanup_(fs_status_done) FsStatus status = FS_STATUS_NULL;
-                _cleanup_free_ char *path = NULL;
-                const char *echo = NULL;
-                size_t echo_len = 0;
-
-                (void) arg_bytes(&paths->ptr[i], &echo, &echo_len);
-                r = arg_path(&paths->ptr[i], &path, &status);
-                if (r >= 0 && path)
-                        r = fs_mkdir(path, &status);
-                if (r < 0)
-                        return r;
-
-                r = msgpack_pack_map(pk, 3) < 0 ? -ENOMEM : 0;
-                r = r ?: pack_key(pk, "path");
-                r = r ?: (echo ? pack_strn(pk, echo, echo_len) : pack_str(pk, NULL));
-                r = r ?: pack_status(pk, &status);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-/* ---- stat, move, remove ---------------------------------------------------------------------- */
+/* ---- mkdir, stat, move, remove ---------------------------------------------------------------------- */
 
 /* A batch of paths, each answered by one map {path, …, error, message}, in order. `one` packs
  * the map's own entries (their count first in *ret_n, then the entries). */
@@ -496,6 +463,14 @@ static int fs_stat_impl(agentix_call *call, const msgpack_object *argv, size_t a
 
 static int fs_remove_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
         return path_batch(call, &argv[0], remove_one, 0);
+}
+
+static int mkdir_one(msgpack_packer *pk, const char *path, FsStatus *status) {
+        return path ? fs_mkdir(path, status) : 0;
+}
+
+static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        return path_batch(call, &argv[0], mkdir_one, 0);
 }
 
 static int fs_move_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
