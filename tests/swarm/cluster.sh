@@ -90,8 +90,11 @@ start_node() { # i
                 >>"$dir/node$i/dockerd.log" 2>&1 &
 }
 
-wait_node() { # i
-        for _ in $(seq 120); do d "$1" info >/dev/null 2>&1 && return 0; sleep 0.25; done
+wait_node() { # i [seconds]
+        # A node restarted after SIGKILL first reaps what its old containerd left and finds its
+        # swarm again: on two busy cores (the whole suite beside it) that took more than 30 s once.
+        local tries=$(( ${2:-30} * 4 ))
+        for _ in $(seq "$tries"); do d "$1" info >/dev/null 2>&1 && return 0; sleep 0.25; done
         d "$1" info >/dev/null || { tail -20 "$dir/node$1/dockerd.log" >&2; return 1; }
 }
 
@@ -167,6 +170,6 @@ up)
 down) down ;;
 push) shift 2; push "$@" ;;
 kill-node) kill -9 "$(cat "$dir/node${3:?node}/docker.pid")" ;;
-start-node) rm -f "$dir/node${3:?node}/docker.pid"; start_node "$3"; wait_node "$3" ;;
+start-node) rm -f "$dir/node${3:?node}/docker.pid"; start_node "$3"; wait_node "$3" 180 ;;
 *) echo "usage: $0 up|down|push|kill-node|start-node DIR …" >&2; exit 2 ;;
 esac
