@@ -1114,3 +1114,16 @@ EioServer *eio_server_free(EioServer *s) {
 const char *eio_server_path(const EioServer *s) {
         return s->path;
 }
+
+const HttpEioOps eio_http_ops = {
+        .path = eio_server_path,
+        .handle_request = eio_server_handle_request,
+        .post_chunk = eio_conn_post_chunk,
+        .handle_body = eio_server_handle_body,
+        .http_closed = eio_conn_http_closed,
+        .ws_check = eio_server_ws_check,
+        .ws_established = eio_server_ws_established,
+        .ws_receive = eio_conn_ws_receive,
+        .ws_writeable = eio_conn_ws_writeable,
+        .ws_closed = eio_conn_ws_closed,
+};

@@ -69,7 +69,10 @@ size_t eio_session_backlog(const EioSession *s);
 void eio_session_set_userdata(EioSession *s, void *userdata);
 void *eio_session_get_userdata(const EioSession *s);
 
-/* Entry points for http-server.c. */
+/* The table http_server_add_eio() takes: the entry points below. */
+extern const HttpEioOps eio_http_ops;
+
+/* Entry points for http-server.c and http-conn.c (through eio_http_ops). */
 void eio_server_handle_request(EioServer *s, HttpConn *c);
 void eio_conn_post_chunk(HttpConn *c, const uint8_t *data, size_t size);
 void eio_server_handle_body(EioServer *s, HttpConn *c);

@@ -514,7 +514,7 @@ static int setup(Server *srv, Options *o) {
         r = eio_server_new(srv->event, &eio_config, &sio_eio_callbacks, srv->sio, &srv->eio);
         if (r < 0)
                 return r;
-        r = http_server_add_eio(srv->http, srv->eio);
+        r = http_server_add_eio(srv->http, srv->eio, &eio_http_ops);
         if (r < 0)
                 return r;
 
@@ -523,7 +523,7 @@ static int setup(Server *srv, Options *o) {
                 r = eio_server_new(srv->event, &eio_config, &conformance_echo_callbacks, NULL, &srv->eio_echo);
                 if (r < 0)
                         return r;
-                r = http_server_add_eio(srv->http, srv->eio_echo);
+                r = http_server_add_eio(srv->http, srv->eio_echo, &eio_http_ops);
                 if (r < 0)
                         return r;
                 r = conformance_add_namespaces(srv->sio, srv->event);
@@ -603,7 +603,7 @@ static int setup(Server *srv, Options *o) {
         r = proxy_new(srv->event, current_token, srv, &srv->proxy);
         if (r < 0)
                 return r;
-        http_server_set_proxy(srv->http, srv->proxy);
+        http_server_set_takeover(srv->http, &(HttpTakeover) PROXY_TAKEOVER(srv->proxy));
 
         for (size_t i = 0; i < o->n_hosts; i++) {
                 r = http_server_listen(srv->http, o->hosts[i], o->port);

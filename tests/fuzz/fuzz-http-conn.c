@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* agentix-server's HTTP/1.1 connection (runtime/server/http-conn.c) fed arbitrary bytes over a
+/* agentix-server's HTTP/1.1 connection (runtime/http/http-conn.c) fed arbitrary bytes over a
  * socketpair, in the pieces the input chooses, with the real routes (an Engine.IO server that
- * echoes) behind it: requests, pipelining, bodies, upgrades, errors and early closes. The
+ * echoes, and a route that reads headers back, http_conn_header()) behind it: requests, pipelining, bodies, upgrades, errors and early closes. The
  * connection must answer or close, never crash, leak or hang. */
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,6 +28,14 @@ static void on_message(EioSession *s, bool binary, const uint8_t *data, size_t s
 static void on_close(EioSession *s, const char *reason, void *userdata) {
 }
 
+/* Reads headers as a takeover or a handler would, and answers with what it found. */
+static void header_route(HttpConn *c, const char *path, void *userdata) {
+        char v[64];
+        int a = http_conn_header(c, "Host", v, sizeof(v)), b = http_conn_header(c, "E2b-Sandbox-Id", v, 8);
+
+        (void) http_conn_respond_error(c, a >= 0 && b >= 0 ? 200 : 404, a, b >= 0 ? v : "none");
+}
+
 static void setup(void) {
         static const EioCallbacks cb = { .open = on_open, .message = on_message, .close = on_close };
         EioConfig ec = {
@@ -46,7 +54,8 @@ static void setup(void) {
         CHECK(sd_event_new(&event) >= 0);
         CHECK(http_server_new(event, &hc, &http) >= 0);
         CHECK(eio_server_new(event, &ec, &cb, NULL, &eio) >= 0);
-        CHECK(http_server_add_eio(http, eio) >= 0);
+        CHECK(http_server_add_eio(http, eio, &eio_http_ops) >= 0);
+        CHECK(http_server_add_route(http, "/h", header_route, NULL) >= 0);
 }
 
 static void drain(int fd) {

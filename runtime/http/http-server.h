@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The HTTP/WebSocket front of agentix-server: our own listening sockets (any address family,
- * several addresses), plain HTTP/1.1 served by http-conn.c (persistent connections,
- * pipelining, chunked bodies; requests framed by libhttp-parser), WebSocket upgrades handed to
- * a libwebsockets vhost running on the uv loop embedded in sd-event, and routing: GET /health,
- * and Engine.IO endpoints by path. */
+/* The HTTP/WebSocket front of agentix-server and agentix-e2b: our own listening sockets (any
+ * address family, several addresses), plain HTTP/1.1 served by http-conn.c (persistent
+ * connections, pipelining, chunked bodies; requests framed by libhttp-parser), WebSocket
+ * upgrades handed to a libwebsockets vhost running on the uv loop embedded in sd-event, and
+ * routing: GET /health, a takeover (a program that wants the socket itself once a head is in:
+ * the port proxy, the E2B gateway), handlers by path prefix, and Engine.IO endpoints by path
+ * (through HttpEioOps: this library knows nothing of Engine.IO). */
 
 #include <stdbool.h>
 
@@ -19,7 +21,6 @@ struct lws;
 struct http_parser;
 
 typedef struct HttpServer HttpServer;
-typedef struct Proxy Proxy;
 typedef struct EioServer EioServer;
 typedef struct EioSession EioSession;
 
@@ -103,8 +104,8 @@ typedef struct HttpConn {
         size_t tx_offset;
         bool close_requested;
 
-        /* a /proxy/ request: the proxy takes the socket once its head is parsed */
-        bool proxy_requested;
+        /* the takeover (http_server_set_takeover()) has the socket once its head is parsed */
+        bool takeover_requested;
 
         /* a request for a route of a handler of ours (http_server_add_route()) */
         const struct HttpHandler *handler;
@@ -146,11 +147,35 @@ int http_server_listen(HttpServer *s, const char *host, const char *port);
 /* The port actually bound by the first listener (useful with port "0"). */
 unsigned http_server_port(HttpServer *s);
 
-/* Hand requests for /proxy/ paths to the port proxy (http-proxy.h); without one they are 404. */
-void http_server_set_proxy(HttpServer *s, Proxy *proxy);
+/* A program that takes a connection itself once a request's head is in (the port proxy,
+ * http-proxy.h; the E2B gateway): `wants` is asked at each head (c's path, method and headers
+ * are read, http_conn_header()); when it says yes, `take` owns fd from then on, with the
+ * request's head and whatever followed it. */
+typedef struct HttpTakeover {
+        bool (*wants)(HttpConn *c, const char *path, void *userdata);
+        void (*take)(int fd, const uint8_t *data, size_t size, void *userdata);
+        void *userdata;
+} HttpTakeover;
+void http_server_set_takeover(HttpServer *s, const HttpTakeover *takeover);
 
-/* Route requests whose path starts with eio's path to it. */
-int http_server_add_eio(HttpServer *s, EioServer *eio);
+/* Engine.IO's side of its routes (eio-server.c's eio_http_ops): the HTTP code calls it
+ * through this table and needs nothing of Engine.IO itself. */
+typedef struct HttpEioOps {
+        const char *(*path)(const EioServer *eio);
+        void (*handle_request)(EioServer *eio, HttpConn *c);
+        void (*post_chunk)(HttpConn *c, const uint8_t *data, size_t size);
+        void (*handle_body)(EioServer *eio, HttpConn *c);
+        void (*http_closed)(HttpConn *c);
+        int (*ws_check)(EioServer *eio, HttpConn *c);
+        int (*ws_established)(EioServer *eio, HttpConn *c);
+        int (*ws_receive)(HttpConn *c, const uint8_t *data, size_t size);
+        int (*ws_writeable)(HttpConn *c);
+        void (*ws_closed)(HttpConn *c);
+} HttpEioOps;
+
+/* Route requests whose path starts with eio's path to it (every Engine.IO route of a server
+ * has the same ops). */
+int http_server_add_eio(HttpServer *s, EioServer *eio, const HttpEioOps *ops);
 /* Route requests whose path starts with prefix to fn (after /health, before Engine.IO). */
 int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, void *userdata);
 
@@ -183,6 +208,11 @@ const char *http_conn_bearer_token(const HttpConn *c);
 /* Bytes of the response queued and not yet sent. */
 size_t http_conn_pending(const HttpConn *c);
 
+/* Copy a request header's value (the first of that name, case-insensitive, without the
+ * blanks around it) while the request's head is being routed (a route, a takeover's wants).
+ * Returns its length, or -ENOENT / -E2BIG. */
+int http_conn_header(const HttpConn *c, const char *name, char *buf, size_t size);
+
 /* Copy a query argument's value (URL-decoded). Returns length, or -ENOENT / -E2BIG. */
 int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size);
 
@@ -200,11 +230,13 @@ void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path);
  * bytes, and whatever followed), to libwebsockets. Returns 0 when lws has the socket; <0 when
  * the request was answered with an error instead (the connection then closes). */
 int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size);
-/* A complete request head for a /proxy/ path: give the socket, with `head` (the request's bytes
- * and whatever followed), to the proxy (or answer 404 without one). The connection is no longer
- * http-conn.c's either way. */
-void http_server_proxy(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size);
-bool http_server_has_proxy(const HttpServer *s);
+/* Does the takeover want this request (its head is in)? */
+bool http_server_takeover_wants(HttpServer *s, HttpConn *c, const char *path);
+/* Give the socket, with `head` (the request's bytes and whatever followed), to the takeover. The
+ * connection is no longer http-conn.c's. */
+void http_server_takeover(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size);
+/* Engine.IO's ops, for http-conn.c (NULL: no Engine.IO route). */
+const HttpEioOps *http_server_eio_ops(const HttpServer *s);
 void http_server_conn_added(HttpServer *s, HttpConn *c);
 void http_server_conn_removed(HttpServer *s, HttpConn *c);
 

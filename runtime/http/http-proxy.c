@@ -376,3 +376,11 @@ Proxy *proxy_free(Proxy *p) {
         sd_event_unref(p->event);
         return mfree(p);
 }
+
+bool proxy_takeover_wants(HttpConn *c, const char *path, void *proxy) {
+        return proxy_path(path);
+}
+
+void proxy_takeover_take(int fd, const uint8_t *data, size_t size, void *proxy) {
+        proxy_take(proxy, fd, data, size);
+}

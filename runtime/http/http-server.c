@@ -6,8 +6,6 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include "eio-server.h"
-#include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
 #include "uv-event.h"
@@ -31,6 +29,7 @@ struct HttpServer {
         size_t n_listeners;
         EioServer *routes[MAX_ROUTES];
         size_t n_routes;
+        const HttpEioOps *eio_ops;
         struct {
                 const char *prefix;
                 HttpRouteFn fn;
@@ -41,7 +40,7 @@ struct HttpServer {
         unsigned n_connections;  /* those and the WebSockets lws runs */
         unsigned port;
         bool shutting_down;
-        Proxy *proxy;            /* /proxy/PORT/ (http-proxy.c), or NULL */
+        HttpTakeover takeover;   /* wants == NULL: none */
 };
 
 const HttpServerConfig *http_server_config(const HttpServer *s) {
@@ -103,7 +102,7 @@ void http_conn_want_write(HttpConn *c) {
 
 static EioServer *route(HttpServer *s, const char *path) {
         for (size_t i = 0; i < s->n_routes; i++) {
-                const char *prefix = eio_server_path(s->routes[i]);
+                const char *prefix = s->eio_ops->path(s->routes[i]);
                 size_t n = strlen(prefix);
                 /* "/socket.io/" also matches "/socket.io" (no trailing slash). */
                 if (strneq(path, prefix, n) || (n > 1 && strlen(path) == n - 1 && strneq(path, prefix, n - 1)))
@@ -135,7 +134,7 @@ void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path) {
                 (void) http_conn_respond_error(c, 404, 3, "Not found");
                 return;
         }
-        eio_server_handle_request(c->eio, c);
+        s->eio_ops->handle_request(c->eio, c);
 }
 
 int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, void *userdata) {
@@ -148,20 +147,24 @@ int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, voi
         return 0;
 }
 
-void http_server_set_proxy(HttpServer *s, Proxy *proxy) {
-        s->proxy = proxy;
+void http_server_set_takeover(HttpServer *s, const HttpTakeover *takeover) {
+        s->takeover = takeover ? *takeover : (HttpTakeover) {};
 }
 
-bool http_server_has_proxy(const HttpServer *s) {
-        return s->proxy;
+bool http_server_takeover_wants(HttpServer *s, HttpConn *c, const char *path) {
+        return s->takeover.wants && s->takeover.wants(c, path, s->takeover.userdata);
 }
 
-void http_server_proxy(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size) {
+void http_server_takeover(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size) {
         int fd = c->fd;
 
         c->io = sd_event_source_disable_unref(c->io);
         c->fd = -EBADF;
-        proxy_take(s->proxy, fd, head, size);
+        s->takeover.take(fd, head, size, s->takeover.userdata);
+}
+
+const HttpEioOps *http_server_eio_ops(const HttpServer *s) {
+        return s->eio_ops;
 }
 
 int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size) {
@@ -171,7 +174,7 @@ int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint
         c->eio = route(s, path);
         if (!c->eio || c->method != HTTP_METHOD_GET || strcasecmp(c->upgrade_proto, "websocket") != 0)
                 return http_conn_respond_error(c, 400, 3, "Bad request"), -EINVAL;
-        if (eio_server_ws_check(c->eio, c) < 0)
+        if (s->eio_ops->ws_check(c->eio, c) < 0)
                 return -EINVAL; /* answered */
         if (s->shutting_down)
                 return http_conn_respond_error(c, 503, 3, "Shutting down"), -ESHUTDOWN;
@@ -212,29 +215,29 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 c->eio = route(s, path);
                 if (!c->eio)
                         return -1;
-                return eio_server_ws_check(c->eio, c) < 0 ? -1 : 0;
+                return s->eio_ops->ws_check(c->eio, c) < 0 ? -1 : 0;
         }
 
         case LWS_CALLBACK_ESTABLISHED:
-                if (!c || !c->eio)
+                if (!c || !c->eio || !s)
                         return -1;
                 c->wsi = wsi;
                 c->is_ws = true;
-                return eio_server_ws_established(c->eio, c) < 0 ? -1 : 0;
+                return s->eio_ops->ws_established(c->eio, c) < 0 ? -1 : 0;
 
         case LWS_CALLBACK_RECEIVE:
-                if (!c)
+                if (!c || !s)
                         return -1;
-                return eio_conn_ws_receive(c, in, len) < 0 ? -1 : 0;
+                return s->eio_ops->ws_receive(c, in, len) < 0 ? -1 : 0;
 
         case LWS_CALLBACK_SERVER_WRITEABLE:
-                if (!c)
+                if (!c || !s)
                         return -1;
-                return eio_conn_ws_writeable(c) < 0 ? -1 : 0;
+                return s->eio_ops->ws_writeable(c) < 0 ? -1 : 0;
 
         case LWS_CALLBACK_CLOSED:
-                if (c)
-                        eio_conn_ws_closed(c);
+                if (c && s && s->eio_ops)
+                        s->eio_ops->ws_closed(c);
                 return 0;
 
         case LWS_CALLBACK_WSI_CREATE:
@@ -244,8 +247,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 
         case LWS_CALLBACK_WSI_DESTROY:
                 if (c) {
-                        if (c->is_ws)
-                                eio_conn_ws_closed(c);
+                        if (c->is_ws && s && s->eio_ops)
+                                s->eio_ops->ws_closed(c);
                         buffer_done(&c->rx);
                         c->wsi = NULL;
                 }
@@ -440,9 +443,12 @@ unsigned http_server_port(HttpServer *s) {
         return s->port;
 }
 
-int http_server_add_eio(HttpServer *s, EioServer *eio) {
+int http_server_add_eio(HttpServer *s, EioServer *eio, const HttpEioOps *ops) {
         if (s->n_routes >= MAX_ROUTES)
                 return -E2BIG;
+        if (!ops || (s->eio_ops && s->eio_ops != ops))
+                return -EINVAL;
+        s->eio_ops = ops;
         s->routes[s->n_routes++] = eio;
         return 0;
 }

@@ -16,6 +16,8 @@
 
 #include <systemd/sd-event.h>
 
+#include "http-server.h"
+
 typedef struct Proxy Proxy;
 
 /* token(userdata): the runtime's token now (it changes at a claim), or NULL: the proxy is off. */
@@ -30,3 +32,8 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);
 static inline bool proxy_path(const char *path) {
         return strncmp(path, "/proxy/", 7) == 0;
 }
+
+/* The proxy as the HTTP server's takeover (http_server_set_takeover()): /proxy/ paths. */
+bool proxy_takeover_wants(HttpConn *c, const char *path, void *proxy);
+void proxy_takeover_take(int fd, const uint8_t *data, size_t size, void *proxy);
+#define PROXY_TAKEOVER(proxy) { .wants = proxy_takeover_wants, .take = proxy_takeover_take, .userdata = (proxy) }

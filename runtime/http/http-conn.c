@@ -18,8 +18,6 @@
 #include <http_parser.h>
 #include <jansson.h>
 
-#include "eio-server.h"
-#include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
 
@@ -224,9 +222,9 @@ static int on_headers_complete(http_parser *p) {
         c->keep_alive = http_should_keep_alive(p) && !http_server_is_shutting_down(c->server);
         c->body_pending = request_has_body(p);
         c->target_error = parse_target(c);
-        if (c->target_error == 0 && proxy_path(c->path) && http_server_has_proxy(c->server)) {
-                /* conn_parse() hands the connection to the proxy, head and all. */
-                c->proxy_requested = true;
+        if (c->target_error == 0 && http_server_takeover_wants(c->server, c, c->path)) {
+                /* conn_parse() hands the connection over, head and all. */
+                c->takeover_requested = true;
                 http_parser_pause(p, 1);
                 return 0;
         }
@@ -252,7 +250,7 @@ static int on_body(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
 
         if (c->post_stream && !c->responding)
-                eio_conn_post_chunk(c, (const uint8_t *) at, n);
+                http_server_eio_ops(c->server)->post_chunk(c, (const uint8_t *) at, n);
         else if (c->handler && !c->responding) {
                 if (c->body_oversized || c->body.len + n > c->body_max)
                         c->body_oversized = true;
@@ -276,7 +274,7 @@ static int on_message_complete(http_parser *p) {
                 return 0;
         }
         if (c->eio && c->method == HTTP_METHOD_POST)
-                eio_server_handle_body(c->eio, c);
+                http_server_eio_ops(c->server)->handle_body(c->eio, c);
         else
                 (void) http_conn_respond_error(c, 400, 3, "Bad request");
         return 0;
@@ -321,6 +319,40 @@ static int url_decode(const char *s, size_t n, char *buf, size_t size) {
         }
         buf[k] = 0;
         return (int) k;
+}
+
+/* The head is whole at the start of c->in while it is routed (conn_parse() keeps it). */
+int http_conn_header(const HttpConn *c, const char *name, char *buf, size_t size) {
+        const char *p = (const char *) buffer_data(&c->in), *end = p + c->in.len;
+        size_t name_len = strlen(name);
+
+        if (!c->head_done || c->is_ws)
+                return -ENOENT;
+        /* Past the request line (and the blank lines a parser allows before it). */
+        while (p < end && (*p == '\r' || *p == '\n'))
+                p++;
+        p = memchr(p, '\n', (size_t) (end - p));
+        while (p && ++p < end && *p != '\r' && *p != '\n') {
+                const char *eol = memchr(p, '\n', (size_t) (end - p)), *v, *v_end;
+
+                if (!eol)
+                        break;
+                if ((size_t) (eol - p) > name_len && p[name_len] == ':' && strncasecmp(p, name, name_len) == 0) {
+                        v = p + name_len + 1;
+                        v_end = eol;
+                        while (v < v_end && (*v == ' ' || *v == '\t'))
+                                v++;
+                        while (v_end > v && (v_end[-1] == '\r' || v_end[-1] == ' ' || v_end[-1] == '\t'))
+                                v_end--;
+                        if ((size_t) (v_end - v) >= size)
+                                return -E2BIG;
+                        memcpy(buf, v, (size_t) (v_end - v));
+                        buf[v_end - v] = 0;
+                        return (int) (v_end - v);
+                }
+                p = eol;
+        }
+        return -ENOENT;
 }
 
 int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
@@ -576,15 +608,15 @@ static void conn_parse(HttpConn *c) {
                 c->in_parsed += n;
                 e = HTTP_PARSER_ERRNO(c->parser);
 
-                if (c->proxy_requested) {
+                if (c->takeover_requested) {
                         const uint8_t *head = buffer_data(&c->in);
                         size_t size = c->in.len;
 
                         while (size > 0 && (*head == '\r' || *head == '\n'))
                                 head++, size--;
                         c->request_done = true;
-                        http_server_proxy(c->server, c, head, size);
-                        c->dead = true; /* the proxy has the socket now */
+                        http_server_takeover(c->server, c, head, size);
+                        c->dead = true; /* the takeover has the socket now */
                         return;
                 }
                 if (c->parser->upgrade) {
@@ -838,7 +870,8 @@ HttpConn *http_conn_free(HttpConn *c) {
                 c->handler = NULL;
                 h->closed(c, c->handler_data);
         }
-        eio_conn_http_closed(c);
+        if (http_server_eio_ops(c->server))
+                http_server_eio_ops(c->server)->http_closed(c);
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
         c->defer = sd_event_source_disable_unref(c->defer);
