@@ -54,6 +54,11 @@ static int method_create_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
                                 m->config->default_backend, &config, error);
         if (r < 0)
                 return r;
+        if (config->pool) {
+                r = pool_config_apply(m, config, error);
+                if (r < 0)
+                        return r;
+        }
         r = sandbox_config_apply_runtimes(config, m->config->allowed_runtimes, m->config->default_runtime, error);
         if (r < 0)
                 return r;

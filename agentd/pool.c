@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include "agentd-errors.h"
 #include "backend.h"
 #include "log.h"
 #include "pool.h"
@@ -47,6 +48,36 @@ static SandboxConfig *resolve(const PoolConfig *pc, const AgentdConfig *c) {
             strdup_or_null(&m->backend, c->default_backend) < 0)
                 return sandbox_config_free(m);
         return m;
+}
+
+static void take_string(char **to, char **from) {
+        free(*to);
+        *to = *from;
+        *from = NULL;
+}
+
+int pool_config_apply(Manager *m, SandboxConfig *c, sd_bus_error *error) {
+        _cleanup_(sandbox_config_freep) SandboxConfig *t = NULL;
+
+        for (size_t i = 0; i < m->config->n_pools; i++) {
+                if (!streq(m->config->pools[i]->name, c->pool))
+                        continue;
+                t = resolve(m->config->pools[i], m->config);
+                if (!t)
+                        return -ENOMEM;
+                c->limits = t->limits;
+                take_string(&c->image, &t->image);
+                take_string(&c->bundle, &t->bundle);
+                take_string(&c->platform, &t->platform);
+                take_string(&c->network, &t->network);
+                take_string(&c->runtime, &t->runtime);
+                take_string(&c->backend, &t->backend);
+                return 0;
+        }
+        (void) sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                 "config key 'pool': there is no pool '%s' (no pools.d/%s.pool beside agentd.conf)", c->pool,
+                                 c->pool);
+        return -ENOENT;
 }
 
 static SandboxConfig *member_config(const Pool *p) {

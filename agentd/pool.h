@@ -28,6 +28,11 @@ typedef struct Pool {
         char *error;               /* the last failure (ListPools, and the log once) */
 } Pool;
 
+/* A create naming `pool` (c->pool): fill in what the pool's file fixes, as its members are made
+ * with, so that the create claims a ready member or is made cold from the same spec. No such
+ * pool: InvalidConfig naming it, -ENOENT. */
+int pool_config_apply(Manager *m, SandboxConfig *c, sd_bus_error *error);
+
 /* Make the pools agentd.conf's pools.d names (empty: pools_refill() fills them). */
 int pools_start(Manager *m);
 /* Is id one of the pools' members (ready or being made)? */

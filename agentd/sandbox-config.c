@@ -19,6 +19,7 @@ SandboxConfig *sandbox_config_free(SandboxConfig *c) {
         free(c->network);
         free(c->runtime);
         free(c->user);
+        free(c->pool);
         free(c->workdir);
         free(c->setup);
         strv_free(c->env);
@@ -28,9 +29,6 @@ SandboxConfig *sandbox_config_free(SandboxConfig *c) {
         return NULL;
 }
 
-static inline void sandbox_config_freep(SandboxConfig **c) {
-        sandbox_config_free(*c);
-}
 
 static int copy_string(char **to, const char *from) {
         return from && !(*to = strdup(from)) ? -ENOMEM : 0;
@@ -61,7 +59,7 @@ SandboxConfig *sandbox_config_dup(const SandboxConfig *c) {
             copy_string(&d->platform, c->platform) < 0 || copy_string(&d->backend, c->backend) < 0 ||
             copy_string(&d->network, c->network) < 0 || copy_string(&d->workdir, c->workdir) < 0 ||
             copy_string(&d->setup, c->setup) < 0 || copy_string(&d->runtime, c->runtime) < 0 ||
-            copy_string(&d->user, c->user) < 0 || copy_strv(&d->env, c->env) < 0 ||
+            copy_string(&d->user, c->user) < 0 || copy_string(&d->pool, c->pool) < 0 || copy_strv(&d->env, c->env) < 0 ||
             copy_strv(&d->labels, c->labels) < 0 || copy_strv(&d->egress, c->egress) < 0)
                 return NULL;
         return TAKE_PTR(d);
@@ -231,7 +229,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
                 { "image", "s" }, { "bundle", "s" }, { "platform", "s" }, { "backend", "s" }, { "network", "s" },
                 { "workdir", "s" }, { "setup", "s" }, { "env", "a{ss}" }, { "labels", "a{ss}" }, { "ttl", "t" },
                 { "cpus", "d" }, { "memory", "t" }, { "pids", "t" }, { "bind_to_caller", "b" }, { "runtime", "s" },
-                { "read_only", "b" }, { "user", "s" }, { "egress", "as" },
+                { "read_only", "b" }, { "user", "s" }, { "egress", "as" }, { "pool", "s" },
         };
         size_t i;
         int r;
@@ -241,7 +239,7 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         if (i == ELEMENTSOF(types))
                 return invalid(error, "unknown config key '%s'%s (known: image, bundle, platform, backend, env, labels, "
                                       "ttl, cpus, memory, pids, network, workdir, bind_to_caller, setup, runtime, read_only, user, "
-                                      "egress)", key,
+                                      "egress, pool)", key,
                                NULL);
         if (!streq(sig, types[i].sig))
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "config key '%s' must be of type '%s', not '%s'",
@@ -290,6 +288,12 @@ static int read_value(sd_bus_message *m, SandboxConfig *c, const char *key, cons
         }
         if (streq(key, "egress"))
                 return read_egress(m, c, error);
+        if (streq(key, "pool")) {
+                r = read_string(m, key, &c->pool, 64, error);
+                if (r >= 0 && (c->pool[0] == '.' || strchr(c->pool, '/')))
+                        return invalid(error, "config key '%s': '%s' is not a pool name", key, c->pool);
+                return r;
+        }
         if (streq(key, "env"))
                 return read_map(m, key, true, &c->env, error);
         if (streq(key, "labels"))
@@ -404,6 +408,18 @@ int sandbox_config_read(sd_bus_message *m, const SandboxLimits *defaults, const 
         if (r < 0)
                 return r;
 
+        if (c->pool) {
+                /* The pool fixes these; a create naming one could not be served by it. */
+                const char *fixed = c->image ? "image" : c->bundle ? "bundle" : c->platform ? "platform" :
+                                    c->backend ? "backend" : c->network ? "network" : c->runtime ? "runtime" :
+                                    seen_limits[0] ? "cpus" : seen_limits[1] ? "memory" : seen_limits[2] ? "pids" : NULL;
+                if (fixed)
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                                 "config key '%s' comes from the pool ('%s'): name one or the other", fixed,
+                                                 c->pool);
+                *ret = TAKE_PTR(c);
+                return 0;
+        }
         if (!c->image)
                 return invalid(error, "config key '%s' is required: the task image to run%s", "image", NULL);
         if (!c->bundle)

@@ -124,6 +124,27 @@ def a_create_that_matches_takes_a_ready_one_with_a_new_token():
 
 
 @test
+def a_create_naming_the_pool_takes_a_ready_one_and_names_its_errors():
+    a = agentd()
+    wait_until(lambda: pools()["small"] == (2, 2), 60, interval=0.2, what="the refill")
+    before = members()
+    path, sid = a.manager().CreateSandbox(dbus.Dictionary({"pool": "small", "ttl": dbus.UInt64(300)}, signature="sv"),
+                                          timeout=120)
+    props = sandbox_props(path)
+    assert props["Pool"] == "small" and props["State"] == "running", props
+    assert f"agentix-{sid}" in before, (sid, before)
+    assert claimed_ids() >= {sid}
+    name, message = error_name(lambda: a.manager().CreateSandbox(dbus.Dictionary({"pool": "nosuch"}, signature="sv")))
+    assert name == f"{NAME}.InvalidConfig" and "'nosuch'" in message, (name, message)
+    name, message = error_name(lambda: a.manager().CreateSandbox(
+        dbus.Dictionary({"pool": "small", "memory": dbus.UInt64(256 << 20)}, signature="sv")))
+    assert name == f"{NAME}.InvalidConfig" and "'memory'" in message and "pool" in message, (name, message)
+    name, message = error_name(lambda: a.manager().CreateSandbox(dbus.Dictionary({"pool": "../x"}, signature="sv")))
+    assert name == f"{NAME}.InvalidConfig" and "not a pool name" in message, (name, message)
+    a.manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
 def a_killed_agentd_finds_its_claims_and_its_pools_again():
     a = agentd()
     sid = a.claimed
