@@ -133,6 +133,19 @@ int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *err
         return 0;
 }
 
+int lifecycle_set_ttl(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error) {
+        uint64_t max = m->config->max_ttl_sec;
+
+        if (max != AGENTD_UNLIMITED && seconds > max)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                         "SetTTL(%llu): this host allows at most %llu s (MaxTTL= in agentd.conf).",
+                                         (unsigned long long) seconds, (unsigned long long) max);
+        s->expires_at = now_realtime_usec() + seconds * 1000000ULL;
+        (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
+        schedule_reaper(m);
+        return 0;
+}
+
 /* ---- create ------------------------------------------------------------------------------ */
 
 static void create_done(Sandbox *s, const char *error_name, const char *message);

@@ -17,6 +17,8 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call);
 int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd_bus_error *error);
 /* Move ExpiresAt later, not beyond now + MaxTTL (InvalidConfig). */
 int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error);
+/* The sandbox expires `seconds` from now (sooner or later than it would have), within MaxTTL=. */
+int lifecycle_set_ttl(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error);
 
 /* Adopt the sandboxes an earlier agentd left in Docker (their labels say whose they are and
  * until when), remove the half-made (never started) and the expired ones, then follow the

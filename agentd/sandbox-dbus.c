@@ -17,6 +17,29 @@ static Sandbox *sandbox_of(Manager *m, const char *path) {
         return manager_get_sandbox(m, id);
 }
 
+/* The caller's labels ("key=value" each) as a{ss}. */
+static int append_labels(sd_bus_message *reply, char **labels) {
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        for (char **l = labels; l && *l; l++) {
+                _cleanup_free_ char *key = NULL;
+                const char *eq = strchr(*l, '=');
+
+                if (!eq)
+                        continue;
+                key = strndup(*l, (size_t) (eq - *l));
+                if (!key)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "{ss}", key, eq + 1);
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_close_container(reply);
+}
+
 static int property_get(sd_bus *bus, const char *path, const char *interface, const char *property,
                         sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Sandbox *s = sandbox_of(userdata, path);
@@ -30,6 +53,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", s->created_at);
         if (streq(property, "ExpiresAt"))
                 return sd_bus_message_append(reply, "t", s->expires_at);
+        if (streq(property, "Labels"))
+                return append_labels(reply, s->config->labels);
         if (streq(property, "Id"))
                 v = s->id;
         else if (streq(property, "Backend"))
@@ -88,6 +113,26 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Extend takes 1 to 315360000 seconds, not %llu.",
                                          (unsigned long long) seconds);
         r = lifecycle_extend(userdata, s, seconds, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(m, NULL);
+}
+
+static int method_set_ttl(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        uint64_t seconds;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "t", &seconds);
+        if (r < 0)
+                return r;
+        if (seconds == 0 || seconds > 10ULL * 365 * 24 * 3600)
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "SetTTL takes 1 to 315360000 seconds, not %llu.",
+                                         (unsigned long long) seconds);
+        r = lifecycle_set_ttl(userdata, s, seconds, error);
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(m, NULL);
@@ -216,6 +261,7 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("ExpiresAt", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("ContainerId", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Pool", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Labels", "a{ss}", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", "", "", method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Resume", "", "", method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -224,6 +270,8 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("SetTTL", "t", SD_BUS_PARAM(seconds), "", , method_set_ttl,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };

@@ -200,8 +200,16 @@ def config_reaches_the_container():
             assert r["output"] == "hi there\n/tmp\n", r
         finally:
             client.close()
+        assert dict(props["Labels"]) == {"team": "evals"}, props["Labels"]
         dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).Extend(dbus.UInt64(60))
         assert properties(path)["ExpiresAt"] - props["ExpiresAt"] == 60 * 10**6
+        # SetTTL: from now, sooner as well as later.
+        t0 = time.time()
+        dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).SetTTL(dbus.UInt64(30))
+        t1 = time.time()
+        assert (t0 + 30) * 10**6 - 10**6 <= properties(path)["ExpiresAt"] <= (t1 + 30) * 10**6 + 10**6
+        assert error_name(lambda: dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).SetTTL(
+            dbus.UInt64(0)))[0] == "org.agentix.Agentd1.InvalidConfig"
     finally:
         dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).Delete(timeout=60)
     assert f"agentix-{sid}" not in managed_containers()
@@ -344,6 +352,10 @@ def expired_sandboxes_are_deleted():
     path, short = create(ttl=dbus.UInt64(2))
     path2, longer = create(ttl=dbus.UInt64(2))
     dbus.Interface(bus().conn.get_object(NAME, path2), SANDBOX).Extend(dbus.UInt64(600))
+    path3, shortened = create(ttl=dbus.UInt64(600))
+    dbus.Interface(bus().conn.get_object(NAME, path3), SANDBOX).SetTTL(dbus.UInt64(2))
+    wait_until(lambda: f"agentix-{shortened}" not in managed_containers(), 15, interval=0.1,
+               what="the sandbox whose TTL was set to 2 s to go")
     t0 = time.time()
     wait_until(lambda: f"agentix-{short}" not in managed_containers(), 15, interval=0.1, what="the expired sandbox to go")
     print(f"    deleted {time.time() - t0:.1f} s after it was created with ttl 2 s")
