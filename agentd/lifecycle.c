@@ -651,7 +651,8 @@ static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char
         c->limits = (SandboxLimits) { .cpus = spec->cpus, .memory = spec->memory, .pids = spec->pids };
         if (!c->image || !c->bundle || !c->backend || (spec->runtime && !(c->runtime = strdup(spec->runtime))) ||
             (spec->network && !(c->network = strdup(spec->network))) ||
-            (spec->platform && !(c->platform = strdup(spec->platform))))
+            (spec->platform && !(c->platform = strdup(spec->platform))) ||
+            strv_copy((char *const *) spec->labels, &c->labels) < 0)
                 return sandbox_config_free(c);
         return c;
 }

@@ -35,17 +35,6 @@ static int copy_string(char **to, const char *from) {
 }
 
 /* NULL stays NULL; an empty list stays an empty list (egress: no network at all). */
-static int copy_strv(char ***to, char **from) {
-        if (!from)
-                return 0;
-        if (!(*to = calloc(1, sizeof(char *))))
-                return -ENOMEM;
-        for (char **i = from; *i; i++)
-                if (strv_extend(to, *i) < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
 SandboxConfig *sandbox_config_dup(const SandboxConfig *c) {
         _cleanup_(sandbox_config_freep) SandboxConfig *d = calloc(1, sizeof(SandboxConfig));
 
@@ -59,8 +48,8 @@ SandboxConfig *sandbox_config_dup(const SandboxConfig *c) {
             copy_string(&d->platform, c->platform) < 0 || copy_string(&d->backend, c->backend) < 0 ||
             copy_string(&d->network, c->network) < 0 || copy_string(&d->workdir, c->workdir) < 0 ||
             copy_string(&d->setup, c->setup) < 0 || copy_string(&d->runtime, c->runtime) < 0 ||
-            copy_string(&d->user, c->user) < 0 || copy_string(&d->pool, c->pool) < 0 || copy_strv(&d->env, c->env) < 0 ||
-            copy_strv(&d->labels, c->labels) < 0 || copy_strv(&d->egress, c->egress) < 0)
+            copy_string(&d->user, c->user) < 0 || copy_string(&d->pool, c->pool) < 0 || strv_copy(c->env, &d->env) < 0 ||
+            strv_copy(c->labels, &d->labels) < 0 || strv_copy(c->egress, &d->egress) < 0)
                 return NULL;
         return TAKE_PTR(d);
 }

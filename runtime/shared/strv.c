@@ -104,3 +104,21 @@ int strv_split_extend(char ***l, const char *s) {
         }
         return 0;
 }
+
+int strv_copy(char *const *l, char ***ret) {
+        char **c;
+
+        *ret = NULL;
+        if (!l)
+                return 0;
+        c = calloc(strv_length(l) + 1, sizeof(char *));
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; l[i]; i++)
+                if (!(c[i] = strdup(l[i]))) {
+                        strv_free(c);
+                        return -ENOMEM;
+                }
+        *ret = c;
+        return 0;
+}

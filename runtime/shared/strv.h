@@ -22,6 +22,8 @@ int strv_consume(char ***l, char *s);
 int strv_consume_n(char ***l, size_t *n, char *s);
 /* Append a copy of s. */
 int strv_extend(char ***l, const char *s);
+/* A copy of l in *ret (NULL for NULL). 0 or -ENOMEM. */
+int strv_copy(char *const *l, char ***ret);
 bool strv_contains(char *const *l, const char *s);
 static inline bool strv_isempty(char *const *l) {
         return !l || !*l;

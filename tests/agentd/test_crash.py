@@ -46,7 +46,7 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
     before = managed_containers()
     a = Agentd("crash")
     try:
-        keep = [a.create() for _ in range(2)]
+        keep = [a.create(labels=dbus.Dictionary({"kept": str(i)}, signature="ss")) for i in range(2)]
         access = {str(sid): tuple(map(str, a.manager().GetRuntimeAccess(sid))) for _, sid in keep}
         doomed = [str(a.create()[1]) for _ in range(2)]
         # A creator bound to its sandbox, that leaves the bus while agentd is dead.
@@ -96,8 +96,11 @@ def sigkill_in_the_middle_of_20_creates_and_running_deletes_leaks_nothing():
         print(f"  after the restart: {log.count('adopted from docker')} adopted, "
               f"{log.count('its create never finished')} half-made removed")
         # The survivors: same id, object, token; their runtime answers.
-        for path, sid in keep:
+        for i, (path, sid) in enumerate(keep):
             assert str(a.manager().GetSandbox(sid)) == str(path)
+            labels = dbus.Interface(a.conn.get_object(NAME, path), "org.freedesktop.DBus.Properties").Get(SANDBOX,
+                                                                                                          "Labels")
+            assert dict(labels) == {"kept": str(i)}, labels
             assert tuple(map(str, a.manager().GetRuntimeAccess(sid))) == access[str(sid)]
         # Every create that was answered is there; the bound one went with its creator.
         assert answered <= ids, answered - ids

@@ -46,7 +46,7 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         const char *status = json_string_value(json_object_get(st, "Status")), *port;
         _cleanup_free_ char *url = NULL;
         const char *egress_label = json_string_value(json_object_get(labels, "org.agentix.egress"));
-        _cleanup_strv_free_ char **egress = NULL;
+        _cleanup_strv_free_ char **egress = NULL, **caller_labels = NULL;
         AgentdFoundState state;
         bool ok = true;
         size_t i;
@@ -80,6 +80,9 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                         ok = false;
                 spec.egress = (const char *const *) egress;
         }
+        if (docker_caller_labels(labels, &caller_labels) < 0)
+                ok = false;
+        spec.labels = (const char *const *) caller_labels;
         json_array_foreach(json_object_get(config, "Env"), i, e)
                 if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
                         spec.token = json_string_value(e) + 14;

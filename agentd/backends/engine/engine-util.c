@@ -7,6 +7,24 @@
 
 #include "agentix/agentd-backend.h"
 #include "engine-util.h"
+#include "strv.h"
+
+int docker_caller_labels(json_t *labels, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        const char *key;
+        json_t *value;
+
+        json_object_foreach(labels, key, value) {
+                char *kv;
+
+                if (strneq(key, "org.agentix.", 12) || !json_string_value(value))
+                        continue;
+                if (asprintf(&kv, "%s=%s", key, json_string_value(value)) < 0 || strv_consume(&l, kv) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
 
 uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok) {
         const char *v = json_string_value(json_object_get(labels, key));

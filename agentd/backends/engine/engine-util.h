@@ -14,6 +14,9 @@
 
 /* A label's value as a decimal number; *ok becomes false when it is missing or not one. */
 uint64_t docker_label_u64(json_t *labels, const char *key, bool *ok);
+/* The caller's labels among a container's or service's (all but agentd's org.agentix.*), as
+ * "key=value" strings in *ret (NULL: none). 0 or -ENOMEM. */
+int docker_caller_labels(json_t *labels, char ***ret);
 /* The payloads of a container or service log's frames (Docker multiplexes stdout and stderr),
  * appended to out in order; -EBADMSG for what is not frames. */
 int docker_logs_demultiplex(const void *frames, size_t size, Buffer *out);

@@ -32,6 +32,7 @@ static void found(Adopt *a, const SwarmSandbox *sb) {
                *task = json_object_get(spec, "TaskTemplate"),
                *limits = json_object_get(json_object_get(task, "Resources"), "Limits");
         json_t *container = json_object_get(task, "ContainerSpec"), *e;
+        _cleanup_strv_free_ char **caller_labels = NULL;
         AgentdFoundState state;
         bool ok = true;
         size_t i;
@@ -57,6 +58,9 @@ static void found(Adopt *a, const SwarmSandbox *sb) {
                 .bundle_id = label(labels, "org.agentix.bundle.id"),
         };
 
+        if (docker_caller_labels(labels, &caller_labels) < 0)
+                ok = false;
+        s.labels = (const char *const *) caller_labels;
         json_array_foreach(json_object_get(container, "Env"), i, e)
                 if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
                         s.token = json_string_value(e) + 14;
