@@ -55,6 +55,10 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", s->expires_at);
         if (streq(property, "Labels"))
                 return append_labels(reply, s->config->labels);
+        if (streq(property, "CPUs"))
+                return sd_bus_message_append(reply, "d", s->config->limits.cpus);
+        if (streq(property, "Memory"))
+                return sd_bus_message_append(reply, "t", s->config->limits.memory);
         if (streq(property, "Id"))
                 v = s->id;
         else if (streq(property, "Backend"))
@@ -262,6 +266,8 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("ContainerId", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Pool", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Labels", "a{ss}", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("CPUs", "d", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Memory", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", "", "", method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Resume", "", "", method_resume, SD_BUS_VTABLE_UNPRIVILEGED),

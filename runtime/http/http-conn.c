@@ -18,6 +18,7 @@
 #include <http_parser.h>
 #include <jansson.h>
 
+#include "http-head.h"
 #include "http-server.h"
 #include "log.h"
 
@@ -77,6 +78,7 @@ static void conn_reset_request(HttpConn *c) {
         c->body_max = 0;
         c->body_oversized = false;
         c->streaming = false;
+        buffer_clear(&c->extra_headers);
         c->access_token[0] = 0;
         c->authorization[0] = 0;
 }
@@ -303,7 +305,7 @@ static int hex_value(char ch) {
 }
 
 /* application/x-www-form-urlencoded: %XX escapes and '+' for a space. */
-static int url_decode(const char *s, size_t n, char *buf, size_t size) {
+int http_url_decode(const char *s, size_t n, char *buf, size_t size) {
         size_t k = 0;
 
         for (size_t i = 0; i < n; i++) {
@@ -323,39 +325,26 @@ static int url_decode(const char *s, size_t n, char *buf, size_t size) {
 
 /* The head is whole at the start of c->in while it is routed (conn_parse() keeps it). */
 int http_conn_header(const HttpConn *c, const char *name, char *buf, size_t size) {
-        const char *p = (const char *) buffer_data(&c->in), *end = p + c->in.len;
-        size_t name_len = strlen(name);
+        const uint8_t *p = buffer_data(&c->in);
+        size_t n = c->in.len, len;
+        const char *v;
+        HttpHead h;
 
         if (!c->head_done || c->is_ws)
                 return -ENOENT;
-        /* Past the request line (and the blank lines a parser allows before it). */
-        while (p < end && (*p == '\r' || *p == '\n'))
-                p++;
-        p = memchr(p, '\n', (size_t) (end - p));
-        while (p && ++p < end && *p != '\r' && *p != '\n') {
-                const char *eol = memchr(p, '\n', (size_t) (end - p)), *v, *v_end;
-
-                if (!eol)
-                        break;
-                if ((size_t) (eol - p) > name_len && p[name_len] == ':' && strncasecmp(p, name, name_len) == 0) {
-                        v = p + name_len + 1;
-                        v_end = eol;
-                        while (v < v_end && (*v == ' ' || *v == '\t'))
-                                v++;
-                        while (v_end > v && (v_end[-1] == '\r' || v_end[-1] == ' ' || v_end[-1] == '\t'))
-                                v_end--;
-                        if ((size_t) (v_end - v) >= size)
-                                return -E2BIG;
-                        memcpy(buf, v, (size_t) (v_end - v));
-                        buf[v_end - v] = 0;
-                        return (int) (v_end - v);
-                }
-                p = eol;
-        }
-        return -ENOENT;
+        /* The blank lines a parser allows before a request. */
+        while (n > 0 && (*p == '\r' || *p == '\n'))
+                p++, n--;
+        if (http_head_parse(p, n, &h) < 0 || !http_head_find(&h, name, &v, &len))
+                return -ENOENT;
+        if (len >= size)
+                return -E2BIG;
+        memcpy(buf, v, len);
+        buf[len] = 0;
+        return (int) len;
 }
 
-int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
+int http_conn_query_nth(const HttpConn *c, const char *name, unsigned nth, char *buf, size_t size) {
         const char *q = (const char *) buffer_data(&c->url) + c->query_off, *end = q + c->query_len;
         size_t name_len = strlen(name);
 
@@ -364,12 +353,16 @@ int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
                 const char *eq = memchr(q, '=', (size_t) (amp - q));
                 size_t key_len = (size_t) ((eq ?: amp) - q);
 
-                if (key_len == name_len && memcmp(q, name, name_len) == 0)
-                        return eq ? url_decode(eq + 1, (size_t) (amp - eq - 1), buf, size)
-                                  : url_decode("", 0, buf, size);
+                if (key_len == name_len && memcmp(q, name, name_len) == 0 && nth-- == 0)
+                        return eq ? http_url_decode(eq + 1, (size_t) (amp - eq - 1), buf, size)
+                                  : http_url_decode("", 0, buf, size);
                 q = amp + 1;
         }
         return -ENOENT;
+}
+
+int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
+        return http_conn_query_nth(c, name, 0, buf, size);
 }
 
 /* ---- the response --------------------------------------------------------------------------- */
@@ -426,6 +419,8 @@ static int write_head(HttpConn *c, unsigned status, const char *content_type, in
                                      "Access-Control-Allow-Headers: content-type, authorization, x-access-token\r\n");
         if (r >= 0)
                 r = buffer_printf(h, "Cache-Control: no-store\r\n");
+        if (r >= 0 && c->extra_headers.len > 0)
+                r = buffer_append(h, buffer_data(&c->extra_headers), c->extra_headers.len);
         if (r >= 0) {
                 if (c->close_after_response)
                         r = buffer_printf(h, "Connection: close\r\n");
@@ -528,6 +523,13 @@ int http_conn_stream_end(HttpConn *c) {
 
 size_t http_conn_pending(const HttpConn *c) {
         return (c->out_head.len - c->out_head_sent) + (c->out_body.len - c->out_body_sent);
+}
+
+int http_conn_add_header(HttpConn *c, const char *name, const char *value) {
+        /* A name or value that could end the line would let a caller's data make headers. */
+        if (c->responding || strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
+                return -EINVAL;
+        return buffer_printf(&c->extra_headers, "%s: %s\r\n", name, value);
 }
 
 int http_conn_respond_json(HttpConn *c, unsigned status, json_t *body) {
@@ -882,6 +884,7 @@ HttpConn *http_conn_free(HttpConn *c) {
         buffer_done(&c->out_body);
         buffer_done(&c->body);
         buffer_done(&c->rx);
+        buffer_done(&c->extra_headers);
         free(c->parser);
         http_server_conn_removed(c->server, c);
         free(c);

@@ -52,6 +52,8 @@ struct ProxyConn {
         bool lingering;
         uint64_t linger_until;
         unsigned port;
+        struct sockaddr_storage addr; /* proxy_forward(): where to (else 127.0.0.1:port, then ::1) */
+        socklen_t addr_len;
         Pipe up, down;  /* client → upstream, upstream → client */
         uint64_t progress_usec;
         ProxyConn *prev, *next;
@@ -87,15 +89,25 @@ static void conn_free(ProxyConn *c) {
 /* ---- answers of the proxy's own ------------------------------------------------------------ */
 
 /* A short response, written at once (it fits the socket's buffer), then the connection ends. */
-static void answer(int fd, unsigned status, const char *reason, const char *extra_headers, const char *text) {
+static void answer_typed(int fd, unsigned status, const char *reason, const char *content_type,
+                         const char *extra_headers, const char *text) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
 
         if (buffer_printf(&b,
-                          "HTTP/1.1 %u %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %zu\r\n"
+                          "HTTP/1.1 %u %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                           "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n%s",
-                          status, reason, strlen(text), extra_headers ?: "", text) >= 0)
+                          status, reason, content_type, strlen(text), extra_headers ?: "", text) >= 0)
                 (void) send(fd, buffer_data(&b), b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void) shutdown(fd, SHUT_WR);
+}
+
+static void answer(int fd, unsigned status, const char *reason, const char *extra_headers, const char *text) {
+        answer_typed(fd, status, reason, "text/plain; charset=utf-8", extra_headers, text);
+}
+
+void proxy_answer(int fd, unsigned status, const char *reason, const char *content_type, const char *body) {
+        answer_typed(fd, status, reason, content_type, NULL, body);
+        safe_close(fd);
 }
 
 /* ---- moving bytes ------------------------------------------------------------------------ */
@@ -239,12 +251,16 @@ static int on_upstream(sd_event_source *s, int fd, uint32_t revents, void *userd
                 socklen_t len = sizeof(error);
 
                 (void) getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-                if (error == ECONNREFUSED && !c->tried_ipv6 && start_connect(c, true) >= 0)
+                if (error == ECONNREFUSED && c->addr_len == 0 && !c->tried_ipv6 && start_connect(c, true) >= 0)
                         return 0; /* perhaps it listens on ::1 only */
                 if (error != 0) {
                         char text[160];
-                        snprintf(text, sizeof(text), "Nothing answers on port %u in the sandbox (%s).\n", c->port,
-                                 strerror(error));
+                        if (c->addr_len > 0)
+                                snprintf(text, sizeof(text), "The sandbox's runtime does not answer (%s).\n",
+                                         strerror(error));
+                        else
+                                snprintf(text, sizeof(text), "Nothing answers on port %u in the sandbox (%s).\n", c->port,
+                                         strerror(error));
                         answer(c->client, 502, "Bad Gateway", NULL, text);
                         conn_free(c);
                         return 0;
@@ -286,7 +302,10 @@ static int start_connect(ProxyConn *c, bool ipv6) {
         c->tried_ipv6 = ipv6;
         c->upstream_io = sd_event_source_disable_unref(c->upstream_io);
         c->upstream = safe_close(c->upstream);
-        if (ipv6) {
+        if (c->addr_len > 0) {
+                memcpy(&a, &c->addr, MIN((size_t) c->addr_len, sizeof(a)));
+                len = MIN(c->addr_len, (socklen_t) sizeof(a));
+        } else if (ipv6) {
                 a.in6 = (struct sockaddr_in6) { .sin6_family = AF_INET6, .sin6_port = htons(c->port),
                                                 .sin6_addr = IN6ADDR_LOOPBACK_INIT };
                 len = sizeof(a.in6);
@@ -310,9 +329,11 @@ static int start_connect(ProxyConn *c, bool ipv6) {
 
 /* ---- taking a connection ----------------------------------------------------------------- */
 
+static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
+                       Buffer *upstream);
+
 void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
         _cleanup_(proxy_request_done) ProxyRequest req = {};
-        ProxyConn *c;
         int r;
 
         r = proxy_request_read(data, size, p->token ? p->token(p->userdata) : NULL, &req);
@@ -324,21 +345,34 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
                 safe_close(fd);
                 return;
         }
-        if (p->n_conns >= PROXY_MAX_CONNECTIONS) {
+        conn_start(p, fd, req.port, NULL, 0, &req.upstream);
+}
+
+/* A connection to pass bytes for: client fd, the upstream at addr (NULL: 127.0.0.1:port, then
+ * ::1), first sending `upstream` to it (taken). */
+static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
+                       Buffer *upstream) {
+        ProxyConn *c;
+        int r;
+
+        if (p->n_conns >= PROXY_MAX_CONNECTIONS || addr_len > sizeof(struct sockaddr_storage)) {
                 answer(fd, 503, "Service Unavailable", NULL, "The proxy has as many connections as it takes.\n");
                 safe_close(fd);
+                buffer_done(upstream);
                 return;
         }
-
         c = calloc(1, sizeof(*c));
         if (!c) {
                 safe_close(fd);
+                buffer_done(upstream);
                 return;
         }
-        *c = (ProxyConn) { .proxy = p, .client = fd, .upstream = -EBADF, .port = req.port,
+        *c = (ProxyConn) { .proxy = p, .client = fd, .upstream = -EBADF, .port = port, .addr_len = addr ? addr_len : 0,
                            .progress_usec = loop_usec(p) };
-        c->up.buf = req.upstream;
-        req.upstream = BUFFER_NULL;
+        if (addr)
+                memcpy(&c->addr, addr, addr_len);
+        c->up.buf = *upstream;
+        *upstream = BUFFER_NULL;
         c->next = p->conns;
         if (p->conns)
                 p->conns->prev = c;
@@ -356,6 +390,10 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
                 answer(fd, 502, "Bad Gateway", NULL, "The proxy could not reach the port.\n");
                 conn_free(c);
         }
+}
+
+void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream) {
+        conn_start(p, fd, 0, addr, addr_len, upstream);
 }
 
 int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret) {

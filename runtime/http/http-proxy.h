@@ -16,6 +16,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "buffer.h"
 #include "http-server.h"
 
 typedef struct Proxy Proxy;
@@ -27,6 +28,15 @@ Proxy *proxy_free(Proxy *p);
 /* Take a client connection (non-blocking fd) whose request head, and whatever followed it, are
  * data. The fd is the proxy's from now on, whatever happens. */
 void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);
+
+/* Forward a client connection (non-blocking fd) to addr: `upstream` (the request's head as the
+ * upstream gets it, and whatever followed) goes first, then bytes pass both ways as for the port
+ * proxy, one request per connection, its response told Connection: close. fd and upstream's
+ * bytes are the proxy's from now on. */
+struct sockaddr;
+void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream);
+/* A short answer of one's own on fd (body: content_type), which is closed then. */
+void proxy_answer(int fd, unsigned status, const char *reason, const char *content_type, const char *body);
 
 /* Is this request path one for the proxy? */
 static inline bool proxy_path(const char *path) {

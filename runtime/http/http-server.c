@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
 #include <libwebsockets.h>
 #include <netdb.h>
 #include <strings.h>
@@ -384,6 +385,46 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
         return 0;
 }
 
+/* Serve on fd, a listening socket (ours, or systemd's), taking it. */
+static int add_listener(HttpServer *s, int fd) {
+        Listener *l;
+        int r;
+
+        if (s->n_listeners >= MAX_LISTENERS) {
+                safe_close(fd);
+                return -E2BIG;
+        }
+        l = &s->listeners[s->n_listeners];
+        l->server = s;
+        l->fd = fd;
+        r = sd_event_add_io(s->event, &l->source, fd, EPOLLIN, on_accept, l);
+        if (r < 0) {
+                l->fd = -EBADF;
+                safe_close(fd);
+                return r;
+        }
+        s->n_listeners++;
+        if (s->port == 0) {
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof(ss);
+                if (getsockname(fd, (struct sockaddr *) &ss, &sl) == 0 &&
+                    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
+                        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                                                 : ((struct sockaddr_in *) &ss)->sin_port);
+        }
+        return 0;
+}
+
+int http_server_listen_fd(HttpServer *s, int fd) {
+        int flags = fcntl(fd, F_GETFL);
+
+        if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+                safe_close(fd);
+                return -errno;
+        }
+        return add_listener(s, fd);
+}
+
 int http_server_listen(HttpServer *s, const char *host, const char *port) {
         struct addrinfo hints = { .ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM };
         struct addrinfo *res = NULL;
@@ -394,7 +435,6 @@ int http_server_listen(HttpServer *s, const char *host, const char *port) {
                 return log_error_errno(EADDRNOTAVAIL, "Failed to resolve %s:%s: %s", host, port, gai_strerror(r));
 
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                Listener *l;
                 int fd;
 
                 if (s->n_listeners >= MAX_LISTENERS)
@@ -413,24 +453,10 @@ int http_server_listen(HttpServer *s, const char *host, const char *port) {
                         continue;
                 }
 
-                l = &s->listeners[s->n_listeners];
-                l->server = s;
-                l->fd = fd;
-                r = sd_event_add_io(s->event, &l->source, fd, EPOLLIN, on_accept, l);
-                if (r < 0) {
-                        safe_close(fd);
+                r = add_listener(s, fd);
+                if (r < 0)
                         continue;
-                }
-                s->n_listeners++;
                 n++;
-
-                if (s->port == 0) {
-                        struct sockaddr_storage ss;
-                        socklen_t sl = sizeof(ss);
-                        if (getsockname(fd, (struct sockaddr *) &ss, &sl) == 0)
-                                s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
-                                                                         : ((struct sockaddr_in *) &ss)->sin_port);
-                }
         }
         freeaddrinfo(res);
 

@@ -115,6 +115,7 @@ typedef struct HttpConn {
         bool streaming;         /* a chunked response under way (http_conn_stream_*()) */
         char authorization[256]; /* the Authorization header (http_conn_bearer_token()) */
         char access_token[256];  /* the X-Access-Token header */
+        Buffer extra_headers;    /* header lines for the response (http_conn_add_header()) */
 } HttpConn;
 
 /* What a route's handler is told about its request. `request` runs once the whole request
@@ -144,6 +145,9 @@ HttpServer *http_server_free(HttpServer *s);
 
 /* Listen on every address `host` resolves to (numeric or name; "0.0.0.0", "::", "localhost"). */
 int http_server_listen(HttpServer *s, const char *host, const char *port);
+/* Serve on fd, a socket listening already (systemd's socket activation); it is the server's
+ * from now on. */
+int http_server_listen_fd(HttpServer *s, int fd);
 /* The port actually bound by the first listener (useful with port "0"). */
 unsigned http_server_port(HttpServer *s);
 
@@ -184,6 +188,8 @@ void http_server_shutdown(HttpServer *s);
 
 /* Respond to the current request with a body (taken over; may be NULL for no body). */
 int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body);
+/* One more header for the response to the current request (before it is answered). */
+int http_conn_add_header(HttpConn *c, const char *name, const char *value);
 /* Respond with body as compact JSON (taken over; NULL or unprintable: 500). */
 struct json_t;
 int http_conn_respond_json(HttpConn *c, unsigned status, struct json_t *body);
@@ -212,6 +218,14 @@ size_t http_conn_pending(const HttpConn *c);
  * blanks around it) while the request's head is being routed (a route, a takeover's wants).
  * Returns its length, or -ENOENT / -E2BIG. */
 int http_conn_header(const HttpConn *c, const char *name, char *buf, size_t size);
+
+/* The nth (from 0) value of a query argument given more than once (state=a&state=b), plain
+ * HTTP only. Returns length, or -ENOENT / -E2BIG. */
+int http_conn_query_nth(const HttpConn *c, const char *name, unsigned nth, char *buf, size_t size);
+
+/* s (n bytes) with %XX escapes and '+' for a space decoded, NUL-terminated, in buf. Returns
+ * the length, or -E2BIG. */
+int http_url_decode(const char *s, size_t n, char *buf, size_t size);
 
 /* Copy a query argument's value (URL-decoded). Returns length, or -ENOENT / -E2BIG. */
 int http_conn_query(HttpConn *c, const char *name, char *buf, size_t size);

@@ -3,65 +3,13 @@
  * bytes and whole (http-conn.c parsed it already); nothing here trusts that beyond bounds. */
 #include <strings.h>
 
+#include "http-head.h"
 #include "macro.h"
 #include "proxy-request.h"
 #include "proxy-token.h"
 
 #define COOKIE_PREFIX PROXY_COOKIE_PREFIX
 #define QUERY_TOKEN PROXY_QUERY_TOKEN
-
-typedef struct Head {
-        const char *method;  size_t method_len;
-        const char *target;  size_t target_len;
-        const char *version; size_t version_len;
-        const char *headers; size_t headers_len; /* the header lines, each ending in CRLF */
-        size_t size;                             /* the whole head, blank line included */
-} Head;
-
-static int parse_head(const uint8_t *data, size_t size, Head *h) {
-        const char *s = (const char *) data, *end = memmem(s, size, "\r\n\r\n", 4), *eol, *sp1, *sp2;
-
-        if (!end)
-                return -EBADMSG;
-        eol = memmem(s, (size_t) (end + 2 - s), "\r\n", 2);
-        sp1 = memchr(s, ' ', (size_t) (eol - s));
-        sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t) (eol - sp1 - 1)) : NULL;
-        if (!sp1 || !sp2)
-                return -EBADMSG;
-        *h = (Head) {
-                .method = s, .method_len = (size_t) (sp1 - s),
-                .target = sp1 + 1, .target_len = (size_t) (sp2 - sp1 - 1),
-                .version = sp2 + 1, .version_len = (size_t) (eol - sp2 - 1),
-                .headers = eol + 2, .headers_len = (size_t) (end + 2 - (eol + 2)),
-                .size = (size_t) (end + 4 - s),
-        };
-        return 0;
-}
-
-static bool name_is(const char *line, size_t n, const char *name) {
-        size_t k = strlen(name);
-        return n > k && line[k] == ':' && strncasecmp(line, name, k) == 0;
-}
-
-/* The value of a header line (after "Name:", spaces trimmed). */
-static void header_value(const char *line, size_t n, const char **ret, size_t *ret_len) {
-        const char *v = memchr(line, ':', n) + 1, *e = line + n;
-
-        while (v < e && (*v == ' ' || *v == '\t'))
-                v++;
-        while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-                e--;
-        *ret = v;
-        *ret_len = (size_t) (e - v);
-}
-
-/* Walk the header lines: fn(line without CRLF, its length). */
-#define FOREACH_HEADER(h, line, n)                                                                           \
-        for (const char *line = (h)->headers, *_e; line < (h)->headers + (h)->headers_len &&                  \
-                                                   (_e = memmem(line, (size_t) ((h)->headers + (h)->headers_len - line), \
-                                                                "\r\n", 2));                                     \
-             line = _e + 2)                                                                                    \
-                for (size_t n = (size_t) (_e - line), _once = 1; _once; _once = 0)
 
 /* The value of cookie `name` in a Cookie header value, or NULL. */
 static const char *cookie_value(const char *v, size_t n, const char *name, size_t *ret_len) {
@@ -121,23 +69,23 @@ typedef enum Auth {
         AUTH_QUERY,
 } Auth;
 
-static Auth authorize(const Head *h, const char *runtime_token, unsigned port, const char *query, size_t query_len) {
+static Auth authorize(const HttpHead *h, const char *runtime_token, unsigned port, const char *query, size_t query_len) {
         char cookie[32];
         const char *v;
         size_t n;
 
         snprintf(cookie, sizeof(cookie), COOKIE_PREFIX "%u", port);
-        FOREACH_HEADER(h, line, len) {
+        HTTP_HEAD_FOREACH(h, line, len) {
                 const char *value;
                 size_t value_len;
 
-                if (name_is(line, len, "authorization")) {
-                        header_value(line, len, &value, &value_len);
+                if (http_head_line_is(line, len, "authorization")) {
+                        http_head_line_value(line, len, &value, &value_len);
                         if (value_len > 7 && strncasecmp(value, "Bearer ", 7) == 0 &&
                             proxy_token_valid(runtime_token, port, value + 7, value_len - 7))
                                 return AUTH_HEADER;
-                } else if (name_is(line, len, "cookie")) {
-                        header_value(line, len, &value, &value_len);
+                } else if (http_head_line_is(line, len, "cookie")) {
+                        http_head_line_value(line, len, &value, &value_len);
                         v = cookie_value(value, value_len, cookie, &n);
                         if (v && proxy_token_valid(runtime_token, port, v, n))
                                 return AUTH_COOKIE;
@@ -152,15 +100,15 @@ static Auth authorize(const Head *h, const char *runtime_token, unsigned port, c
 /* What the upstream gets: the request line with REST as the target (the token parameter
  * gone), the headers without the proxy's own credentials, Connection: close unless it upgrades,
  * X-Forwarded-Prefix; then the bytes that followed the head. */
-static int upstream_head(const Head *h, const char *rest, size_t rest_len, const char *query, size_t query_len,
+static int upstream_head(const HttpHead *h, const char *rest, size_t rest_len, const char *query, size_t query_len,
                          unsigned port, Auth auth, const uint8_t *after, size_t after_len, Buffer *out) {
         char cookie[32];
         bool upgrade = false;
         int r;
 
         snprintf(cookie, sizeof(cookie), COOKIE_PREFIX "%u", port);
-        FOREACH_HEADER(h, line, len)
-                if (name_is(line, len, "upgrade"))
+        HTTP_HEAD_FOREACH(h, line, len)
+                if (http_head_line_is(line, len, "upgrade"))
                         upgrade = true;
 
         r = buffer_append(out, h->method, h->method_len);
@@ -170,20 +118,20 @@ static int upstream_head(const Head *h, const char *rest, size_t rest_len, const
         r = r ?: buffer_append(out, " ", 1);
         r = r ?: buffer_append(out, h->version, h->version_len);
         r = r ?: buffer_append(out, "\r\n", 2);
-        FOREACH_HEADER(h, line, len) {
+        HTTP_HEAD_FOREACH(h, line, len) {
                 if (r < 0)
                         break;
-                if ((auth == AUTH_HEADER && name_is(line, len, "authorization")) ||
-                    (!upgrade && (name_is(line, len, "connection") || name_is(line, len, "keep-alive"))) ||
-                    name_is(line, len, "proxy-connection") || name_is(line, len, "x-forwarded-prefix"))
+                if ((auth == AUTH_HEADER && http_head_line_is(line, len, "authorization")) ||
+                    (!upgrade && (http_head_line_is(line, len, "connection") || http_head_line_is(line, len, "keep-alive"))) ||
+                    http_head_line_is(line, len, "proxy-connection") || http_head_line_is(line, len, "x-forwarded-prefix"))
                         continue;
-                if (name_is(line, len, "cookie")) {
+                if (http_head_line_is(line, len, "cookie")) {
                         /* Every cookie but the proxy's own. */
                         const char *value, *e;
                         size_t value_len;
                         bool any = false;
 
-                        header_value(line, len, &value, &value_len);
+                        http_head_line_value(line, len, &value, &value_len);
                         e = value + value_len;
                         for (const char *p = value; p < e && r >= 0;) {
                                 const char *semi = memchr(p, ';', (size_t) (e - p)) ?: e;
@@ -228,11 +176,11 @@ int proxy_request_read(const uint8_t *data, size_t size, const char *runtime_tok
         size_t rest_len, query_len = 0;
         unsigned port = 0;
         Auth auth;
-        Head h;
+        HttpHead h;
         int r;
 
         *ret = (ProxyRequest) {};
-        if (parse_head(data, size, &h) < 0 || h.version_len != 8 ||
+        if (http_head_parse(data, size, &h) < 0 || h.version_len != 8 ||
             !(strneq(h.version, "HTTP/1.1", 8) || strneq(h.version, "HTTP/1.0", 8)))
                 return decide(ret, 400, "Bad Request", "The request head is not one the proxy can read.\n");
         /* /proxy/PORT/REST?QUERY (origin form only: the proxy is no forward proxy), visible
@@ -313,7 +261,7 @@ int proxy_response_rewrite(Buffer *buf) {
 
                 eol = memmem(line, (size_t) (end + 2 - line), "\r\n", 2);
                 n = (size_t) (eol - line);
-                if (name_is(line, n, "connection") || name_is(line, n, "keep-alive"))
+                if (http_head_line_is(line, n, "connection") || http_head_line_is(line, n, "keep-alive"))
                         continue;
                 r = buffer_append(&out, line, n + 2);
         }

@@ -8,22 +8,28 @@
 
 #include "proxy-token.h"
 
-int proxy_token(const char *runtime_token, unsigned port, char ret[static PROXY_TOKEN_LEN + 1]) {
+int runtime_token_derive(const char *runtime_token, const char *purpose, char ret[static PROXY_TOKEN_LEN + 1]) {
         unsigned char mac[EVP_MAX_MD_SIZE];
         unsigned int n = 0;
-        char msg[32];
-        int len;
 
-        if (!runtime_token || !runtime_token[0] || port == 0 || port > 65535)
+        if (!runtime_token || !runtime_token[0])
                 return -EINVAL;
-        len = snprintf(msg, sizeof(msg), "agentix-proxy:%u", port);
-        if (!HMAC(EVP_sha256(), runtime_token, (int) strlen(runtime_token), (const unsigned char *) msg, (size_t) len,
-                  mac, &n) ||
+        if (!HMAC(EVP_sha256(), runtime_token, (int) strlen(runtime_token), (const unsigned char *) purpose,
+                  strlen(purpose), mac, &n) ||
             n * 2 != PROXY_TOKEN_LEN)
                 return -EIO;
         for (unsigned i = 0; i < n; i++)
                 snprintf(ret + 2 * i, 3, "%02x", mac[i]);
         return 0;
+}
+
+int proxy_token(const char *runtime_token, unsigned port, char ret[static PROXY_TOKEN_LEN + 1]) {
+        char msg[32];
+
+        if (port == 0 || port > 65535)
+                return -EINVAL;
+        (void) snprintf(msg, sizeof(msg), "agentix-proxy:%u", port);
+        return runtime_token_derive(runtime_token, msg, ret);
 }
 
 bool proxy_token_valid(const char *runtime_token, unsigned port, const char *token, size_t len) {

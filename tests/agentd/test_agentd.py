@@ -201,6 +201,7 @@ def config_reaches_the_container():
         finally:
             client.close()
         assert dict(props["Labels"]) == {"team": "evals"}, props["Labels"]
+        assert (float(props["CPUs"]), int(props["Memory"])) == (0.5, 256 << 20), (props["CPUs"], props["Memory"])
         dbus.Interface(bus().conn.get_object(NAME, path), SANDBOX).Extend(dbus.UInt64(60))
         assert properties(path)["ExpiresAt"] - props["ExpiresAt"] == 60 * 10**6
         # SetTTL: from now, sooner as well as later.

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* E2B's control API (/sandboxes and /v2/sandboxes, as E2B's SDKs call it): create from a
+ * template (a pool of agentd's), get, list (metadata and state filters, pages with
+ * x-next-token), kill, set timeout, connect, pause and resume. Each request's X-API-KEY names
+ * a user (api-keys.h); the work is agentd's, called over that user's own bus connection
+ * (user-bus.h), so a sandbox made with a key is its user's and invisible to every other key.
+ * Errors in E2B's form: {"code": STATUS, "message": "..."}. */
+
+#include "api-keys.h"
+#include "http-server.h"
+#include "user-bus.h"
+
+/* What E2B calls envd's version. The SDK gates features on it: from 0.4.0 it names no user
+ * unless asked to (the runtime's default then), before it it says "user"; 0.5.2 (closeStdin)
+ * and 0.5.7 (octet-stream uploads) wait for the process and /files services. */
+#define E2B_ENVD_VERSION "0.4.0"
+/* The label that records which template (pool) a sandbox came from. */
+#define E2B_TEMPLATE_LABEL "agentix-e2b.template"
+/* E2B's timeout when a create names none. */
+#define E2B_DEFAULT_TIMEOUT_SEC 300
+
+typedef struct ControlApi ControlApi;
+
+/* Serve the control API on http. *keys is read at each request (it may be replaced between
+ * requests: a reload). */
+int control_api_new(HttpServer *http, UserBuses *buses, ApiKeys *const *keys, ControlApi **ret);
+ControlApi *control_api_free(ControlApi *api);
+
+/* The key a request names (X-API-KEY), or NULL after answering 401 (and logging it). */
+const ApiKey *control_api_request_key(HttpConn *c, ApiKeys *const *keys);
+
+/* E2B's access token for a sandbox whose runtime token is runtime_token: what envdAccessToken
+ * says and sandbox traffic must carry; derived (runtime_token_derive()), so it outlives a
+ * gateway restart and opens nothing but the gateway's route. */
+int e2b_access_token(const char *runtime_token, char ret[static 65]);

@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""agentix-e2b, the E2B gateway, in front of a real agentd on a private bus: its control API
+and sandbox traffic as E2B's SDK (tests/e2b, the unmodified npm package) and plain HTTP use
+them. Templates are pools (pools.d/base.pool); keys name users (alice and bob in the agentix
+group, carol outside it), and a sandbox made with a key is that user's on agentd.
+
+Needs what agentd_env.py needs, AGENTIX_E2B, and a running dockerd."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import main, test, wait_until  # noqa: E402
+from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, WORK, Agentd, bundle, busctl_as,  # noqa: E402
+                        cleanup, docker, ensure_users, managed_containers, remove_users)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GATEWAY = os.environ["AGENTIX_E2B"]
+E2B_DIR = os.path.join(HERE, "..", "e2b")
+STATE = {}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_key(user):
+    r = subprocess.run([GATEWAY, f"--make-key={user}"], capture_output=True, text=True, check=True)
+    key, name = r.stdout.split()
+    assert name == user and key.startswith("e2b_") and len(key) == 44, r.stdout
+    return key
+
+
+def setup():
+    if STATE:
+        return STATE
+    uids = ensure_users()
+    a = Agentd("e2b", "[Sandboxes]\nMaxSandboxes=40\nDeleteOnStop=yes\n")
+    os.makedirs(os.path.join(a.dir, "pools.d"))
+    with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
+        f.write(f"[Pool]\nSize=1\nImage={BUSYBOX}\nBundle={bundle()}\n")
+    a.manager().Reload()
+    keys = {who: make_key(name) for who, name in USERS.items()}
+    keys_file = os.path.join(a.dir, "e2b-keys")
+    with open(keys_file, "w") as f:
+        f.write("# the test's keys\n\n" + "".join(f"{keys[w]} {USERS[w]}\n" for w in USERS))
+    os.chmod(keys_file, 0o600)
+    port = free_port()
+    log = open(os.path.join(a.dir, "agentix-e2b.log"), "ab")
+    gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={keys_file}"], env=a.env, stdout=log,
+                          stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http("GET", url + "/health")[0] == 200 or gw.poll() is not None, 10, what="agentix-e2b")
+    assert gw.poll() is None, open(os.path.join(a.dir, "agentix-e2b.log")).read()
+    STATE.update(agentd=a, keys=keys, uids=uids, url=url, gateway=gw, keys_file=keys_file,
+                 log=os.path.join(a.dir, "agentix-e2b.log"))
+    wait_until(lambda: {str(n): int(r) for n, r, _ in a.manager().ListPools()}.get("base") == 1, 120, 0.2,
+               what="the base pool to fill")
+    return STATE
+
+
+def http(method, url, body=None, key=None, headers=None, raw=None):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("X-API-KEY", key)
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=150) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        try:
+            return e.code, json.loads(text), dict(e.headers)
+        except ValueError:
+            return e.code, text, dict(e.headers)
+    except (ConnectionError, urllib.error.URLError) as e:
+        return 0, str(e), {}
+
+
+def api(method, path, body=None, who="alice", **kw):
+    s = setup()
+    return http(method, s["url"] + path, body, key=s["keys"][who] if who else None, **kw)
+
+
+def owner_of(sid):
+    props = dbus.Interface(setup()["agentd"].conn.get_object(NAME, setup()["agentd"].manager().GetSandbox(sid)),
+                           "org.freedesktop.DBus.Properties").GetAll(SANDBOX)
+    return int(props["Owner"]), props
+
+
+@test
+def a_create_with_a_key_is_that_users_sandbox_and_shows_in_their_list():
+    s = setup()
+    status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "timeout": 120,
+                                                     "metadata": {"purpose": "test"}, "envVars": {"GREETING": "hi"}})
+    assert status == 201, (status, body)
+    sid = body["sandboxID"]
+    assert body["templateID"] == "base" and body["envdVersion"] and len(body["envdAccessToken"]) == 64, body
+    owner, props = owner_of(sid)
+    assert owner == s["uids"]["alice"], (owner, s["uids"])
+    assert props["Pool"] == "base", props  # from the warm pool
+    assert dict(props["Labels"]) == {"purpose": "test", "agentix-e2b.template": "base"}, props["Labels"]
+    assert abs(int(props["ExpiresAt"]) / 1e6 - (time.time() + 120)) < 30
+    # alice's agentixctl lists it, bob's does not.
+    r = subprocess.run(["runuser", "-u", USERS["alice"], "--", "env", f"DBUS_SYSTEM_BUS_ADDRESS={s['agentd'].address}",
+                        AGENTIXCTL, "list"], capture_output=True, text=True)
+    assert r.returncode == 0 and sid in r.stdout, (r.stdout, r.stderr)
+    r = busctl_as("bob", s["agentd"].address, "call", NAME, "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager",
+                  "ListSandboxes")
+    assert sid not in r.stdout, r.stdout
+    # No E2B client ever sees the runtime's token.
+    url, token = map(str, s["agentd"].manager().GetRuntimeAccess(sid))
+    assert token not in json.dumps(body)
+    STATE["sid"] = sid
+
+
+@test
+def get_list_timeout_pause_resume_and_kill_through_the_api():
+    sid = STATE["sid"]
+    status, info, _ = api("GET", f"/sandboxes/{sid}")
+    assert status == 200 and info["sandboxID"] == sid and info["state"] == "running", (status, info)
+    assert info["metadata"] == {"purpose": "test"} and info["templateID"] == "base", info
+    status, listed, _ = api("GET", "/v2/sandboxes?metadata=" + urllib.parse.quote("purpose=test"))
+    assert status == 200 and [x["sandboxID"] for x in listed] == [sid], listed
+    status, listed, _ = api("GET", "/v2/sandboxes?metadata=" + urllib.parse.quote("purpose=other"))
+    assert status == 200 and listed == [], listed
+    status, _, _ = api("POST", f"/sandboxes/{sid}/timeout", {"timeout": 600})
+    assert status == 204
+    assert abs(int(owner_of(sid)[1]["ExpiresAt"]) / 1e6 - (time.time() + 600)) < 30
+    status, _, _ = api("POST", f"/sandboxes/{sid}/pause")
+    assert status == 204 and owner_of(sid)[1]["State"] == "paused"
+    assert api("POST", f"/sandboxes/{sid}/pause")[0] == 409
+    status, listed, _ = api("GET", "/v2/sandboxes?state=paused")
+    assert [x["sandboxID"] for x in listed] == [sid], listed
+    status, body, _ = api("POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 300})
+    assert status == 201 and body["sandboxID"] == sid, (status, body)  # 201: it was resumed
+    assert owner_of(sid)[1]["State"] == "running"
+    status, body, _ = api("POST", f"/v2/sandboxes/{sid}/connect", {})
+    assert status == 200, (status, body)
+
+
+@test
+def a_second_key_sees_none_of_the_first_keys_sandboxes():
+    sid = STATE["sid"]
+    assert api("GET", f"/sandboxes/{sid}", who="bob")[0] == 404
+    assert api("GET", "/v2/sandboxes", who="bob")[1] == []
+    assert api("POST", f"/sandboxes/{sid}/timeout", {"timeout": 5}, who="bob")[0] == 404
+    assert api("DELETE", f"/sandboxes/{sid}", who="bob")[0] == 404
+    assert api("POST", f"/v2/sandboxes/{sid}/connect", {}, who="bob")[0] == 404
+    assert owner_of(sid)[1]["State"] == "running"
+    # Nor can bob's traffic reach it without its access token.
+    status, body, _ = http("GET", setup()["url"] + "/health", headers={"E2b-Sandbox-Id": sid,
+                                                                       "E2b-Sandbox-Port": "49983"})
+    assert status == 401 and body["code"] == 401, (status, body)
+
+
+@test
+def pages_of_the_list_follow_x_next_token():
+    made = [api("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {"page": "yes"}})[1]["sandboxID"]
+            for _ in range(3)]
+    seen, token, pages = [], None, 0
+    while True:
+        q = "/v2/sandboxes?limit=2&metadata=" + urllib.parse.quote("page=yes") + (f"&nextToken={token}" if token else "")
+        status, items, headers = api("GET", q)
+        assert status == 200 and len(items) <= 2, (status, items)
+        seen += [x["sandboxID"] for x in items]
+        pages += 1
+        token = {k.lower(): v for k, v in headers.items()}.get("x-next-token")
+        if not token:
+            break
+    assert sorted(seen) == sorted(made) and pages == 2, (seen, made, pages)
+    for sid in made:
+        assert api("DELETE", f"/sandboxes/{sid}")[0] == 204
+    assert api("DELETE", f"/sandboxes/{made[0]}")[0] == 404
+
+
+@test
+def bad_input_gets_e2bs_error_shape_and_the_gateway_keeps_serving():
+    s = setup()
+    before = managed_containers()
+    cases = [
+        (api("POST", "/v2/sandboxes", {"templateID": "nosuch"}), 404, "nosuch"),
+        (api("POST", "/v2/sandboxes", {}), 400, "templateID"),
+        (api("POST", "/v2/sandboxes", raw=b"{not json"), 400, "JSON"),
+        (api("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {"a": 1}}), 400, "metadata"),
+        (api("POST", "/v2/sandboxes", {"templateID": "base", "timeout": "long"}), 400, "timeout"),
+        (api("GET", "/v2/sandboxes", who=None), 401, "API key"),
+        (http("GET", s["url"] + "/v2/sandboxes", key="e2b_" + "0" * 40), 401, "API key"),
+        (api("GET", "/sandboxes/NotAnId"), 404, "not found"),
+        (api("GET", "/sandboxes/b0000000000000000"), 404, "not found"),
+        (api("GET", "/v2/sandboxes?limit=0"), 400, "limit"),
+        (api("GET", "/v2/sandboxes?state=sleeping"), 400, "state"),
+        (api("POST", "/v2/sandboxes", {"templateID": "base"}, who="carol"), 403, "agentix"),
+        (http("GET", s["url"] + "/health", headers={"E2b-Sandbox-Id": "b000000000000000",
+                                                   "E2b-Sandbox-Port": "49983", "X-Access-Token": "x" * 64}), 502,
+         "not running"),
+        (http("GET", s["url"] + "/health", headers={"E2b-Sandbox-Id": "../etc", "E2b-Sandbox-Port": "49983"}), 400,
+         "E2b-Sandbox-Id"),
+    ]
+    for (status, body, _), want, word in cases:
+        assert status == want and isinstance(body, dict) and body.get("code") == want and word in body["message"], \
+            (want, status, body)
+    # 100 MB of JSON: refused without being kept.
+    status, body, _ = api("POST", "/v2/sandboxes", raw=b"[" + b"1," * (50 << 20) + b"1]")
+    assert status in (413, 0), (status, body)  # 0: the gateway closed while the body still came
+    assert api("GET", "/v2/sandboxes")[0] == 200
+    assert s["gateway"].poll() is None
+    assert managed_containers() - before == set() or all(
+        c.startswith("agentix-") for c in managed_containers() - before)
+    log = open(s["log"]).read()
+    assert "refused" in log and "404" in log, log[-2000:]
+
+
+@test
+def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway():
+    s = setup()
+    env = dict(os.environ, E2B_API_URL=s["url"], E2B_SANDBOX_URL=s["url"], E2B_API_KEY=s["keys"]["alice"],
+               E2B_OTHER_API_KEY=s["keys"]["bob"], AGENTIX_E2B_TEMPLATE="base")
+    r = subprocess.run([os.path.join(E2B_DIR, "run.sh"), GATEWAY, "gateway/sdk.test.mjs"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    print(r.stdout[-4000:])
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+@test
+def a_client_that_leaves_mid_create_leaves_no_sandbox():
+    s = setup()
+    before = set(str(x[0]) for x in s["agentd"].manager().ListSandboxes())
+    body = json.dumps({"templateID": "base"}).encode()
+    with socket.create_connection(("127.0.0.1", int(s["url"].rsplit(":", 1)[1]))) as c:
+        c.sendall(b"POST /v2/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: " +
+                  s["keys"]["alice"].encode() + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.05)
+    # Whatever the create made goes again.
+    wait_until(lambda: set(str(x[0]) for x in s["agentd"].manager().ListSandboxes()) <= before, 150, 0.2,
+               what="the sandbox nobody got to go")
+
+
+def teardown():
+    s = STATE
+    if s.get("gateway"):
+        s["gateway"].terminate()
+        assert s["gateway"].wait(10) == 0, open(s["log"]).read()[-3000:]
+    if s.get("agentd"):
+        for sid in [str(x[0]) for x in s["agentd"].manager().ListSandboxes()]:
+            s["agentd"].manager().DeleteSandbox(sid, timeout=60)
+        s["agentd"].stop()
+    for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool=base").stdout.split():
+        docker("rm", "-f", "-v", name, check=False)
+    remove_users()
+    cleanup()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        teardown()

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+// The unmodified `e2b` package through agentix-e2b: E2B_API_URL and E2B_SANDBOX_URL name the
+// gateway, E2B_API_KEY a key of its keys file (E2B_OTHER_API_KEY another user's), and
+// AGENTIX_E2B_TEMPLATE a template (an agentd pool). tests/agentd/test_e2b.py starts agentd, the
+// gateway and this file.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import { FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError } from "e2b";
+
+const template = process.env.AGENTIX_E2B_TEMPLATE;
+const other = { apiKey: process.env.E2B_OTHER_API_KEY };
+for (const v of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_OTHER_API_KEY", "AGENTIX_E2B_TEMPLATE"])
+  assert.ok(process.env[v], `${v} is not set (run through tests/agentd/test_e2b.py)`);
+
+async function listAll(opts) {
+  const paginator = Sandbox.list(opts);
+  const all = [];
+  while (paginator.hasNext) all.push(...(await paginator.nextItems()));
+  return all;
+}
+
+test("create from a template with metadata, envs and a timeout; getInfo; isRunning", async () => {
+  const sbx = await Sandbox.create(template, { metadata: { run: "sdk" }, envs: { GREETING: "hi" }, timeoutMs: 120_000 });
+  try {
+    assert.match(sbx.sandboxId, /^[a-z0-9]+$/);
+    assert.equal(await sbx.isRunning(), true);
+    const info = await sbx.getInfo();
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.equal(info.templateId, template);
+    assert.deepEqual(info.metadata, { run: "sdk" });
+    assert.equal(info.state, "running");
+    assert.ok(Math.abs(info.endAt - Date.now() - 120_000) < 30_000, `endAt ${info.endAt}`);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test("files through the gateway: makeDir, exists, getInfo, rename, remove", async () => {
+  const sbx = await Sandbox.create(template);
+  try {
+    assert.equal(await sbx.files.makeDir("/tmp/e2b/a/b"), true);
+    assert.equal(await sbx.files.exists("/tmp/e2b/a/b"), true);
+    assert.equal((await sbx.files.getInfo("/tmp/e2b/a")).type, "dir");
+    const moved = await sbx.files.rename("/tmp/e2b/a", "/tmp/e2b/z");
+    assert.equal(moved.path, "/tmp/e2b/z");
+    await sbx.files.remove("/tmp/e2b/z");
+    assert.equal(await sbx.files.exists("/tmp/e2b/z"), false);
+    await assert.rejects(sbx.files.getInfo("/tmp/e2b/z"), FileNotFoundError);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test("list with a metadata filter and pages; setTimeout; connect by id; pause and resume; kill", async () => {
+  const made = [];
+  try {
+    for (let i = 0; i < 3; i++) made.push(await Sandbox.create(template, { metadata: { batch: "b1", i: String(i) } }));
+    const ids = made.map((s) => s.sandboxId).sort();
+    const listed = await listAll({ query: { metadata: { batch: "b1" } }, limit: 2 });
+    assert.deepEqual(listed.map((s) => s.sandboxId).sort(), ids);
+    const one = await listAll({ query: { metadata: { batch: "b1", i: "1" } } });
+    assert.deepEqual(one.map((s) => s.sandboxId), [made[1].sandboxId]);
+
+    await made[0].setTimeout(600_000);
+    const info = await made[0].getInfo();
+    assert.ok(Math.abs(info.endAt - Date.now() - 600_000) < 30_000, `endAt ${info.endAt}`);
+
+    const again = await Sandbox.connect(made[0].sandboxId);
+    assert.equal(again.sandboxId, made[0].sandboxId);
+    assert.equal(await again.files.exists("/tmp"), true);
+
+    assert.equal(await made[1].pause(), true);
+    assert.equal((await made[1].getInfo()).state, "paused");
+    const paused = await listAll({ query: { metadata: { batch: "b1" }, state: ["paused"] } });
+    assert.deepEqual(paused.map((s) => s.sandboxId), [made[1].sandboxId]);
+    const resumed = await Sandbox.connect(made[1].sandboxId);
+    assert.equal(await resumed.isRunning(), true);
+    assert.equal((await resumed.getInfo()).state, "running");
+
+    assert.equal(await Sandbox.kill(made[2].sandboxId), true);
+    assert.equal(await Sandbox.kill(made[2].sandboxId), false);
+    assert.equal(await made[2].isRunning(), false);
+  } finally {
+    for (const s of made) await Sandbox.kill(s.sandboxId);
+  }
+});
+
+test("a second key sees none of the first key's sandboxes", async () => {
+  const sbx = await Sandbox.create(template, { metadata: { owner: "first" } });
+  try {
+    assert.deepEqual(await listAll({ ...other, query: { metadata: { owner: "first" } } }), []);
+    await assert.rejects(Sandbox.connect(sbx.sandboxId, other), SandboxNotFoundError);
+    await assert.rejects(Sandbox.getInfo(sbx.sandboxId, other), (e) => e instanceof NotFoundError || e instanceof SandboxNotFoundError);
+    assert.equal(await Sandbox.kill(sbx.sandboxId, other), false);
+    assert.equal(await sbx.isRunning(), true);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test("an unknown template is an error naming it", async () => {
+  await assert.rejects(Sandbox.create("no-such-template"), /no-such-template/);
+});
