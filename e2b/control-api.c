@@ -246,9 +246,9 @@ static void got_access(Op *op, sd_bus_message *reply) {
         }
         template_id = op->info.template_id ?: json_string_value(json_object_get(op->body, "templateID")) ?: "";
         op_answer(op, op->kind == OP_CONNECT && !op->resumed ? 200 : 201,
-                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", op->id, "templateID", template_id,
-                            "alias", template_id, "clientID", "agentix", "envdVersion", E2B_ENVD_VERSION,
-                            "envdAccessToken", access, "domain"));
+                  json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", op->id, "templateID",
+                            template_id, "alias", template_id, "clientID", "agentix", "envdVersion", E2B_ENVD_VERSION,
+                            "envdAccessToken", access, "trafficAccessToken", access, "domain"));
 }
 
 static void answer_access(Op *op, sd_bus_message *reply) {

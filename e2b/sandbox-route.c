@@ -185,6 +185,7 @@ static int upstream_bytes(const HttpHead *h, const uint8_t *data, size_t size, c
                         break;
                 if (http_head_line_is(line, n, "e2b-sandbox-id") || http_head_line_is(line, n, "e2b-sandbox-port") ||
                     (own_port && http_head_line_is(line, n, "x-access-token")) ||
+                    http_head_line_is(line, n, "e2b-traffic-access-token") ||
                     (!upgrade && (http_head_line_is(line, n, "connection") || http_head_line_is(line, n, "keep-alive"))) ||
                     http_head_line_is(line, n, "proxy-connection"))
                         continue;
@@ -215,10 +216,14 @@ static void forward(SandboxRoute *route, int fd, const uint8_t *data, size_t siz
                 return;
         }
         if (port == E2B_ENVD_PORT || port == E2B_CODE_INTERPRETER_PORT) {
-                /* In constant time: how long a refusal takes says nothing of the token. */
-                if (!http_head_find(&h, "X-Access-Token", &token, &token_len) || token_len != 64 ||
-                    CRYPTO_memcmp(token, rt->access, 64) != 0) {
-                        refuse(fd, 401, "this request needs the sandbox's access token (X-Access-Token)");
+                /* envd's calls carry the envdAccessToken, some of the code interpreter's the
+                 * trafficAccessToken only: the create answered the same value for both. Compared
+                 * in constant time: how long a refusal takes says nothing of the token. */
+                if ((!http_head_find(&h, "X-Access-Token", &token, &token_len) &&
+                     !http_head_find(&h, "E2B-Traffic-Access-Token", &token, &token_len)) ||
+                    token_len != 64 || CRYPTO_memcmp(token, rt->access, 64) != 0) {
+                        refuse(fd, 401, "this request needs the sandbox's access token (X-Access-Token or "
+                                        "E2B-Traffic-Access-Token)");
                         return;
                 }
         }

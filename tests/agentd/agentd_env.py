@@ -5,6 +5,7 @@ project's policy file) with an agentd on it, the example bundle built once, and 
 Needs: AGENTD, AGENTD_BACKEND_DIR, AGENTIXCTL, AGENTIX_RUNTIME_DIR, AGENTIX_INCLUDE_DIR,
 EXAMPLE_DIR, POLICY, BUS_CONF_IN, and a running dockerd."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,7 +73,6 @@ def bundle():
     """The example bundle, built once (agentixctl build is the user's way to make one), and the
     busybox task image."""
     if not hasattr(bundle, "ref"):
-        import json
         # Under a tag of the tests' own: example-bundle:0.1.0 stays the user's (this one carries
         # the runtime under test, a sanitizer build say).
         r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"),
@@ -195,6 +195,36 @@ def busctl_as(who, address, *args):
     """busctl on the bus at address as one of USERS."""
     return subprocess.run(["runuser", "-u", USERS[who], "--", "env", f"DBUS_SYSTEM_BUS_ADDRESS={address}", "busctl",
                            "--system", "--json=short", "--timeout=120", *args], capture_output=True, text=True)
+
+
+def runtimes():
+    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
+    return [r for r in ("runc", "runsc") if r in info]
+
+
+PYTHON_DATA = os.path.join(HERE, "..", "..", "examples", "python-data")
+PYTHON_DATA_TAG = "agentix-test/python-data:0.1.0"
+
+
+def python_data_bundle():
+    """examples/python-data, built once with the runtime under test (agentixctl build, as a user
+    would)."""
+    if not hasattr(python_data_bundle, "ref"):
+        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"),
+                            "--tag", PYTHON_DATA_TAG, PYTHON_DATA], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["tags"] == [PYTHON_DATA_TAG], r.stdout
+        python_data_bundle.ref = PYTHON_DATA_TAG
+    return python_data_bundle.ref
+
+
+def remove_python_data_carriers():
+    """The carrier agentd made for python-data's volume: the other tests count carriers and know
+    only the example bundle's."""
+    names = docker("ps", "-a", "--filter", "label=org.agentix.bundle=python-data", "--filter",
+                   "label=org.agentix.carrier", "--format", "{{.Names}}", check=False).stdout.split()
+    if names:
+        docker("rm", "-f", "-v", *names, check=False)
 
 
 def cleanup():

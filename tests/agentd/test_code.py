@@ -14,38 +14,16 @@ that is not there, 100 MB of output, a flood of runs on one context.
 
 Needs what agentd_env.py needs, and a running dockerd."""
 
-import json
 import os
 import struct
-import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, RpcError, main, test  # noqa: E402
-from agentd_env import AGENTIXCTL, WORK, Agentd, cleanup, docker  # noqa: E402
+from agentd_env import Agentd, cleanup, python_data_bundle, remove_python_data_carriers, runtimes  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DATA = os.path.join(HERE, "..", "..", "examples", "python-data")
-PYTHON_DATA_TAG = "agentix-test/python-data:0.1.0"
-
-
-def runtimes():
-    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
-    return [r for r in ("runc", "runsc") if r in info]
-
-
-def python_data_bundle():
-    """examples/python-data, built once with the runtime under test (agentixctl build, as a user
-    would)."""
-    if not hasattr(python_data_bundle, "ref"):
-        r = subprocess.run([AGENTIXCTL, "build", "--json", "-q", "--cache-dir", os.path.join(WORK, "cache"),
-                            "--tag", PYTHON_DATA_TAG, PYTHON_DATA], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["tags"] == [PYTHON_DATA_TAG], r.stdout
-        python_data_bundle.ref = PYTHON_DATA_TAG
-    return python_data_bundle.ref
 
 
 AGENTD = None
@@ -252,15 +230,6 @@ def code_contexts_under_runsc():
         print("    skipped: dockerd has no runsc")
         return
     code_in("runsc")
-
-
-def remove_python_data_carriers():
-    """The carrier agentd made for python-data's volume: the other tests count carriers and know
-    only the example bundle's."""
-    names = docker("ps", "-a", "--filter", "label=org.agentix.bundle=python-data", "--filter",
-                   "label=org.agentix.carrier", "--format", "{{.Names}}", check=False).stdout.split()
-    if names:
-        docker("rm", "-f", "-v", *names, check=False)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import main, test, wait_until  # noqa: E402
-from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, WORK, Agentd, bundle, busctl_as,  # noqa: E402
-                        cleanup, docker, ensure_users, managed_containers, remove_users)
+from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, Agentd, bundle, busctl_as,  # noqa: E402
+                        cleanup, docker, ensure_users, managed_containers, python_data_bundle,
+                        remove_python_data_carriers, remove_users, runtimes)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GATEWAY = os.environ["AGENTIX_E2B"]
@@ -51,6 +52,12 @@ def setup():
     os.makedirs(os.path.join(a.dir, "pools.d"))
     with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
         f.write(f"[Pool]\nSize=1\nImage={BUSYBOX}\nBundle={bundle()}\n")
+    # E2B's code interpreter template, under each runtime: no warm members (Size=0), every
+    # create is made cold from the pool's file.
+    for rt in runtimes():
+        name = "code-interpreter-v1" if rt == "runc" else f"code-interpreter-{rt}"
+        with open(os.path.join(a.dir, "pools.d", f"{name}.pool"), "w") as f:
+            f.write(f"[Pool]\nSize=0\nImage={BUSYBOX}\nBundle={python_data_bundle()}\nRuntime={rt}\n")
     a.manager().Reload()
     keys = {who: make_key(name) for who, name in USERS.items()}
     keys_file = os.path.join(a.dir, "e2b-keys")
@@ -230,27 +237,43 @@ def bad_input_gets_e2bs_error_shape_and_the_gateway_keeps_serving():
 
 @test
 def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway():
+    sdk("gateway/sdk.test.mjs", "base")
+
+
+def sdk(test_file, template, key="alice"):
     s = setup()
-    env = dict(os.environ, E2B_API_URL=s["url"], E2B_SANDBOX_URL=s["url"], E2B_API_KEY=s["keys"]["alice"],
-               E2B_OTHER_API_KEY=s["keys"]["bob"], AGENTIX_E2B_TEMPLATE="base")
-    r = subprocess.run([os.path.join(E2B_DIR, "run.sh"), GATEWAY, "gateway/sdk.test.mjs"], env=env, capture_output=True,
-                       text=True, timeout=600)
+    env = dict(os.environ, E2B_API_URL=s["url"], E2B_SANDBOX_URL=s["url"], E2B_API_KEY=s["keys"][key],
+               E2B_OTHER_API_KEY=s["keys"]["bob"], AGENTIX_E2B_TEMPLATE=template)
+    r = subprocess.run([os.path.join(E2B_DIR, "run.sh"), GATEWAY, test_file], env=env, capture_output=True,
+                       text=True, timeout=900)
     print(r.stdout[-4000:])
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+@test
+def unmodified_code_interpreter_sdk_through_the_gateway_under_each_runtime():
+    for rt in runtimes():
+        print(f"  runtime {rt}")
+        sdk("gateway/code-interpreter.test.mjs", "code-interpreter-v1" if rt == "runc" else f"code-interpreter-{rt}")
 
 
 @test
 def a_client_that_leaves_mid_create_leaves_no_sandbox():
     s = setup()
     before = set(str(x[0]) for x in s["agentd"].manager().ListSandboxes())
-    body = json.dumps({"templateID": "base"}).encode()
+    # A template with no warm member: the create takes seconds, the client is gone long before
+    # (from a warm pool the answer could be out before the client closes, and then it is the
+    # client's).
+    body = json.dumps({"templateID": "code-interpreter-v1"}).encode()
     with socket.create_connection(("127.0.0.1", int(s["url"].rsplit(":", 1)[1]))) as c:
         c.sendall(b"POST /v2/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-KEY: " +
                   s["keys"]["alice"].encode() + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-        time.sleep(0.05)
-    # Whatever the create made goes again.
+        wait_until(lambda: set(str(x[0]) for x in s["agentd"].manager().ListSandboxes()) - before, 30, 0.02,
+                   what="the create to start")
+    # What the create made goes again once it is made, and the gateway says why.
     wait_until(lambda: set(str(x[0]) for x in s["agentd"].manager().ListSandboxes()) <= before, 150, 0.2,
                what="the sandbox nobody got to go")
+    assert "its creator left before it was made" in open(s["log"]).read()
 
 
 def teardown():
@@ -264,6 +287,7 @@ def teardown():
         s["agentd"].stop()
     for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool=base").stdout.split():
         docker("rm", "-f", "-v", name, check=False)
+    remove_python_data_carriers()
     remove_users()
     cleanup()
 
