@@ -3,8 +3,9 @@
 # dockerd and a system bus with agentd on it, make a task image with no libc at all (static
 # busybox) and the example bundle (agentixctl build), then create sandboxes with plain busctl
 # and with agentixctl, run commands and a C module function in them through a real Socket.IO
-# client and through agentixctl, delete them, take one from a warm pool in milliseconds, and
-# show that no container is left.
+# client and through agentixctl, delete them, take one from a warm pool in milliseconds, run a
+# program written for E2B's SDK unchanged through agentix-e2b, and show that no container is
+# left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,8 +33,10 @@ fi
 ctl=build/client/agentixctl/agentixctl
 work=$(mktemp -d /tmp/agentix-demo.XXXXXX)
 agentd_pid=
+e2b_pid=
 
 cleanup() {
+        [ -n "$e2b_pid" ] && kill "$e2b_pid" 2>/dev/null && wait "$e2b_pid" 2>/dev/null || true
         [ -n "$agentd_pid" ] && kill "$agentd_pid" 2>/dev/null && wait "$agentd_pid" 2>/dev/null || true
         ./scripts/system-bus.sh stop "$work/bus"
         ./scripts/dockerd.sh stop "$work/dockerd.pid"
@@ -140,6 +143,26 @@ for _ in $(seq 300); do
         [ -z "$(docker ps -aq --filter label=org.agentix.pool=demo)" ] && break
         sleep 0.1
 done
+
+step "E2B's SDK, unmodified, through agentix-e2b (a template is a pool; a key names a user)"
+AGENTIX_RUNTIME_DIR=build/runtime/server "$ctl" build -q --cache-dir "${AGENTIX_CACHE_DIR:-$HOME/.cache/agentix}" \
+        examples/python-data >/dev/null
+printf '[Pool]\nSize=0\nImage=agentix-test/busybox:1\nBundle=python-data:0.1.0\n' \
+        >"$work/etc/pools.d/code-interpreter-v1.pool"
+busctl call $M Reload
+(umask 077 && build/e2b/agentix-e2b --make-key=root >"$work/e2b-keys")
+build/e2b/agentix-e2b --listen=127.0.0.1:49982 --keys="$work/e2b-keys" 2>"$work/agentix-e2b.log" &
+e2b_pid=$!
+(cd examples/e2b && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+for _ in $(seq 100); do
+        curl -sf http://127.0.0.1:49982/health >/dev/null && break
+        sleep 0.05
+done
+echo "examples/e2b/agent.mjs imports @e2b/code-interpreter and knows nothing of agentix:"
+E2B_API_URL=http://127.0.0.1:49982 E2B_SANDBOX_URL=http://127.0.0.1:49982 \
+        E2B_API_KEY=$(cut -d' ' -f1 "$work/e2b-keys") node examples/e2b/agent.mjs
+rm "$work/etc/pools.d/code-interpreter-v1.pool"
+busctl call $M Reload
 
 step "sandbox containers left behind by this run"
 left=$(comm -13 <(echo "$before") <(docker ps -a --filter label=org.agentix.sandbox --format '{{.Names}}' | sort))

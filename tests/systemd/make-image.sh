@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The image tests/systemd boots: Debian 12 (minbase) with systemd as PID 1, dbus, and the
 # libraries a distribution's agentix package depends on (what ldd shows for agentd, its
-# backends and agentixctl), plus iptables for agentix-firewall and man-db (systemd-analyze verify
+# backends, agentixctl and agentix-e2b), plus iptables for agentix-firewall and man-db (systemd-analyze verify
 # checks that the units' Documentation= pages are installed). Made with debootstrap from the
 # Debian mirror apt uses and imported into Docker; made once (the tag names its recipe).
 #
@@ -18,7 +18,7 @@ mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/de
 root=$(mktemp -d /var/tmp/agentix-systemd-root.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 debootstrap --variant=minbase \
-        --include=systemd-sysv,dbus,iptables,man-db,libcurl4,libinih1,libmsgpackc2,libjansson4,libwebsockets17,libuv1,libelf1,libarchive13,libseccomp2 \
+        --include=systemd-sysv,dbus,iptables,man-db,libcurl4,libinih1,libmsgpackc2,libjansson4,libwebsockets17,libwebsockets-evlib-uv,libuv1,libhttp-parser2.9,libelf1,libarchive13,libseccomp2 \
         bookworm "$root" "${mirror:-http://deb.debian.org/debian}" >"$root.log" 2>&1 || {
         tail -n 20 "$root.log" >&2
         rm -f "$root.log"

@@ -17,6 +17,8 @@ import shlex
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
@@ -24,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 from agentd_env import BUSYBOX, bundle, cleanup, docker, managed_containers  # noqa: E402
 from harness import main, test, wait_until  # noqa: E402
 
-IMAGE = "agentix-test/systemd:bookworm-2"
+IMAGE = "agentix-test/systemd:bookworm-4"
 CONTAINER = f"agentix-systemd-test-{os.getpid()}"
 STAGING = os.path.join(os.environ["MESON_BUILD_ROOT"], "systemd-dist-root")
 DIST_BUILD = os.path.join(os.environ["MESON_BUILD_ROOT"], "systemd-dist")
@@ -167,6 +169,56 @@ def a_user_outside_the_group_is_refused_by_the_bus():
     assert r.returncode != 0 and "the bus refused the call: only root and the group agentix" in r.stderr, r.stderr
 
 
+def e2b(method, path, key, body=None, headers=None):
+    """A request to agentix-e2b's socket (the container shares the host's network)."""
+    req = urllib.request.Request("http://127.0.0.1:49982" + path, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"X-API-KEY": key, "Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=150) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+@test
+def agentix_e2b_starts_on_its_socket_and_acts_for_its_keys_user():
+    sh(f"mkdir -p /etc/agentix/pools.d && printf '[Pool]\\nSize=0\\nImage=%s\\nBundle=%s\\n' {BUSYBOX} {bundle()} "
+       "> /etc/agentix/pools.d/base.pool")
+    sh(" ".join(BUSCTL + ["call"] + MANAGER + ["Reload"]))
+    key = sh(f"umask 077 && agentix-e2b --make-key={ALICE} | tee -a /etc/agentix/e2b-keys").stdout.split()[0]
+    sh("systemctl start agentix-e2b.socket")
+    assert sh("systemctl is-active agentix-e2b.service", check=False).stdout.strip() == "inactive"
+    try:
+        status, made = e2b("POST", "/v2/sandboxes", key, {"templateID": "base", "timeout": 300})
+    except OSError as e:
+        raise AssertionError(f"{e}; the gateway's journal: {journal_of('agentix-e2b.service')}") from None
+    assert status == 201, (status, made, journal_of("agentix-e2b.service"))
+    # Started by its socket, and the sandbox is alice's: her agentixctl lists it.
+    assert sh("systemctl is-active agentix-e2b.service").stdout.strip() == "active"
+    listed = [json.loads(line)["id"] for line in sh("agentixctl --json list", user=ALICE).stdout.splitlines()]
+    assert listed == [made["sandboxID"]], listed
+    status, _ = e2b("GET", "/health", key, headers={"E2b-Sandbox-Id": made["sandboxID"], "E2b-Sandbox-Port": "49983",
+                                                    "X-Access-Token": made["envdAccessToken"]})
+    assert status == 200
+    assert e2b("GET", "/v2/sandboxes", "e2b_" + "1" * 40)[0] == 401
+    # SIGHUP reads the keys again.
+    sh("systemctl reload agentix-e2b.service")
+    wait_until(lambda: journal_of("agentix-e2b.service").count("1 API key from /etc/agentix/e2b-keys") >= 2, 10,
+               what="the keys read again")
+    assert e2b("DELETE", f"/sandboxes/{made['sandboxID']}", key)[0] == 204
+    out = sh("systemd-analyze security agentix-e2b.service --no-pager").stdout
+    exposure = float(out.strip().splitlines()[-1].split()[-3])
+    assert exposure <= 2.5, out.strip().splitlines()[-1]
+    print(f"    {out.strip().splitlines()[-1].strip()}")
+    sh("systemctl stop agentix-e2b.socket agentix-e2b.service")
+
+
+def journal_of(unit):
+    return sh(f"journalctl --no-pager -o cat -u {unit}").stdout
+
+
 @test
 def the_journal_has_each_sandbox_story_under_its_fields():
     made = create_as(ALICE)
@@ -286,7 +338,8 @@ def the_installed_unit_verifies_and_keeps_its_exposure():
     exposure = float(out.strip().splitlines()[-1].split()[-3])
     assert exposure <= 2.0, out.strip().splitlines()[-1]
     print(f"    {out.strip().splitlines()[-1].strip()}")
-    r = sh("systemd-analyze verify agentd.service agentix-egress.socket agentix-egress@1.service 2>&1", check=False)
+    r = sh("systemd-analyze verify agentd.service agentix-egress.socket agentix-egress@1.service agentix-e2b.socket "
+           "agentix-e2b.service 2>&1", check=False)
     assert r.returncode == 0 and r.stdout == "", r.stdout
     # A broken drop-in is caught, and named: a command that is not there fails verify; a value
     # systemd cannot parse it only warns about ("ignoring"), so the check is that verify's
