@@ -16,19 +16,16 @@
  * (e2b-code-interpreter.c). The other calls of the service (ListDir, WatchDir, the watchers)
  * answer unimplemented for now. */
 #include <errno.h>
-#include <grp.h>
 #include <jansson.h>
-#include <pwd.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "e2b-envd-entry.h"
 #include "e2b-envd-filesystem.h"
 #include "envelope.h"
 #include "json-msgpack.h"
 #include "log.h"
 #include "macro.h"
 #include "mp-check.h"
-#include "path-clean.h"
 
 #define PREFIX "/filesystem.Filesystem/"
 #define ENVD_BODY_MAX (1024u * 1024u)
@@ -75,115 +72,6 @@ static void request_finish(EnvdRequest *q) {
         request_free(q);
 }
 
-/* ---- answers -------------------------------------------------------------------------------- */
-
-/* Connect's code names and their HTTP statuses. */
-static unsigned connect_status(const char *code) {
-        static const struct {
-                const char *code;
-                unsigned status;
-        } table[] = {
-                { "invalid_argument", 400 },  { "not_found", 404 },       { "already_exists", 409 },
-                { "permission_denied", 403 }, { "unauthenticated", 401 }, { "unimplemented", 404 },
-                { "resource_exhausted", 429 }, { "unavailable", 503 },
-        };
-
-        for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (streq(code, table[i].code))
-                        return table[i].status;
-        return 500; /* internal */
-}
-
-static void respond_connect_error(HttpConn *c, const char *code, const char *message) {
-        (void) http_conn_respond_json(c, connect_status(code), json_pack("{s:s,s:s}", "code", code, "message", message ?: code));
-}
-
-/* An fs:: error code as a Connect code. */
-static const char *connect_code_of(const char *fs_error) {
-        if (streq(fs_error, "file_not_found"))
-                return "not_found";
-        if (streq(fs_error, "permission_denied"))
-                return "permission_denied";
-        if (streq(fs_error, "already_exists"))
-                return "already_exists";
-        if (streq(fs_error, "invalid_path") || streq(fs_error, "not_a_directory") || streq(fs_error, "is_directory"))
-                return "invalid_argument";
-        return "internal";
-}
-
-/* ---- entries -------------------------------------------------------------------------------- */
-
-static void permissions_string(const char *type, unsigned mode, char out[static 11]) {
-        static const char rwx[] = "rwxrwxrwx";
-
-        out[0] = streq(type, "directory") ? 'd' : streq(type, "symlink") ? 'l' : '-';
-        for (int i = 0; i < 9; i++)
-                out[1 + i] = mode & (1u << (8 - i)) ? rwx[i] : '-';
-        out[10] = 0;
-}
-
-/* The account names of uid and gid as the image's /etc/passwd and /etc/group have them (a
- * small local read), else the numbers. */
-static void owner_names(int64_t uid, int64_t gid, char *user, size_t user_size, char *group, size_t group_size) {
-        char buf[4096];
-        struct passwd pw, *pwp = NULL;
-        struct group gr, *grp = NULL;
-
-        if (getpwuid_r((uid_t) uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-                snprintf(user, user_size, "%s", pwp->pw_name);
-        else
-                snprintf(user, user_size, "%" PRIi64, uid);
-        if (getgrgid_r((gid_t) gid, &gr, buf, sizeof(buf), &grp) == 0 && grp)
-                snprintf(group, group_size, "%s", grp->gr_name);
-        else
-                snprintf(group, group_size, "%" PRIi64, gid);
-}
-
-/* One fs::stat result map as envd's EntryInfo. */
-static json_t *entry_json(const msgpack_object *m) {
-        const char *type, *path, *mtime, *target;
-        size_t type_n, path_n, mtime_n, target_n;
-        int64_t size = 0, mode = 0, uid = 0, gid = 0;
-        char perms[11], user[64], group[64], ts[64], t[16];
-        const char *name, *enum_name;
-        json_t *e;
-
-        if (mp_map_get_str(m, "type", &type, &type_n) < 0 || mp_map_get_str(m, "path", &path, &path_n) < 0 ||
-            mp_map_get_str(m, "modified_at", &mtime, &mtime_n) < 0 || type_n >= sizeof(t))
-                return NULL;
-        (void) mp_map_get_int(m, "size", &size);
-        (void) mp_map_get_int(m, "mode", &mode);
-        (void) mp_map_get_int(m, "uid", &uid);
-        (void) mp_map_get_int(m, "gid", &gid);
-        memcpy(t, type, type_n);
-        t[type_n] = 0;
-        enum_name = streq(t, "directory") ? "FILE_TYPE_DIRECTORY"
-                  : streq(t, "symlink")   ? "FILE_TYPE_SYMLINK"
-                  : streq(t, "file")      ? "FILE_TYPE_FILE"
-                                          : "FILE_TYPE_UNSPECIFIED";
-        permissions_string(t, (unsigned) mode, perms);
-        owner_names(uid, gid, user, sizeof(user), group, sizeof(group));
-        /* fs:: says "…+00:00"; a Timestamp is written Z-normalized. */
-        snprintf(ts, sizeof(ts), "%.*sZ", (int) (mtime_n >= 6 && memcmp(mtime + mtime_n - 6, "+00:00", 6) == 0
-                                                        ? mtime_n - 6 : mtime_n), mtime);
-        name = memrchr(path, '/', path_n);
-        name = name && name + 1 < path + path_n ? name + 1 : path;
-        e = json_pack("{s:s%,s:s,s:s%,s:s,s:I,s:s,s:s,s:s,s:s}", "name", name, (size_t) (path + path_n - name),
-                      "type", enum_name, "path", path, path_n, "size", "", "mode", (json_int_t) mode, "permissions",
-                      perms, "owner", user, "group", group, "modifiedTime", ts);
-        if (!e)
-                return NULL;
-        {
-                char n[32];
-
-                snprintf(n, sizeof(n), "%" PRIi64, size);
-                (void) json_object_set_new(e, "size", json_string(n)); /* int64: a string in JSON */
-        }
-        if (mp_map_get_str(m, "symlink_target", &target, &target_n) >= 0)
-                (void) json_object_set_new(e, "symlinkTarget", json_stringn(target, target_n));
-        return e;
-}
-
 /* ---- calls ---------------------------------------------------------------------------------- */
 
 static const RpcLocalHandlers call_handlers;
@@ -208,9 +96,9 @@ static int call_fs(EnvdRequest *q, const char *function, bool as_list, const cha
         snprintf(callable, sizeof(callable), "fs::%s", function);
         r = rpc_call_local(q->api->rpc, callable, "unary", &args, &kwargs, &call_handlers, q, &q->call);
         if (r == -EBUSY)
-                respond_connect_error(q->conn, "resource_exhausted", "the runtime runs as many calls as it takes");
+                envd_respond_error(q->conn, "resource_exhausted", "the runtime runs as many calls as it takes");
         else if (r < 0)
-                respond_connect_error(q->conn, "unavailable", "the worker cannot take the call now");
+                envd_respond_error(q->conn, "unavailable", "the worker cannot take the call now");
         return r;
 }
 
@@ -253,7 +141,7 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
             msgpack_unpack_next(&u, (const char *) data, size, &off) != MSGPACK_UNPACK_SUCCESS ||
             !(m = result_map(mp_map_get(&u.data, "value")))) {
                 msgpack_unpacked_destroy(&u);
-                respond_connect_error(q->conn, "internal", "the worker could not do it");
+                envd_respond_error(q->conn, "internal", "the worker could not do it");
                 request_finish(q);
                 return;
         }
@@ -266,12 +154,12 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
         if (q->step == STEP_CHECK_ABSENT) {
                 msgpack_unpacked_destroy(&u);
                 if (!code[0]) {
-                        respond_connect_error(q->conn, "already_exists", "the path exists already");
+                        envd_respond_error(q->conn, "already_exists", "the path exists already");
                         request_finish(q);
                         return;
                 }
                 if (!streq(code, "file_not_found")) {
-                        respond_connect_error(q->conn, connect_code_of(code), text);
+                        envd_respond_error(q->conn, envd_code_of(code), text);
                         request_finish(q);
                         return;
                 }
@@ -282,7 +170,7 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
         }
         if (code[0]) {
                 msgpack_unpacked_destroy(&u);
-                respond_connect_error(q->conn, connect_code_of(code), text);
+                envd_respond_error(q->conn, envd_code_of(code), text);
                 request_finish(q);
                 return;
         }
@@ -296,12 +184,12 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
         if (q->method == METHOD_REMOVE)
                 (void) http_conn_respond_json(q->conn, 200, json_object());
         else {
-                json_t *entry = entry_json(m);
+                json_t *entry = envd_entry_json(m);
 
                 if (entry)
                         (void) http_conn_respond_json(q->conn, 200, json_pack("{s:o}", "entry", entry));
                 else
-                        respond_connect_error(q->conn, "internal", "the worker's answer cannot be read");
+                        envd_respond_error(q->conn, "internal", "the worker's answer cannot be read");
         }
         msgpack_unpacked_destroy(&u);
         request_finish(q);
@@ -314,47 +202,6 @@ static const RpcLocalHandlers call_handlers = {
 
 /* ---- requests ------------------------------------------------------------------------------- */
 
-/* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's. A
- * name that is no account: NULL. */
-static char *user_home(HttpConn *c) {
-        static const char basic[] = "Basic ";
-        char buf[4096], name[128];
-        struct passwd pw, *pwp = NULL;
-        size_t n = sizeof(basic) - 1;
-
-        if (strncasecmp(c->authorization, basic, n) == 0) {
-                _cleanup_free_ void *decoded = NULL;
-                size_t size = 0;
-                char *colon;
-
-                if (base64_decode(c->authorization + n, strlen(c->authorization + n), &decoded, &size) < 0 ||
-                    size >= sizeof(name))
-                        return NULL;
-                memcpy(name, decoded, size);
-                name[size] = 0;
-                colon = strchr(name, ':');
-                if (colon)
-                        *colon = 0;
-                if (name[0] && (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp))
-                        return NULL;
-                if (name[0])
-                        return strdup(pwp->pw_dir);
-        }
-        if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-                return strdup(pwp->pw_dir);
-        return strdup("/");
-}
-
-/* A path of the request as an absolute, clean one: relative ones below home. */
-static char *absolute(const char *home, const char *path) {
-        char *p;
-
-        if (asprintf(&p, "%s/%s", path[0] == '/' ? "" : home, path) < 0)
-                return NULL;
-        path_clean(p);
-        return p;
-}
-
 static void on_request(HttpConn *c, void *data) {
         EnvdRequest *q = data;
         _cleanup_free_ char *home = NULL;
@@ -363,14 +210,14 @@ static void on_request(HttpConn *c, void *data) {
         json_t *body;
 
         if (c->body_oversized) {
-                respond_connect_error(c, "invalid_argument", "the request is larger than 1 MiB");
+                envd_respond_error(c, "invalid_argument", "the request is larger than 1 MiB");
                 request_finish(q);
                 return;
         }
         body = json_loadb((const char *) buffer_data(&c->body), c->body.len, 0, &e);
         if (!json_is_object(body)) {
                 json_decref(body);
-                respond_connect_error(c, "invalid_argument", "the request must be a JSON object");
+                envd_respond_error(c, "invalid_argument", "the request must be a JSON object");
                 request_finish(q);
                 return;
         }
@@ -379,24 +226,24 @@ static void on_request(HttpConn *c, void *data) {
                 source = json_string_value(json_object_get(body, "source"));
         if (!path || !path[0] || (q->method == METHOD_MOVE && (!source || !source[0]))) {
                 json_decref(body);
-                respond_connect_error(c, "invalid_argument",
+                envd_respond_error(c, "invalid_argument",
                                       q->method == METHOD_MOVE ? "source and destination must be paths" : "path must be a path");
                 request_finish(q);
                 return;
         }
-        home = user_home(c);
+        home = envd_user_home(c);
         if (!home) {
                 json_decref(body);
-                respond_connect_error(c, "invalid_argument", "no such user in this sandbox");
+                envd_respond_error(c, "invalid_argument", "no such user in this sandbox");
                 request_finish(q);
                 return;
         }
-        q->path = absolute(home, path);
+        q->path = envd_absolute_path(home, path);
         if (source)
-                q->source = absolute(home, source);
+                q->source = envd_absolute_path(home, source);
         json_decref(body);
         if (!q->path || (q->method == METHOD_MOVE && !q->source)) {
-                respond_connect_error(c, "internal", "out of memory");
+                envd_respond_error(c, "internal", "out of memory");
                 request_finish(q);
                 return;
         }
@@ -437,7 +284,7 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 return;
         }
         if (!rpc_request_token_ok(api->rpc, c->access_token, http_conn_bearer_token(c))) {
-                respond_connect_error(c, "unauthenticated", "this runtime wants its token: X-Access-Token");
+                envd_respond_error(c, "unauthenticated", "this runtime wants its token: X-Access-Token");
                 return;
         }
         if (c->method != HTTP_METHOD_POST) {
@@ -449,14 +296,14 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                         continue;
                 q = calloc(1, sizeof(*q));
                 if (!q) {
-                        respond_connect_error(c, "internal", "out of memory");
+                        envd_respond_error(c, "internal", "out of memory");
                         return;
                 }
                 *q = (EnvdRequest) { .api = api, .conn = c, .method = methods[i].method };
                 http_conn_set_handler(c, &request_handler, q, ENVD_BODY_MAX);
                 return;
         }
-        respond_connect_error(c, "unimplemented", "this call of the Filesystem service is not served here (yet)");
+        envd_respond_error(c, "unimplemented", "this call of the Filesystem service is not served here (yet)");
 }
 
 int envd_filesystem_api_new(Rpc *rpc, HttpServer *http, EnvdFilesystemApi **ret) {

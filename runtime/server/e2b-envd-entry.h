@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What the envd faces share (e2b-envd-filesystem.c, e2b-envd-listdir.c): Connect's errors,
+ * envd's EntryInfo made from an fs::stat result, and a request's user and paths. */
+
+#include <jansson.h>
+#include <msgpack.h>
+
+#include "http-server.h"
+
+/* Connect's code names ("not_found", …) as HTTP statuses. */
+unsigned envd_connect_status(const char *code);
+/* Answer with Connect's error: the code's status and {"code", "message"}. */
+void envd_respond_error(HttpConn *c, const char *code, const char *message);
+/* An fs:: error code as a Connect code. */
+const char *envd_code_of(const char *fs_error);
+/* One fs::stat result map as envd's EntryInfo, or NULL. */
+json_t *envd_entry_json(const msgpack_object *m);
+/* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's
+ * (malloc'ed). A name that is no account: NULL. */
+char *envd_user_home(HttpConn *c);
+/* A path of the request as an absolute, clean one: relative ones below home (malloc'ed). */
+char *envd_absolute_path(const char *home, const char *path);
