@@ -7,20 +7,22 @@
  *   POST /filesystem.Filesystem/MakeDir  {path}                   {entry}  (already_exists if there)
  *   POST /filesystem.Filesystem/Move     {source, destination}    {entry}  (of the destination)
  *   POST /filesystem.Filesystem/Remove   {path}                   {}
+ *   POST /filesystem.Filesystem/ListDir  {path, depth}            {entries}  (e2b-envd-listdir.c)
  *
  * An entry is envd's EntryInfo: {name, type (FILE_TYPE_FILE, _DIRECTORY, _SYMLINK), path, size
  * (int64, as a string), mode, permissions ("-rw-r--r--"), owner, group, modifiedTime (RFC 3339),
  * symlinkTarget}. Relative paths are the user's: below the home of the account that
  * "Authorization: Basic base64(USER:)" names, else the runtime's own. Errors are Connect's:
  * the HTTP status of the code and {"code", "message"}. Authenticated like the code interpreter
- * (e2b-code-interpreter.c). The other calls of the service (ListDir, WatchDir, the watchers)
- * answer unimplemented for now. */
+ * (e2b-code-interpreter.c). The other calls of the service (WatchDir, the watchers) answer
+ * unimplemented for now. */
 #include <errno.h>
 #include <jansson.h>
 #include <string.h>
 
 #include "e2b-envd-entry.h"
 #include "e2b-envd-filesystem.h"
+#include "e2b-envd-listdir.h"
 #include "envelope.h"
 #include "json-msgpack.h"
 #include "log.h"
@@ -289,6 +291,10 @@ static void route(HttpConn *c, const char *path, void *userdata) {
         }
         if (c->method != HTTP_METHOD_POST) {
                 (void) http_conn_respond_json(c, 405, json_pack("{s:s,s:s}", "code", "unimplemented", "message", "Connect calls are POSTs"));
+                return;
+        }
+        if (streq(name, "ListDir")) {
+                envd_listdir_take(api->rpc, c);
                 return;
         }
         for (size_t i = 0; i < ELEMENTSOF(methods); i++) {

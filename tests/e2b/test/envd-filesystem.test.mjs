@@ -62,6 +62,25 @@ test("makeDir, rename and remove", async () => {
   await assert.rejects(sbx.files.remove(join(dir, "x")), FileNotFoundError);
 });
 
+test("list with depth: entries below a directory, breadth first; errors", async () => {
+  const sbx = await Sandbox.create();
+  const top = join(dir, "tree");
+  await sbx.files.makeDir(join(top, "a/b/c"));
+  writeFileSync(join(top, "f.txt"), "12345");
+  writeFileSync(join(top, "a/g.txt"), "x");
+  const one = await sbx.files.list(top);
+  assert.deepEqual(one.map((e) => [e.name, e.type]).sort(), [["a", "dir"], ["f.txt", "file"]]);
+  assert.equal(one.find((e) => e.name === "f.txt").size, 5);
+  assert.equal(one.find((e) => e.name === "f.txt").path, join(top, "f.txt"));
+  const two = await sbx.files.list(top, { depth: 2 });
+  assert.deepEqual(two.map((e) => e.path.slice(top.length + 1)).sort(), ["a", "a/b", "a/g.txt", "f.txt"]);
+  const all = await sbx.files.list(top, { depth: 10 });
+  assert.deepEqual(all.map((e) => e.path.slice(top.length + 1)).sort(), ["a", "a/b", "a/b/c", "a/g.txt", "f.txt"]);
+  assert.deepEqual(await sbx.files.list(join(top, "a/b/c")), []);
+  await assert.rejects(sbx.files.list(join(top, "missing")), FileNotFoundError);
+  await assert.rejects(sbx.files.list(join(top, "f.txt")), /not a directory/);
+});
+
 test("relative paths are below the user's home; an unknown user is refused", async () => {
   const sbx = await Sandbox.create();
   const home = await sbx.files.getInfo(".");
