@@ -12,7 +12,7 @@
 #include "uv-event.h"
 
 #define MAX_LISTENERS 16
-#define MAX_ROUTES 4
+#define MAX_ROUTES 16
 
 typedef struct Listener {
         HttpServer *server;

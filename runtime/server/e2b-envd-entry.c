@@ -123,10 +123,23 @@ json_t *envd_entry_json(const msgpack_object *m) {
 
 /* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's. A
  * name that is no account: NULL. */
+char *envd_home_of(const char *name) {
+        char buf[4096];
+        struct passwd pw, *pwp = NULL;
+
+        if (name && name[0]) {
+                if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
+                        return NULL;
+                return strdup(pwp->pw_dir);
+        }
+        if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
+                return strdup(pwp->pw_dir);
+        return strdup("/");
+}
+
 char *envd_user_home(HttpConn *c) {
         static const char basic[] = "Basic ";
-        char buf[4096], name[128];
-        struct passwd pw, *pwp = NULL;
+        char name[128] = "";
         size_t n = sizeof(basic) - 1;
 
         if (strncasecmp(c->authorization, basic, n) == 0) {
@@ -142,14 +155,8 @@ char *envd_user_home(HttpConn *c) {
                 colon = strchr(name, ':');
                 if (colon)
                         *colon = 0;
-                if (name[0] && (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp))
-                        return NULL;
-                if (name[0])
-                        return strdup(pwp->pw_dir);
         }
-        if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-                return strdup(pwp->pw_dir);
-        return strdup("/");
+        return envd_home_of(name);
 }
 
 /* A path of the request as an absolute, clean one: relative ones below home. */

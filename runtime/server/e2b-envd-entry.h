@@ -20,5 +20,7 @@ json_t *envd_entry_json(const msgpack_object *m);
 /* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's
  * (malloc'ed). A name that is no account: NULL. */
 char *envd_user_home(HttpConn *c);
+/* The home of account name (NULL or "": the runtime's own), malloc'ed; NULL: no such account. */
+char *envd_home_of(const char *name);
 /* A path of the request as an absolute, clean one: relative ones below home (malloc'ed). */
 char *envd_absolute_path(const char *home, const char *path);

@@ -11,6 +11,7 @@
 #include "eio-server.h"
 #include "frame.h"
 #include "e2b-code-interpreter.h"
+#include "e2b-envd-files.h"
 #include "e2b-envd-filesystem.h"
 #include "http-proxy.h"
 #include "http-server.h"
@@ -586,6 +587,9 @@ static int setup(Server *srv, Options *o) {
                 if (r < 0)
                         return r;
                 r = envd_filesystem_api_new(srv->rpc, srv->http, &srv->envd_fs);
+                if (r < 0)
+                        return r;
+                r = envd_files_api_new(srv->rpc, srv->http);
                 if (r < 0)
                         return r;
                 r = sio_server_add_namespace(srv->sio, rpc_namespace(srv->rpc));

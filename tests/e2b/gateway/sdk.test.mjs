@@ -36,9 +36,16 @@ test("create from a template with metadata, envs and a timeout; getInfo; isRunni
   }
 });
 
-test("files through the gateway: makeDir, exists, getInfo, rename, remove", async () => {
+test("files through the gateway: write, read, list, makeDir, exists, getInfo, rename, remove", async () => {
   const sbx = await Sandbox.create(template);
   try {
+    await sbx.files.write("/tmp/e2b/w/hello.txt", "hello through the gateway");
+    assert.equal(await sbx.files.read("/tmp/e2b/w/hello.txt"), "hello through the gateway");
+    const bytes = new Uint8Array(1024 * 1024).map((_, i) => (i * 7) & 0xff);
+    await sbx.files.write("/tmp/e2b/w/blob.bin", bytes.buffer);
+    assert.ok(Buffer.from(await sbx.files.read("/tmp/e2b/w/blob.bin", { format: "bytes" })).equals(Buffer.from(bytes)));
+    assert.deepEqual((await sbx.files.list("/tmp/e2b/w")).map((e) => e.name).sort(), ["blob.bin", "hello.txt"]);
+    await sbx.files.remove("/tmp/e2b/w");
     assert.equal(await sbx.files.makeDir("/tmp/e2b/a/b"), true);
     assert.equal(await sbx.files.exists("/tmp/e2b/a/b"), true);
     assert.equal((await sbx.files.getInfo("/tmp/e2b/a")).type, "dir");

@@ -4,7 +4,7 @@
 // sandbox it was told is local: E2B_DEBUG=true sends envd's requests to http://localhost:49983,
 // where this test starts agentix-server (loopback, no token). Through agentix-e2b the same
 // requests come with the sandbox's token.
-import { writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
+import { readFileSync, writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { startLocalServer } from "../lib/local-server.mjs";
@@ -79,6 +79,31 @@ test("list with depth: entries below a directory, breadth first; errors", async 
   assert.deepEqual(await sbx.files.list(join(top, "a/b/c")), []);
   await assert.rejects(sbx.files.list(join(top, "missing")), FileNotFoundError);
   await assert.rejects(sbx.files.list(join(top, "f.txt")), /not a directory/);
+});
+
+test("write and read: text, binary (3 MiB), several files at once, replacing; errors", async () => {
+  const sbx = await Sandbox.create();
+  const info = await sbx.files.write(join(dir, "w/new/hello.txt"), "hello, envd");
+  assert.equal(info.path, join(dir, "w/new/hello.txt"));
+  assert.equal(info.name, "hello.txt");
+  assert.equal(readFileSync(join(dir, "w/new/hello.txt"), "utf8"), "hello, envd");
+  assert.equal(await sbx.files.read(join(dir, "w/new/hello.txt")), "hello, envd");
+  const bytes = new Uint8Array(3 * 1024 * 1024 + 7).map((_, i) => (i * 31) & 0xff);
+  await sbx.files.write(join(dir, "w/blob.bin"), bytes.buffer);
+  const back = await sbx.files.read(join(dir, "w/blob.bin"), { format: "bytes" });
+  assert.equal(back.length, bytes.length);
+  assert.ok(Buffer.from(back).equals(Buffer.from(bytes)));
+  assert.equal(await sbx.files.read(join(dir, "w/new/hello.txt"), { format: "bytes" }).then((b) => b.length), 11);
+  writeFileSync(join(dir, "w/empty"), "");
+  assert.equal(await sbx.files.read(join(dir, "w/empty")), "");
+  const many = await sbx.files.write([{ path: join(dir, "w/m/a"), data: "A" }, { path: join(dir, "w/m/b"), data: "B" }]);
+  assert.deepEqual(many.map((f) => f.name), ["a", "b"]);
+  assert.equal(readFileSync(join(dir, "w/m/b"), "utf8"), "B");
+  await sbx.files.write(join(dir, "w/new/hello.txt"), "replaced");
+  assert.equal(readFileSync(join(dir, "w/new/hello.txt"), "utf8"), "replaced");
+  await assert.rejects(sbx.files.read(join(dir, "w/none")), FileNotFoundError);
+  await assert.rejects(sbx.files.read(join(dir, "w")), /directory/);
+  await assert.rejects(sbx.files.write(join(dir, "w/new/hello.txt/under-a-file"), "x"), /directory/);
 });
 
 test("relative paths are below the user's home; an unknown user is refused", async () => {
