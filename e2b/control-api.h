@@ -13,9 +13,9 @@
 #include "user-bus.h"
 
 /* What E2B calls envd's version. The SDK gates features on it: from 0.4.0 it names no user
- * unless asked to (the runtime's default then), before it it says "user"; 0.5.2 (closeStdin)
- * and 0.5.7 (octet-stream uploads) wait for the process and /files services. */
-#define E2B_ENVD_VERSION "0.4.0"
+ * unless asked to (the runtime's default then; before, it says "user"), from 0.5.2 it may
+ * closeStdin; 0.5.7 would make it send gzip-encoded uploads, which the runtime does not take. */
+#define E2B_ENVD_VERSION "0.5.2"
 /* The label that records which template (pool) a sandbox came from. */
 #define E2B_TEMPLATE_LABEL "agentix-e2b.template"
 /* E2B's timeout when a create names none. */

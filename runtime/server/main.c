@@ -13,6 +13,7 @@
 #include "e2b-code-interpreter.h"
 #include "e2b-envd-files.h"
 #include "e2b-envd-filesystem.h"
+#include "e2b-envd-process.h"
 #include "http-proxy.h"
 #include "http-server.h"
 #include "log.h"
@@ -59,6 +60,7 @@ typedef struct Server {
         Rpc *rpc;
         CodeInterpreterApi *code_api; /* /execute, /contexts: E2B's code interpreter */
         EnvdFilesystemApi *envd_fs;   /* /filesystem.Filesystem/…: E2B's envd */
+        EnvdProcessApi *envd_process; /* /process.Process/…: E2B's envd */
         WorkerLink *worker;
         PidsLimit *pids_limit;
         sd_event_source *shutdown_timer;
@@ -592,6 +594,9 @@ static int setup(Server *srv, Options *o) {
                 r = envd_files_api_new(srv->rpc, srv->http);
                 if (r < 0)
                         return r;
+                r = envd_process_api_new(srv->rpc, srv->event, srv->http, &srv->envd_process);
+                if (r < 0)
+                        return r;
                 r = sio_server_add_namespace(srv->sio, rpc_namespace(srv->rpc));
                 if (r < 0)
                         return r;
@@ -644,6 +649,7 @@ static void server_done(Server *srv) {
         srv->http = http_server_free(srv->http);
         srv->code_api = code_interpreter_api_free(srv->code_api);
         srv->envd_fs = envd_filesystem_api_free(srv->envd_fs);
+        srv->envd_process = envd_process_api_free(srv->envd_process);
         srv->proxy = proxy_free(srv->proxy);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);

@@ -1226,6 +1226,33 @@ void rpc_call_local_credit(RpcCall *c, uint64_t bytes) {
         call_credit_out(c, bytes);
 }
 
+/* {call_id, item} (item: one packed msgpack object) for the worker's inbox of a local call. */
+static int local_inbox_send(RpcCall *c, uint8_t kind, const Buffer *item) {
+        _cleanup_buffer_ Buffer b = BUFFER_NULL;
+        msgpack_packer pk;
+        int r;
+
+        if (!c || c->done || !c->in_worker)
+                return -ESRCH;
+        mp_packer_init_buffer(&pk, &b);
+        r = msgpack_pack_map(&pk, item ? 2 : 1);
+        r |= mp_pack_cstr(&pk, "call_id");
+        r |= msgpack_pack_str(&pk, c->id_len);
+        r |= msgpack_pack_str_body(&pk, c->id, c->id_len);
+        if (item) {
+                r |= mp_pack_cstr(&pk, "item");
+                if (r == 0)
+                        r = buffer_append(&b, buffer_data(item), item->len);
+        }
+        if (r != 0)
+                return -ENOMEM;
+        return worker_link_send(c->rpc->worker, kind, buffer_data(&b), b.len);
+}
+
+int rpc_call_local_send(RpcCall *c, const Buffer *item) {
+        return local_inbox_send(c, FRAME_IN, item);
+}
+
 void rpc_call_local_abandon(RpcCall *c) {
         if (!c || !c->is_local || !c->local)
                 return;

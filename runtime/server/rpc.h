@@ -57,6 +57,8 @@ typedef struct RpcLocalHandlers {
 int rpc_call_local(Rpc *rpc, const char *callable, const char *shape, const Buffer *args, const Buffer *kwargs,
                    const RpcLocalHandlers *h, void *userdata, RpcCall **ret);
 void rpc_call_local_credit(RpcCall *c, uint64_t bytes);
+/* One item (a packed msgpack object) for a bidi call's inbox. -ESRCH once the call is done. */
+int rpc_call_local_send(RpcCall *c, const Buffer *item);
 /* The caller is gone: no more callbacks; the call is cancelled in the worker. */
 void rpc_call_local_abandon(RpcCall *c);
 

@@ -52,6 +52,9 @@ def setup():
     os.makedirs(os.path.join(a.dir, "pools.d"))
     with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
         f.write(f"[Pool]\nSize=1\nImage={BUSYBOX}\nBundle={bundle()}\n")
+    if "runsc" in runtimes():
+        with open(os.path.join(a.dir, "pools.d", "base-runsc.pool"), "w") as f:
+            f.write(f"[Pool]\nSize=0\nImage={BUSYBOX}\nBundle={bundle()}\nRuntime=runsc\n")
     # E2B's code interpreter template, under each runtime: no warm members (Size=0), every
     # create is made cold from the pool's file.
     for rt in runtimes():
@@ -236,8 +239,10 @@ def bad_input_gets_e2bs_error_shape_and_the_gateway_keeps_serving():
 
 
 @test
-def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway():
-    sdk("gateway/sdk.test.mjs", "base")
+def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway_under_each_runtime():
+    for rt in runtimes():
+        print(f"  runtime {rt}")
+        sdk("gateway/sdk.test.mjs", "base" if rt == "runc" else f"base-{rt}")
 
 
 def sdk(test_file, template, key="alice"):

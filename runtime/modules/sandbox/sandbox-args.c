@@ -235,6 +235,11 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
                 goto fail;
         }
         a.opts.shell = a.shell;
+        if (argv[SANDBOX_ARG_REPORT_PID].type != MSGPACK_OBJECT_BOOLEAN) {
+                r = agentix_call_raise(call, "TypeError", "exec() argument 'report_pid' must be bool");
+                goto fail;
+        }
+        a.report_pid = argv[SANDBOX_ARG_REPORT_PID].via.boolean;
 
         /* One pipe for stdout and stderr keeps their exact order in the combined output. */
         a.opts.merge_stderr = shape == AGENTIX_SHAPE_UNARY;

@@ -11,7 +11,7 @@
 #define SANDBOX_EXEC_SIGNATURE                                                          \
         "(command: str, timeout: float? = None, cwd: str? = None, env: map? = None, "   \
         "stdin: str|bytes? = None, max_output: int = 10485760, pty: bool = False, "     \
-        "rows: int = 24, cols: int = 80, shell: str? = None) -> map"
+        "rows: int = 24, cols: int = 80, shell: str? = None, report_pid: bool = False) -> map"
 
 enum {
         SANDBOX_ARG_COMMAND,
@@ -24,6 +24,7 @@ enum {
         SANDBOX_ARG_ROWS,
         SANDBOX_ARG_COLS,
         SANDBOX_ARG_SHELL,
+        SANDBOX_ARG_REPORT_PID,
         _SANDBOX_ARG_MAX,
 };
 
@@ -39,6 +40,7 @@ typedef struct SandboxExecArgs {
         char *cwd;
         char *shell;
         char **env;        /* NULL: the worker's environment */
+        bool report_pid;   /* stream, bidi: a first item {pid} */
 } SandboxExecArgs;
 
 /* Returns 0, or a negative value from agentix_call_raise() to return from the function. */

@@ -3,7 +3,7 @@
  *
  *   exec(command: str, timeout: float? = None, cwd: str? = None, env: map? = None,
  *        stdin: str|bytes? = None, max_output: int = 10485760, pty: bool = False,
- *        rows: int = 24, cols: int = 80, shell: str? = None) -> map
+ *        rows: int = 24, cols: int = 80, shell: str? = None, report_pid: bool = False) -> map
  *
  * Runs `<shell> -c <command>` (shell: /bin/sh, else /nix/runtime/bin/sh) in a new session.
  *   unary   → {exit_code, output, truncated, timed_out}; stdout and stderr share one pipe, so
@@ -11,6 +11,8 @@
  *   stream  → items {stream: "stdout"|"stderr"|"pty", data: bytes}, then
  *             {exit_code, timed_out, truncated}, then the end.
  *   bidi    → like stream; the inbox feeds stdin and sends signals/resizes (sandbox-inbox.h).
+ *   report_pid (stream, bidi): a first item {pid} (the shell's, also its process group's): E2B's
+ *             envd process service names processes by it.
  *
  * exit_code: the shell's status; 128+N when killed by signal N; 124 on timeout (timed_out).
  * timeout (s): None → 1800, 0 → none, < 0 → ValueError; on expiry the whole process group is
@@ -84,6 +86,15 @@ static int exec_run_call(SandboxExec *e, const msgpack_object *argv, size_t argc
                 output_fd = agentix_call_output_fd(e->call);
                 if (output_fd < 0)
                         return output_fd;
+        }
+        if (streaming && a.report_pid) {
+                msgpack_packer *pk = agentix_call_item_begin(e->call);
+
+                (void) msgpack_pack_map(pk, 1);
+                (void) agentix_pack_kv_int(pk, "pid", exec_run_pid(run));
+                r = agentix_call_item_end(e->call);
+                if (r < 0)
+                        return r;
         }
 
         return exec_run_loop(run,

@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError } from "e2b";
+import { CommandExitError, FileNotFoundError, NotFoundError, Sandbox, SandboxNotFoundError } from "e2b";
 
 const template = process.env.AGENTIX_E2B_TEMPLATE;
 const other = { apiKey: process.env.E2B_OTHER_API_KEY };
@@ -54,6 +54,27 @@ test("files through the gateway: write, read, list, makeDir, exists, getInfo, re
     await sbx.files.remove("/tmp/e2b/z");
     assert.equal(await sbx.files.exists("/tmp/e2b/z"), false);
     await assert.rejects(sbx.files.getInfo("/tmp/e2b/z"), FileNotFoundError);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test("commands through the gateway: run, exit codes, background with stdin, kill, list", async () => {
+  const sbx = await Sandbox.create(template);
+  try {
+    const r = await sbx.commands.run("echo out; echo err >&2; echo $GREETING", { envs: { GREETING: "hello" }, cwd: "/tmp" });
+    assert.deepEqual([r.exitCode, r.stdout, r.stderr], [0, "out\nhello\n", "err\n"]);
+    assert.equal((await sbx.commands.run("pwd", { cwd: "/tmp" })).stdout, "/tmp\n");
+    await assert.rejects(sbx.commands.run("exit 7"), (e) => e instanceof CommandExitError && e.exitCode === 7);
+    assert.equal((await sbx.commands.run("id -u", { user: "root" })).stdout, "0\n");
+    const h = await sbx.commands.run("cat", { background: true, stdin: true });
+    await sbx.commands.sendStdin(h.pid, "via stdin\n");
+    await sbx.commands.closeStdin(h.pid);
+    assert.equal((await h.wait()).stdout, "via stdin\n");
+    const sleeper = await sbx.commands.run("sleep 600", { background: true });
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === sleeper.pid));
+    assert.equal(await sbx.commands.kill(sleeper.pid), true);
+    await assert.rejects(sleeper.wait(), CommandExitError);
   } finally {
     await sbx.kill();
   }

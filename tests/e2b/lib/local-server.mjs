@@ -9,7 +9,9 @@ import assert from "node:assert/strict";
 
 export async function startLocalServer(port) {
   const dir = mkdtempSync(join(tmpdir(), "agentix-e2b-"));
-  const env = { ...process.env };
+  // HOME is the scratch directory: E2B's commands run `bash -l`, which must not read the profile
+  // of whoever runs the tests (a slow one would time the commands out).
+  const env = { ...process.env, HOME: dir };
   delete env.AGENTIX_TOKEN;
   const proc = spawn(process.env.AGENTIX_SERVER, ["--host", "127.0.0.1", "--port", String(port)],
                      { cwd: dir, env, stdio: ["ignore", "inherit", "inherit"] });
