@@ -169,3 +169,54 @@ char *envd_absolute_path(const char *home, const char *path) {
         return p;
 }
 
+/* ---- Connect's stream messages ------------------------------------------------------------- */
+
+int envd_stream_send(HttpConn *c, uint8_t flags, json_t *msg) {
+        char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+        uint8_t head[5];
+        size_t n;
+        int r;
+
+        json_decref(msg);
+        if (!text)
+                return -ENOMEM;
+        n = strlen(text);
+        head[0] = flags;
+        head[1] = (uint8_t) (n >> 24);
+        head[2] = (uint8_t) (n >> 16);
+        head[3] = (uint8_t) (n >> 8);
+        head[4] = (uint8_t) n;
+        r = http_conn_stream_write(c, head, sizeof(head));
+        if (r >= 0)
+                r = http_conn_stream_write(c, text, n);
+        free(text);
+        return r;
+}
+
+void envd_stream_event(HttpConn *c, json_t *event) {
+        (void) envd_stream_send(c, 0, json_pack("{s:o}", "event", event));
+}
+
+/* End a stream: {} or {"error": {code, message}}. */
+void envd_stream_end(HttpConn *c, const char *code, const char *message) {
+        if (!c->streaming)
+                (void) http_conn_stream_begin(c, 200, "application/connect+json");
+        (void) envd_stream_send(c, ENVD_STREAM_END,
+                            code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message ?: code)
+                                 : json_object());
+        (void) http_conn_stream_end(c);
+}
+
+/* A Connect stream request's one message: a flag byte, a 4-byte length, that much JSON. */
+json_t *envd_stream_request(HttpConn *c) {
+        const uint8_t *b = buffer_data(&c->body);
+        json_error_t e;
+        size_t n;
+
+        if (c->body.len < 5 || b[0] != 0)
+                return NULL;
+        n = (size_t) b[1] << 24 | (size_t) b[2] << 16 | (size_t) b[3] << 8 | b[4];
+        if (n != c->body.len - 5)
+                return NULL;
+        return json_loadb((const char *) b + 5, n, 0, &e);
+}

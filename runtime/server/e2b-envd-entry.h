@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* What the envd faces share (e2b-envd-filesystem.c, e2b-envd-listdir.c): Connect's errors,
- * envd's EntryInfo made from an fs::stat result, and a request's user and paths. */
+/* What the envd faces share: Connect's errors and stream messages, envd's EntryInfo made from
+ * an fs::stat result, and a request's user and paths. */
 
 #include <jansson.h>
 #include <msgpack.h>
@@ -24,3 +24,14 @@ char *envd_user_home(HttpConn *c);
 char *envd_home_of(const char *name);
 /* A path of the request as an absolute, clean one: relative ones below home (malloc'ed). */
 char *envd_absolute_path(const char *home, const char *path);
+
+/* Connect's server streams: each message a flag byte, a 4-byte length and JSON. */
+#define ENVD_STREAM_END 0x02
+/* One message (msg taken); the stream's head must be out (http_conn_stream_begin()). */
+int envd_stream_send(HttpConn *c, uint8_t flags, json_t *msg);
+/* {"event": event} (taken), as the Process service's messages are. */
+void envd_stream_event(HttpConn *c, json_t *event);
+/* End the stream (its head first if need be): {} or {"error": {code, message}} (code NULL: {}). */
+void envd_stream_end(HttpConn *c, const char *code, const char *message);
+/* The one message of a stream request's body, or NULL when it is not one envelope of JSON. */
+json_t *envd_stream_request(HttpConn *c);

@@ -8,14 +8,14 @@
  *   POST /filesystem.Filesystem/Move     {source, destination}    {entry}  (of the destination)
  *   POST /filesystem.Filesystem/Remove   {path}                   {}
  *   POST /filesystem.Filesystem/ListDir  {path, depth}            {entries}  (e2b-envd-listdir.c)
+ *   WatchDir, CreateWatcher, GetWatcherEvents, RemoveWatcher                  (e2b-envd-watch.c)
  *
  * An entry is envd's EntryInfo: {name, type (FILE_TYPE_FILE, _DIRECTORY, _SYMLINK), path, size
  * (int64, as a string), mode, permissions ("-rw-r--r--"), owner, group, modifiedTime (RFC 3339),
  * symlinkTarget}. Relative paths are the user's: below the home of the account that
  * "Authorization: Basic base64(USER:)" names, else the runtime's own. Errors are Connect's:
  * the HTTP status of the code and {"code", "message"}. Authenticated like the code interpreter
- * (e2b-code-interpreter.c). The other calls of the service (WatchDir, the watchers) answer
- * unimplemented for now. */
+ * (e2b-code-interpreter.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <string.h>
@@ -23,6 +23,7 @@
 #include "e2b-envd-entry.h"
 #include "e2b-envd-filesystem.h"
 #include "e2b-envd-listdir.h"
+#include "e2b-envd-watch.h"
 #include "envelope.h"
 #include "json-msgpack.h"
 #include "log.h"
@@ -48,6 +49,7 @@ typedef enum EnvdStep {
 
 struct EnvdFilesystemApi {
         Rpc *rpc;
+        EnvdWatchApi *watch;
 };
 
 typedef struct EnvdRequest {
@@ -297,6 +299,8 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 envd_listdir_take(api->rpc, c);
                 return;
         }
+        if (envd_watch_take(api->watch, c, name))
+                return;
         for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
                 if (!streq(name, methods[i].name))
                         continue;
@@ -319,8 +323,11 @@ int envd_filesystem_api_new(Rpc *rpc, HttpServer *http, EnvdFilesystemApi **ret)
         if (!api)
                 return -ENOMEM;
         api->rpc = rpc;
-        r = http_server_add_route(http, PREFIX, route, api);
+        r = envd_watch_api_new(rpc, &api->watch);
+        if (r >= 0)
+                r = http_server_add_route(http, PREFIX, route, api);
         if (r < 0) {
+                envd_watch_api_free(api->watch);
                 free(api);
                 return r;
         }
@@ -329,6 +336,8 @@ int envd_filesystem_api_new(Rpc *rpc, HttpServer *http, EnvdFilesystemApi **ret)
 }
 
 EnvdFilesystemApi *envd_filesystem_api_free(EnvdFilesystemApi *api) {
+        if (api)
+                envd_watch_api_free(api->watch);
         free(api);
         return NULL;
 }

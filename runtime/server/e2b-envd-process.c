@@ -38,7 +38,6 @@
 #define PROCESS_BODY_MAX (1024u * 1024u)
 #define PROCESSES_MAX 256u
 #define SUBSCRIBERS_MAX 16u
-#define STREAM_END 0x02
 #define UNLIMITED_OUTPUT (1ULL << 62)
 #define USEC_PER_SEC 1000000ULL
 
@@ -75,44 +74,6 @@ struct EnvdProcess {
         int exit_code;
         bool have_exit;
 };
-
-/* ---- Connect's stream messages ------------------------------------------------------------- */
-
-static int send_message(HttpConn *c, uint8_t flags, json_t *msg) {
-        char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-        uint8_t head[5];
-        size_t n;
-        int r;
-
-        json_decref(msg);
-        if (!text)
-                return -ENOMEM;
-        n = strlen(text);
-        head[0] = flags;
-        head[1] = (uint8_t) (n >> 24);
-        head[2] = (uint8_t) (n >> 16);
-        head[3] = (uint8_t) (n >> 8);
-        head[4] = (uint8_t) n;
-        r = http_conn_stream_write(c, head, sizeof(head));
-        if (r >= 0)
-                r = http_conn_stream_write(c, text, n);
-        free(text);
-        return r;
-}
-
-static void send_event(HttpConn *c, json_t *event) {
-        (void) send_message(c, 0, json_pack("{s:o}", "event", event));
-}
-
-/* End a stream: {} or {"error": {code, message}}. */
-static void end_stream(HttpConn *c, const char *code, const char *message) {
-        if (!c->streaming)
-                (void) http_conn_stream_begin(c, 200, "application/connect+json");
-        (void) send_message(c, STREAM_END,
-                            code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message ?: code)
-                                 : json_object());
-        (void) http_conn_stream_end(c);
-}
 
 /* ---- subscribers --------------------------------------------------------------------------- */
 
@@ -152,7 +113,7 @@ static void credit(EnvdProcess *p) {
 static int on_keepalive(sd_event_source *source, uint64_t usec, void *userdata) {
         Subscriber *s = userdata;
 
-        send_event(s->conn, json_pack("{s:{}}", "keepalive"));
+        envd_stream_event(s->conn, json_pack("{s:{}}", "keepalive"));
         (void) sd_event_source_set_time(source, usec + s->keepalive_usec);
         (void) sd_event_source_set_enabled(source, SD_EVENT_ON);
         return 0;
@@ -183,7 +144,7 @@ static int subscribe(EnvdProcess *p, HttpConn *c, uint64_t keepalive_usec) {
                 return r;
         }
         if (p->pid > 0)
-                send_event(c, json_pack("{s:{s:I}}", "start", "pid", (json_int_t) p->pid));
+                envd_stream_event(c, json_pack("{s:{s:I}}", "start", "pid", (json_int_t) p->pid));
         return 0;
 }
 
@@ -286,7 +247,7 @@ static void on_item(RpcCall *c, const uint8_t *payload, size_t size, void *userd
         if ((pid = mp_map_get(value, "pid")) && pid->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
                 p->pid = (int64_t) pid->via.u64;
                 for (Subscriber *s = p->subscribers; s; s = s->next)
-                        send_event(s->conn, json_pack("{s:{s:I}}", "start", "pid", (json_int_t) p->pid));
+                        envd_stream_event(s->conn, json_pack("{s:{s:I}}", "start", "pid", (json_int_t) p->pid));
                 /* No stdin: EOF at once, as an item (closing the inbox would also shut out the
                  * signals and resizes that may come later). */
                 if (!p->stdin_open)
@@ -299,7 +260,7 @@ static void on_item(RpcCall *c, const uint8_t *payload, size_t size, void *userd
                 snprintf(key, sizeof(key), "%.*s", (int) MIN(stream_n, sizeof(key) - 1), stream);
                 if (p->subscribers && base64_encode(data->via.bin.ptr, data->via.bin.size, &b64) >= 0)
                         for (Subscriber *s = p->subscribers; s; s = s->next)
-                                send_event(s->conn, json_pack("{s:{s:s}}", "data", key, b64));
+                                envd_stream_event(s->conn, json_pack("{s:{s:s}}", "data", key, b64));
         } else if ((exit_code = mp_map_get(value, "exit_code")) &&
                    (exit_code->type == MSGPACK_OBJECT_POSITIVE_INTEGER || exit_code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
                 p->exit_code = (int) exit_code->via.i64;
@@ -321,9 +282,9 @@ static void on_done(RpcCall *c, const char *event, const uint8_t *data, size_t s
                 else
                         snprintf(status, sizeof(status), "exit status %d", p->exit_code);
                 for (Subscriber *s = p->subscribers; s; s = s->next) {
-                        send_event(s->conn, json_pack("{s:{s:i,s:b,s:s}}", "end", "exitCode", p->exit_code, "exited",
+                        envd_stream_event(s->conn, json_pack("{s:{s:i,s:b,s:s}}", "end", "exitCode", p->exit_code, "exited",
                                                       p->exit_code <= 128, "status", status));
-                        end_stream(s->conn, NULL, NULL);
+                        envd_stream_end(s->conn, NULL, NULL);
                 }
         } else {
                 _cleanup_free_ char *type = NULL, *message = NULL;
@@ -345,7 +306,7 @@ static void on_done(RpcCall *c, const char *event, const uint8_t *data, size_t s
                 }
                 msgpack_unpacked_destroy(&u);
                 for (Subscriber *s = p->subscribers; s; s = s->next)
-                        end_stream(s->conn,
+                        envd_stream_end(s->conn,
                                    type && (streq(type, "FileNotFoundError") || streq(type, "NotADirectoryError") ||
                                             streq(type, "ValueError")) ? "invalid_argument" : "internal",
                                    message ?: "the process could not be run");
@@ -414,20 +375,6 @@ typedef struct StreamRequest {
         uint64_t timeout_ms;    /* Connect-Timeout-Ms (Start), 0: none */
 } StreamRequest;
 
-/* A Connect stream request's one message: a flag byte, a 4-byte length, that much JSON. */
-static json_t *stream_request_message(HttpConn *c) {
-        const uint8_t *b = buffer_data(&c->body);
-        json_error_t e;
-        size_t n;
-
-        if (c->body.len < 5 || b[0] != 0)
-                return NULL;
-        n = (size_t) b[1] << 24 | (size_t) b[2] << 16 | (size_t) b[3] << 8 | b[4];
-        if (n != c->body.len - 5)
-                return NULL;
-        return json_loadb((const char *) b + 5, n, 0, &e);
-}
-
 static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         _cleanup_buffer_ Buffer command = BUFFER_NULL, args = BUFFER_NULL, kwargs = BUFFER_NULL;
         _cleanup_free_ char *home = NULL, *cwd = NULL;
@@ -443,11 +390,11 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         int r = 0;
 
         if (!cmd || !cmd[0] || (argv && !json_is_array(argv)) || (envs && !json_is_object(envs))) {
-                end_stream(c, "invalid_argument", "Start takes {process: {cmd, args, envs, cwd}, pty, tag, stdin}");
+                envd_stream_end(c, "invalid_argument", "Start takes {process: {cmd, args, envs, cwd}, pty, tag, stdin}");
                 return;
         }
         if (q->api->n_processes >= PROCESSES_MAX) {
-                end_stream(c, "resource_exhausted", "this sandbox runs as many processes as it takes (256)");
+                envd_stream_end(c, "resource_exhausted", "this sandbox runs as many processes as it takes (256)");
                 return;
         }
         if (tag) {
@@ -456,18 +403,18 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
 
                 json_decref(selector);
                 if (taken) {
-                        end_stream(c, "already_exists", "a process with this tag runs already");
+                        envd_stream_end(c, "already_exists", "a process with this tag runs already");
                         return;
                 }
         }
         home = envd_user_home(c);
         if (!home) {
-                end_stream(c, "invalid_argument", "no such user in this sandbox");
+                envd_stream_end(c, "invalid_argument", "no such user in this sandbox");
                 return;
         }
         cwd = envd_absolute_path(home, want_cwd && want_cwd[0] ? want_cwd : ".");
         if (!cwd || command_line(cmd, argv, &command) < 0) {
-                end_stream(c, "internal", "out of memory");
+                envd_stream_end(c, "internal", "out of memory");
                 return;
         }
 
@@ -497,13 +444,13 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
                 r |= pack_env(&pk, envs);
         }
         if (r != 0) {
-                end_stream(c, "internal", "out of memory");
+                envd_stream_end(c, "internal", "out of memory");
                 return;
         }
 
         p = calloc(1, sizeof(EnvdProcess));
         if (!p) {
-                end_stream(c, "internal", "out of memory");
+                envd_stream_end(c, "internal", "out of memory");
                 return;
         }
         *p = (EnvdProcess) { .api = q->api, .pty = pty && !json_is_null(pty), .next = q->api->processes,
@@ -519,13 +466,13 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         r = !p->config || (tag && !p->tag) ? -ENOMEM :
             rpc_call_local(q->api->rpc, "sandbox::exec", "bidi", &args, &kwargs, &exec_handlers, p, &p->call);
         if (r < 0) {
-                end_stream(c, r == -EBUSY ? "resource_exhausted" : "unavailable", "the worker cannot take the call now");
+                envd_stream_end(c, r == -EBUSY ? "resource_exhausted" : "unavailable", "the worker cannot take the call now");
                 process_free(p);
                 return;
         }
         r = subscribe(p, c, q->keepalive_usec);
         if (r < 0)
-                end_stream(c, "internal", "out of memory");
+                envd_stream_end(c, "internal", "out of memory");
 }
 
 static void connect_to(StreamRequest *q, HttpConn *c, json_t *msg) {
@@ -533,23 +480,23 @@ static void connect_to(StreamRequest *q, HttpConn *c, json_t *msg) {
         int r;
 
         if (!p) {
-                end_stream(c, "not_found", "no such process");
+                envd_stream_end(c, "not_found", "no such process");
                 return;
         }
         r = subscribe(p, c, q->keepalive_usec);
         if (r < 0)
-                end_stream(c, r == -E2BIG ? "resource_exhausted" : "internal",
+                envd_stream_end(c, r == -E2BIG ? "resource_exhausted" : "internal",
                            r == -E2BIG ? "this process has as many streams as it takes (16)" : "out of memory");
 }
 
 static void on_stream_request(HttpConn *c, void *data) {
         StreamRequest *q = data;
         _cleanup_free_ StreamRequest *owned = q;
-        json_t *msg = c->body_oversized ? NULL : stream_request_message(c);
+        json_t *msg = c->body_oversized ? NULL : envd_stream_request(c);
 
         http_conn_detach_handler(c);
         if (!json_is_object(msg))
-                end_stream(c, "invalid_argument", "the request is not one Connect message of JSON");
+                envd_stream_end(c, "invalid_argument", "the request is not one Connect message of JSON");
         else if (q->connect)
                 connect_to(q, c, msg);
         else

@@ -643,6 +643,7 @@ static int fs_watch_impl(agentix_call *call, const msgpack_object *argv, size_t 
         _cleanup_(fs_watch_freep) FsWatch *w = NULL;
         _cleanup_free_ char *path = NULL;
         bool recursive = argv[1].type == MSGPACK_OBJECT_BOOLEAN && argv[1].via.boolean;
+        bool ready = argv[2].type == MSGPACK_OBJECT_BOOLEAN && argv[2].via.boolean;
         int r;
 
         r = arg_path(&argv[0], &path, &status);
@@ -652,6 +653,17 @@ static int fs_watch_impl(agentix_call *call, const msgpack_object *argv, size_t 
                 return r;
         if (!fs_status_ok(&status))
                 return raise_status(call, &status);
+        if (ready) {
+                /* The watches are set: a change from now on is seen (E2B's WatchDir says "start"). */
+                msgpack_packer *pk = agentix_call_item_begin(call);
+
+                r = msgpack_pack_map(pk, 1) < 0 ? -ENOMEM : 0;
+                r = r ?: pack_key(pk, "ready");
+                r = r ?: pack_bool(pk, true);
+                r = agentix_call_item_end(call) ?: r;
+                if (r < 0)
+                        return r;
+        }
 
         while (!fs_watch_root_gone(w)) {
                 struct pollfd p[2] = {
@@ -894,10 +906,11 @@ static const agentix_function fs_functions[] = {
         {
                 .name = "watch",
                 .shape = AGENTIX_SHAPE_STREAM,
-                .signature = "(path: str, recursive: bool = True) -> map",
+                .signature = "(path: str, recursive: bool = True, ready: bool = False) -> map",
                 .impl = fs_watch_impl,
                 .doc = "Changes below a path as {path, event} (created, modified, deleted, moved_from, moved_to), "
-                       "new directories watched as they appear, until cancelled.",
+                       "new directories watched as they appear, until cancelled; with ready, a first {ready: true} "
+                       "once the watches are set.",
         },
         {
                 .name = "read",

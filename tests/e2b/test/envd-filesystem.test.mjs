@@ -4,7 +4,7 @@
 // sandbox it was told is local: E2B_DEBUG=true sends envd's requests to http://localhost:49983,
 // where this test starts agentix-server (loopback, no token). Through agentix-e2b the same
 // requests come with the sandbox's token.
-import { readFileSync, writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, symlinkSync, existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { startLocalServer } from "../lib/local-server.mjs";
@@ -104,6 +104,58 @@ test("write and read: text, binary (3 MiB), several files at once, replacing; er
   await assert.rejects(sbx.files.read(join(dir, "w/none")), FileNotFoundError);
   await assert.rejects(sbx.files.read(join(dir, "w")), /directory/);
   await assert.rejects(sbx.files.write(join(dir, "w/new/hello.txt/under-a-file"), "x"), /directory/);
+});
+
+async function until(what, fn) {
+  for (let i = 0; i < 100; i++) {
+    if (fn()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+test("watchDir: changes below a directory, recursive, as they happen; stop", async () => {
+  const sbx = await Sandbox.create();
+  const top = join(dir, "watched");
+  mkdirSync(top);
+  const seen = [];
+  const handle = await sbx.files.watchDir(top, (e) => seen.push(`${e.type} ${e.name}`), { recursive: true });
+  writeFileSync(join(top, "a.txt"), "x"); // watched already: watchDir returned after "start"
+  mkdirSync(join(top, "sub"));
+  await until("sub", () => seen.includes("create sub"));
+  writeFileSync(join(top, "sub/b.txt"), "y");
+  renameSync(join(top, "a.txt"), join(top, "c.txt"));
+  rmSync(join(top, "c.txt"));
+  await until("the remove", () => seen.includes("remove c.txt"));
+  for (const e of ["create a.txt", "write a.txt", "create sub", "create sub/b.txt", "rename a.txt", "create c.txt"])
+    assert.ok(seen.includes(e), `${e} in ${JSON.stringify(seen)}`);
+  await handle.stop();
+  await assert.rejects(sbx.files.watchDir(join(dir, "not-there"), () => {}), FileNotFoundError);
+});
+
+test("the polled watchers: CreateWatcher, GetWatcherEvents, RemoveWatcher", async () => {
+  const call = async (method, body) => {
+    const r = await fetch(`http://127.0.0.1:${PORT}/filesystem.Filesystem/${method}`, {
+      method: "POST", headers: { "Content-Type": "application/json", "Connect-Protocol-Version": "1" },
+      body: JSON.stringify(body),
+    });
+    return [r.status, await r.json()];
+  };
+  const top = join(dir, "polled");
+  mkdirSync(top);
+  const [status, created] = await call("CreateWatcher", { path: top, recursive: false });
+  assert.equal(status, 200);
+  assert.match(created.watcherId, /^[0-9a-f]{32}$/);
+  writeFileSync(join(top, "f"), "1");
+  let events = [];
+  for (let i = 0; i < 50 && !events.some((e) => e.name === "f" && e.type === "EVENT_TYPE_CREATE"); i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    events = events.concat((await call("GetWatcherEvents", { watcherId: created.watcherId }))[1].events);
+  }
+  assert.ok(events.some((e) => e.name === "f" && e.type === "EVENT_TYPE_CREATE"), JSON.stringify(events));
+  assert.deepEqual(await call("RemoveWatcher", { watcherId: created.watcherId }), [200, {}]);
+  assert.equal((await call("GetWatcherEvents", { watcherId: created.watcherId }))[1].code, "not_found");
+  assert.equal((await call("CreateWatcher", { path: join(dir, "nope") }))[1].code, "not_found");
 });
 
 test("relative paths are below the user's home; an unknown user is refused", async () => {
