@@ -20,7 +20,7 @@ import urllib.request
 import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
-from harness import main, test, wait_until  # noqa: E402
+from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, Agentd, bundle, busctl_as,  # noqa: E402
                         cleanup, docker, ensure_users, managed_containers, python_data_bundle,
                         remove_python_data_carriers, remove_users, runtimes)
@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GATEWAY = os.environ["AGENTIX_E2B"]
 E2B_DIR = os.path.join(HERE, "..", "e2b")
 STATE = {}
+DOMAIN = "e2b.test"
 
 
 def free_port():
@@ -69,8 +70,8 @@ def setup():
     os.chmod(keys_file, 0o600)
     port = free_port()
     log = open(os.path.join(a.dir, "agentix-e2b.log"), "ab")
-    gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={keys_file}"], env=a.env, stdout=log,
-                          stderr=subprocess.STDOUT)
+    gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={keys_file}", f"--domain={DOMAIN}"],
+                          env=a.env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: http("GET", url + "/health")[0] == 200 or gw.poll() is not None, 10, what="agentix-e2b")
     assert gw.poll() is None, open(os.path.join(a.dir, "agentix-e2b.log")).read()
@@ -93,6 +94,8 @@ def http(method, url, body=None, key=None, headers=None, raw=None):
     try:
         with urllib.request.urlopen(req, timeout=150) as r:
             text = r.read()
+            if "json" not in r.headers.get("Content-Type", ""):
+                return r.status, text, dict(r.headers)
             return r.status, json.loads(text) if text else None, dict(r.headers)
     except urllib.error.HTTPError as e:
         text = e.read()
@@ -243,6 +246,32 @@ def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway_under_each_runtime()
     for rt in runtimes():
         print(f"  runtime {rt}")
         sdk("gateway/sdk.test.mjs", "base" if rt == "runc" else f"base-{rt}")
+
+
+@test
+def a_port_of_a_sandbox_opens_by_host_name_as_getHost_gives_it():
+    s = setup()
+    status, made, _ = api("POST", "/v2/sandboxes", {"templateID": "base"})
+    assert status == 201, made
+    sid = made["sandboxID"]
+    url, token = map(str, s["agentd"].manager().GetRuntimeAccess(sid))
+    c = RpcClient(url, token)
+    try:
+        r = c.call("sandbox::exec", command="mkdir -p /tmp/site && echo 'hello from a web app' > /tmp/site/index.txt && "
+                                            "cd /tmp/site && (python3 -m http.server 8080 >/dev/null 2>&1 &) && sleep 0.5")
+        assert r["exit_code"] == 0, r
+    finally:
+        c.close()
+    host = f"8080-{sid}.{DOMAIN}"
+    wait_until(lambda: http("GET", s["url"] + "/index.txt", headers={"Host": host})[0] == 200, 20, 0.2,
+               what="the web app through the gateway")
+    status, body, _ = http("GET", s["url"] + "/index.txt", headers={"Host": host})
+    assert body == b"hello from a web app\n", body
+    # No token needed for a web app's port (E2B's public URLs), but envd's port still wants one.
+    assert http("GET", s["url"] + "/health", headers={"Host": f"49983-{sid}.{DOMAIN}"})[0] == 401
+    assert http("GET", s["url"] + "/", headers={"Host": f"8080-b000000000000000.{DOMAIN}"})[0] == 502
+    assert http("GET", s["url"] + "/", headers={"Host": f"9999-{sid}.{DOMAIN}"})[0] == 502  # nothing listens
+    assert api("DELETE", f"/sandboxes/{sid}")[0] == 204
 
 
 def sdk(test_file, template, key="alice"):

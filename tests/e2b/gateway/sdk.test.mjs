@@ -45,6 +45,12 @@ test("files through the gateway: write, read, list, makeDir, exists, getInfo, re
     await sbx.files.write("/tmp/e2b/w/blob.bin", bytes.buffer);
     assert.ok(Buffer.from(await sbx.files.read("/tmp/e2b/w/blob.bin", { format: "bytes" })).equals(Buffer.from(bytes)));
     assert.deepEqual((await sbx.files.list("/tmp/e2b/w")).map((e) => e.name).sort(), ["blob.bin", "hello.txt"]);
+    const seen = [];
+    const watch = await sbx.files.watchDir("/tmp/e2b/w", (e) => seen.push(`${e.type} ${e.name}`));
+    await sbx.commands.run("echo new > /tmp/e2b/w/made-by-a-command");
+    for (let i = 0; i < 100 && !seen.includes("create made-by-a-command"); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(seen.includes("create made-by-a-command"), JSON.stringify(seen));
+    await watch.stop();
     await sbx.files.remove("/tmp/e2b/w");
     assert.equal(await sbx.files.makeDir("/tmp/e2b/a/b"), true);
     assert.equal(await sbx.files.exists("/tmp/e2b/a/b"), true);
