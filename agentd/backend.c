@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 
 static void backend_free(Backend *b) {
         if (!b)
@@ -15,6 +16,7 @@ static void backend_free(Backend *b) {
         free(b->name);
         free(b->path);
         free(b->error);
+        strv_free(b->walk_events);
         free(b);
 }
 

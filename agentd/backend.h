@@ -19,7 +19,14 @@ typedef struct Backend {
         bool adopting;           /* an adopt() is on its way */
         bool adopt_again;        /* and another was asked for meanwhile */
         bool looked;             /* the first adopt() at start has ended (or could not start) */
+        /* Events about sandboxes the walk under way has not reported yet ("ID ACTION"): its
+         * listing may be older than them (a destroy seen first would leave a sandbox listed
+         * with no container), so each is applied once the walk reports its sandbox. */
+        char **walk_events;
+        size_t n_walk_events;
 } Backend;
+
+#define BACKEND_WALK_EVENTS_MAX 1024
 
 /* Load each of names from dir; one that fails is kept with its error (never fatal here). */
 int backends_load(char *const *names, const char *dir, Backend ***ret, size_t *ret_n);

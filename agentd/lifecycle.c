@@ -556,6 +556,18 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         s = manager_get_sandbox(m, id);
         if (!s && pools_member_event(m, id, action))
                 return;
+        if (!s && b->adopting) {
+                /* The walk's listing may not have it yet, or may say what was true before. */
+                char *e;
+
+                if (b->n_walk_events >= BACKEND_WALK_EVENTS_MAX) {
+                        b->adopt_again = true; /* too many to keep: look again after this walk */
+                        return;
+                }
+                if (asprintf(&e, "%s %s", id, action) < 0 || strv_consume_n(&b->walk_events, &b->n_walk_events, e) < 0)
+                        b->adopt_again = true;
+                return;
+        }
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
         if (streq(action, "die"))
@@ -779,6 +791,25 @@ static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
                 set_state(m, s, state_found(state));
 }
 
+/* What happened to sandbox id while the walk that found it was under way, in order. */
+static void replay_walk_events(Backend *b, const char *id) {
+        size_t n = strlen(id);
+        bool adopting = b->adopting;
+
+        /* Applied as events from now on: not put back on the list (a destroy drops the
+         * sandbox, and what follows about it is then about no sandbox). */
+        b->adopting = false;
+        for (size_t i = 0; i < b->n_walk_events; i++) {
+                char *e = b->walk_events[i];
+
+                if (e[0] && strneq(e, id, n) && e[n] == ' ') {
+                        e[0] = 0; /* applied */
+                        on_backend_event(b, id, e + n + 1);
+                }
+        }
+        b->adopting = adopting;
+}
+
 /* A sandbox agentd made in this backend: its own, or an earlier agentd's. */
 static void on_found(void *userdata, const AgentdSandboxSpec *spec, const AgentdSandboxPlace *place,
                      AgentdFoundState state) {
@@ -829,6 +860,7 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         emit_new(m, s);
         if (s->bound_to)
                 bind_again(m, s);
+        replay_walk_events(b, spec->id);
 }
 
 /* Every backend looked at once: ready (once). */
@@ -864,6 +896,8 @@ static void on_adopted(void *userdata, int error) {
                 drop(m, s);
         }
         b->adopting = false;
+        b->walk_events = strv_free(b->walk_events); /* about sandboxes the walk did not find */
+        b->n_walk_events = 0;
         if (b->adopt_again) {
                 b->adopt_again = false;
                 reconcile(b);
