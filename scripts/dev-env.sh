@@ -12,8 +12,14 @@
 #   scripts/dev-env.sh clean             stop, then remove everything agentix made on this host
 #
 # start also makes what the README's examples name: the task image agentix-test/busybox:1
-# (a static busybox, no libc) and the example bundle example-bundle:0.1.0, built from this
-# checkout's build (a cache hit when nothing changed), so that the tag is always that build's.
+# (a static busybox, no libc), the example bundle example-bundle:0.1.0 and the python-data bundle
+# python-data:0.1.0, built from this checkout's build (a cache hit when nothing changed), so that
+# the tags are always that build's. agentd reads a copy of /etc/agentix made at each start
+# (agentd.conf, pools.d/*.pool, when there) in the state directory, with two pools of its own:
+# E2B's templates `base` (busybox and the example bundle, one kept ready) and
+# `code-interpreter-v1` (python-data, made on demand). agentix-e2b serves E2B's API on
+# 127.0.0.1:49982 (AGENTIX_DEV_E2B_PORT) with a key for root; the exports include E2B_API_URL,
+# E2B_SANDBOX_URL and E2B_API_KEY.
 #
 # clean removes, and says so for each: sandbox and carrier containers (with their volumes), the
 # networks agentix-isolated and agentix-egress (and so the bridges agentix0 and agentix1), the
@@ -35,6 +41,7 @@ build=${BUILD:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 ctl=$build/client/agentixctl/agentixctl
 bundle=example-bundle:0.1.0
+e2b_port=${AGENTIX_DEV_E2B_PORT:-49982}
 cache=${AGENTIX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentix}
 
 say() { echo "dev-env: $*" >&2; }
@@ -50,6 +57,23 @@ docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1
 exports() {
         echo "export PATH=\"$build/client/agentixctl:\$PATH\""
         echo "export DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket"
+        if [ -s "$state/e2b-keys" ]; then
+                echo "export E2B_API_URL=http://127.0.0.1:$e2b_port E2B_SANDBOX_URL=http://127.0.0.1:$e2b_port" \
+                     "E2B_API_KEY=$(cut -d' ' -f1 "$state/e2b-keys")"
+        fi
+}
+
+# agentd's configuration: a copy of /etc/agentix's, and E2B's two templates as pools.
+agentd_config() {
+        rm -rf "$state/etc"
+        mkdir -p "$state/etc/pools.d"
+        if [ -f /etc/agentix/agentd.conf ]; then cp /etc/agentix/agentd.conf "$state/etc/agentd.conf"; else : >"$state/etc/agentd.conf"; fi
+        if [ -d /etc/agentix/pools.d ]; then
+                find /etc/agentix/pools.d -maxdepth 1 -name '*.pool' -exec cp {} "$state/etc/pools.d/" \;
+        fi
+        printf '[Pool]\nSize=1\nImage=agentix-test/busybox:1\nBundle=%s\n' "$bundle" >"$state/etc/pools.d/base.pool"
+        printf '[Pool]\nSize=0\nImage=agentix-test/busybox:1\nBundle=python-data:0.1.0\n' \
+                >"$state/etc/pools.d/code-interpreter-v1.pool"
 }
 
 # The example bundle, from this checkout's build. A rebuild of unchanged inputs is a cache hit
@@ -80,15 +104,19 @@ start() {
         running "$state/dockerd.pid" || ./scripts/dockerd.sh start "$state/dockerd.pid" >&2
         tests/bundle/make-task-images.sh busybox >&2
         example_bundle
+        AGENTIX_RUNTIME_DIR=$build/runtime/server "$ctl" build -q examples/python-data >/dev/null ||
+                { say "building the python-data bundle failed"; exit 1; }
 
         if ! running "$state/bus/dbus.pid"; then
                 ./scripts/system-bus.sh start "$state/bus" >/dev/null
         fi
         if ! running "$state/agentd.pid"; then
+                agentd_config
                 DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
                 AGENTD_BACKEND_DIR=$build/agentd/backends/engine \
                 AGENTIX_FIREWALL=$root/policy/firewall/agentix-firewall \
-                        setsid "$build/agentd/agentd" </dev/null >>"$state/agentd.log" 2>&1 &
+                        setsid "$build/agentd/agentd" --config="$state/etc/agentd.conf" \
+                        </dev/null >>"$state/agentd.log" 2>&1 &
                 echo $! >"$state/agentd.pid"
                 for _ in $(seq 100); do
                         DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
@@ -97,7 +125,19 @@ start() {
                         sleep 0.05
                 done
         fi
-        say "dockerd, a system bus and agentd run; logs in $state; stop with: scripts/dev-env.sh stop"
+        if ! running "$state/e2b.pid"; then
+                [ -s "$state/e2b-keys" ] || (umask 077 && "$build/e2b/agentix-e2b" --make-key=root >"$state/e2b-keys")
+                DBUS_SYSTEM_BUS_ADDRESS=unix:path=$state/bus/system_bus_socket \
+                        setsid "$build/e2b/agentix-e2b" --listen="127.0.0.1:$e2b_port" --keys="$state/e2b-keys" \
+                        </dev/null >>"$state/agentix-e2b.log" 2>&1 &
+                echo $! >"$state/e2b.pid"
+                for _ in $(seq 100); do
+                        curl -sf "http://127.0.0.1:$e2b_port/health" >/dev/null 2>&1 && break
+                        running "$state/e2b.pid" || { say "agentix-e2b exited; see $state/agentix-e2b.log"; exit 1; }
+                        sleep 0.05
+                done
+        fi
+        say "dockerd, a system bus, agentd and agentix-e2b run; logs in $state; stop with: scripts/dev-env.sh stop"
         exports
 }
 
@@ -109,7 +149,7 @@ status() {
         else
                 echo "dockerd: not running"
         fi
-        for what in bus:bus/dbus.pid agentd:agentd.pid; do
+        for what in bus:bus/dbus.pid agentd:agentd.pid agentix-e2b:e2b.pid; do
                 if running "$state/${what#*:}"; then
                         echo "${what%%:*}: running (pid $(cat "$state/${what#*:}"))"
                 else
@@ -119,6 +159,11 @@ status() {
 }
 
 stop() {
+        if running "$state/e2b.pid"; then
+                kill "$(cat "$state/e2b.pid")"
+                for _ in $(seq 100); do running "$state/e2b.pid" || break; sleep 0.05; done
+        fi
+        rm -f "$state/e2b.pid"
         if running "$state/agentd.pid"; then
                 kill "$(cat "$state/agentd.pid")"
                 for _ in $(seq 100); do running "$state/agentd.pid" || break; sleep 0.05; done

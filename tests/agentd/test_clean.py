@@ -118,7 +118,14 @@ def clean_leaves_the_host_as_it_was():
         assert not any("agentix" in line.lower() for lines in before.values() for line in lines), before
 
         out = h.sh("scripts/dev-env.sh start").stdout
-        assert "DBUS_SYSTEM_BUS_ADDRESS" in out, out
+        assert "DBUS_SYSTEM_BUS_ADDRESS" in out and "E2B_API_KEY=e2b_" in out, out
+        # E2B's API answers with dev-env's key, its templates are there (a pool each).
+        key = out.split("E2B_API_KEY=")[1].split()[0]
+        r = h.sh(f"curl -sf -X POST -H 'X-API-KEY: {key}' -H 'Content-Type: application/json' "
+                 "-d '{\"templateID\": \"base\"}' http://127.0.0.1:49982/v2/sandboxes")
+        made = json.loads(r.stdout)
+        assert made["templateID"] == "base", made
+        h.sh(f"curl -sf -X DELETE -H 'X-API-KEY: {key}' http://127.0.0.1:49982/sandboxes/{made['sandboxID']}")
         plain = h.sh("agentixctl create --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0").stdout.strip()
         walled = h.sh("agentixctl create --image=agentix-test/busybox:1 --bundle=example-bundle:0.1.0 "
                       "--egress=192.0.2.0/24").stdout.strip()
@@ -126,9 +133,11 @@ def clean_leaves_the_host_as_it_was():
         snapshot = h.sh(f"agentixctl snapshot {plain}").stdout.strip()
         assert snapshot.startswith("agentix-snapshot/"), snapshot
         status = h.sh("scripts/dev-env.sh status").stdout
-        assert "agentd: running" in status and "not started by dev-env" in status, status
+        assert "agentd: running" in status and "agentix-e2b: running" in status and "not started by dev-env" in status, \
+            status
         h.sh("scripts/dev-env.sh stop")
-        assert "agentd: not running" in h.sh("scripts/dev-env.sh status").stdout
+        status = h.sh("scripts/dev-env.sh status").stdout
+        assert "agentd: not running" in status and "agentix-e2b: not running" in status, status
 
         # What stays after stop, and what clean is for (each of them, so that the comparison
         # below is no empty one).
