@@ -102,7 +102,9 @@ static int method_delete(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return r < 0 ? r : 1; /* answered once the container is gone */
 }
 
-static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+/* Extend(t) and SetTTL(t): seconds from 1 to 10 years, then apply. */
+static int expiry_method(sd_bus_message *m, void *userdata, const char *name,
+                         int (*apply)(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *error), sd_bus_error *error) {
         Sandbox *s = NULL;
         uint64_t seconds;
         int r;
@@ -114,32 +116,20 @@ static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error)
         if (r < 0)
                 return r;
         if (seconds == 0 || seconds > 10ULL * 365 * 24 * 3600)
-                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Extend takes 1 to 315360000 seconds, not %llu.",
-                                         (unsigned long long) seconds);
-        r = lifecycle_extend(userdata, s, seconds, error);
+                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "%s takes 1 to 315360000 seconds, not %llu.",
+                                         name, (unsigned long long) seconds);
+        r = apply(userdata, s, seconds, error);
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(m, NULL);
 }
 
-static int method_set_ttl(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = NULL;
-        uint64_t seconds;
-        int r;
+static int method_extend(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return expiry_method(m, userdata, "Extend", lifecycle_extend, error);
+}
 
-        r = own_sandbox(m, userdata, &s, error);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_read(m, "t", &seconds);
-        if (r < 0)
-                return r;
-        if (seconds == 0 || seconds > 10ULL * 365 * 24 * 3600)
-                return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "SetTTL takes 1 to 315360000 seconds, not %llu.",
-                                         (unsigned long long) seconds);
-        r = lifecycle_set_ttl(userdata, s, seconds, error);
-        if (r < 0)
-                return r;
-        return sd_bus_reply_method_return(m, NULL);
+static int method_set_ttl(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return expiry_method(m, userdata, "SetTTL", lifecycle_set_ttl, error);
 }
 
 static int pause_or_resume(sd_bus_message *m, void *userdata, bool pause, sd_bus_error *error) {

@@ -176,24 +176,9 @@ static int envelope_value(const uint8_t *data, size_t size, msgpack_unpacked *u,
 }
 
 static void finish_with_error(CodeRequest *q, const uint8_t *data, size_t size) {
-        const msgpack_object *error;
         _cleanup_free_ char *type = NULL, *message = NULL;
-        msgpack_unpacked u;
-        size_t off = 0;
 
-        msgpack_unpacked_init(&u);
-        if (data && mp_check(data, size) >= 0 &&
-            msgpack_unpack_next(&u, (const char *) data, size, &off) == MSGPACK_UNPACK_SUCCESS &&
-            (error = mp_map_get(&u.data, "error"))) {
-                const char *s;
-                size_t n;
-
-                if (mp_map_get_str(error, "type", &s, &n) >= 0)
-                        type = strndup(s, n);
-                if (mp_map_get_str(error, "message", &s, &n) >= 0)
-                        message = strndup(s, n);
-        }
-        msgpack_unpacked_destroy(&u);
+        rpc_error_of(data, size, &type, &message);
         if (q->conn->streaming) {
                 /* The status is out: say it as the run's error, then end as E2B does. */
                 json_t *line = json_pack("{s:s,s:s,s:s,s:s}", "type", "error", "name", type ?: "InternalError", "value",

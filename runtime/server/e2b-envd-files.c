@@ -73,28 +73,6 @@ static unsigned status_of(const char *fs_error) {
         return 500;
 }
 
-/* The error of a failed call's envelope: its type and message (malloc'ed, or NULL). */
-static void call_error(const uint8_t *data, size_t size, char **ret_type, char **ret_message) {
-        const msgpack_object *error;
-        msgpack_unpacked u;
-        size_t off = 0;
-
-        *ret_type = *ret_message = NULL;
-        msgpack_unpacked_init(&u);
-        if (data && mp_check(data, size) >= 0 &&
-            msgpack_unpack_next(&u, (const char *) data, size, &off) == MSGPACK_UNPACK_SUCCESS &&
-            (error = mp_map_get(&u.data, "error"))) {
-                const char *s;
-                size_t n;
-
-                if (mp_map_get_str(error, "type", &s, &n) >= 0)
-                        *ret_type = strndup(s, n);
-                if (mp_map_get_str(error, "message", &s, &n) >= 0)
-                        *ret_message = strndup(s, n);
-        }
-        msgpack_unpacked_destroy(&u);
-}
-
 /* ---- download ----------------------------------------------------------------------------- */
 
 static void download_item(RpcCall *c, const uint8_t *payload, size_t size, void *userdata) {
@@ -130,7 +108,7 @@ static void download_done(RpcCall *c, const char *event, const uint8_t *data, si
         if (streq(event, "call:error") || !data) {
                 _cleanup_free_ char *type = NULL, *message = NULL;
 
-                call_error(data, size, &type, &message);
+                rpc_error_of(data, size, &type, &message);
                 if (q->conn->streaming)
                         (void) http_conn_stream_end(q->conn); /* cut short: the length will not match */
                 else

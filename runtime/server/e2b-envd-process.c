@@ -288,23 +288,8 @@ static void on_done(RpcCall *c, const char *event, const uint8_t *data, size_t s
                 }
         } else {
                 _cleanup_free_ char *type = NULL, *message = NULL;
-                const msgpack_object *error;
-                msgpack_unpacked u;
-                size_t off = 0;
 
-                msgpack_unpacked_init(&u);
-                if (data && mp_check(data, size) >= 0 &&
-                    msgpack_unpack_next(&u, (const char *) data, size, &off) == MSGPACK_UNPACK_SUCCESS &&
-                    (error = mp_map_get(&u.data, "error"))) {
-                        const char *s;
-                        size_t n;
-
-                        if (mp_map_get_str(error, "type", &s, &n) >= 0)
-                                type = strndup(s, n);
-                        if (mp_map_get_str(error, "message", &s, &n) >= 0)
-                                message = strndup(s, n);
-                }
-                msgpack_unpacked_destroy(&u);
+                rpc_error_of(data, size, &type, &message);
                 for (Subscriber *s = p->subscribers; s; s = s->next)
                         envd_stream_end(s->conn,
                                    type && (streq(type, "FileNotFoundError") || streq(type, "NotADirectoryError") ||

@@ -167,25 +167,8 @@ static void on_done(RpcCall *call, const char *event, const uint8_t *data, size_
         _cleanup_free_ char *type = NULL, *message = NULL;
 
         w->call = NULL;
-        if (streq(event, "call:error") && data) {
-                const msgpack_object *error;
-                msgpack_unpacked u;
-                size_t off = 0;
-
-                msgpack_unpacked_init(&u);
-                if (mp_check(data, size) >= 0 &&
-                    msgpack_unpack_next(&u, (const char *) data, size, &off) == MSGPACK_UNPACK_SUCCESS &&
-                    (error = mp_map_get(&u.data, "error"))) {
-                        const char *s;
-                        size_t n;
-
-                        if (mp_map_get_str(error, "type", &s, &n) >= 0)
-                                type = strndup(s, n);
-                        if (mp_map_get_str(error, "message", &s, &n) >= 0)
-                                message = strndup(s, n);
-                }
-                msgpack_unpacked_destroy(&u);
-        }
+        if (streq(event, "call:error"))
+                rpc_error_of(data, size, &type, &message);
         if (w->creating) {
                 envd_respond_error(w->creating, type ? envd_code_of(type) : "internal", message ?: "the watch failed");
                 http_conn_detach_handler(TAKE_PTR(w->creating));

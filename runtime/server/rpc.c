@@ -1226,6 +1226,27 @@ void rpc_call_local_credit(RpcCall *c, uint64_t bytes) {
         call_credit_out(c, bytes);
 }
 
+void rpc_error_of(const uint8_t *envelope, size_t size, char **ret_type, char **ret_message) {
+        const msgpack_object *error;
+        msgpack_unpacked u;
+        size_t off = 0;
+
+        *ret_type = *ret_message = NULL;
+        msgpack_unpacked_init(&u);
+        if (envelope && mp_check(envelope, size) >= 0 &&
+            msgpack_unpack_next(&u, (const char *) envelope, size, &off) == MSGPACK_UNPACK_SUCCESS &&
+            (error = mp_map_get(&u.data, "error"))) {
+                const char *s;
+                size_t n;
+
+                if (mp_map_get_str(error, "type", &s, &n) >= 0)
+                        *ret_type = strndup(s, n);
+                if (mp_map_get_str(error, "message", &s, &n) >= 0)
+                        *ret_message = strndup(s, n);
+        }
+        msgpack_unpacked_destroy(&u);
+}
+
 /* {call_id, item} (item: one packed msgpack object) for the worker's inbox of a local call. */
 static int local_inbox_send(RpcCall *c, uint8_t kind, const Buffer *item) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;

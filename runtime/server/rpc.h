@@ -57,6 +57,9 @@ typedef struct RpcLocalHandlers {
 int rpc_call_local(Rpc *rpc, const char *callable, const char *shape, const Buffer *args, const Buffer *kwargs,
                    const RpcLocalHandlers *h, void *userdata, RpcCall **ret);
 void rpc_call_local_credit(RpcCall *c, uint64_t bytes);
+/* The error in a failed call's envelope ({call_id, error: {type, message}}, what `done` gets
+ * with "call:error"): type and message, malloc'ed, each NULL when absent. */
+void rpc_error_of(const uint8_t *envelope, size_t size, char **ret_type, char **ret_message);
 /* One item (a packed msgpack object) for a bidi call's inbox. -ESRCH once the call is done. */
 int rpc_call_local_send(RpcCall *c, const Buffer *item);
 /* The caller is gone: no more callbacks; the call is cancelled in the worker. */
