@@ -137,26 +137,51 @@ char *envd_home_of(const char *name) {
         return strdup("/");
 }
 
-char *envd_user_home(HttpConn *c) {
+/* The account "Authorization: Basic base64(USER:)" names, into name ("" when none). */
+static int basic_user(HttpConn *c, char name[static 128]) {
         static const char basic[] = "Basic ";
-        char name[128] = "";
         size_t n = sizeof(basic) - 1;
 
+        name[0] = 0;
         if (strncasecmp(c->authorization, basic, n) == 0) {
                 _cleanup_free_ void *decoded = NULL;
                 size_t size = 0;
                 char *colon;
 
                 if (base64_decode(c->authorization + n, strlen(c->authorization + n), &decoded, &size) < 0 ||
-                    size >= sizeof(name))
-                        return NULL;
+                    size >= 128)
+                        return -EINVAL;
                 memcpy(name, decoded, size);
                 name[size] = 0;
                 colon = strchr(name, ':');
                 if (colon)
                         *colon = 0;
         }
+        return 0;
+}
+
+char *envd_user_home(HttpConn *c) {
+        char name[128];
+
+        if (basic_user(c, name) < 0)
+                return NULL;
         return envd_home_of(name);
+}
+
+int envd_user_uid(HttpConn *c, uid_t *ret) {
+        char name[128], buf[4096];
+        struct passwd pw, *pwp = NULL;
+
+        if (basic_user(c, name) < 0)
+                return -EINVAL;
+        if (!name[0]) {
+                *ret = geteuid();
+                return 0;
+        }
+        if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
+                return -ENOENT;
+        *ret = pwp->pw_uid;
+        return 0;
 }
 
 /* A path of the request as an absolute, clean one: relative ones below home. */

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <msgpack.h>
+#include <sys/types.h>
 
 #include "http-server.h"
 
@@ -20,6 +21,9 @@ json_t *envd_entry_json(const msgpack_object *m);
 /* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's
  * (malloc'ed). A name that is no account: NULL. */
 char *envd_user_home(HttpConn *c);
+/* The uid of the account the request names (the runtime's own without one); -ENOENT when the
+ * image has no such account. */
+int envd_user_uid(HttpConn *c, uid_t *ret);
 /* The home of account name (NULL or "": the runtime's own), malloc'ed; NULL: no such account. */
 char *envd_home_of(const char *name);
 /* A path of the request as an absolute, clean one: relative ones below home (malloc'ed). */

@@ -371,6 +371,7 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
                    *want_cwd = json_string_value(json_object_get(proc, "cwd"));
         json_t *stdin_flag = json_object_get(msg, "stdin");
         EnvdProcess *p;
+        uid_t uid;
         msgpack_packer pk;
         int r = 0;
 
@@ -393,8 +394,15 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
                 }
         }
         home = envd_user_home(c);
-        if (!home) {
+        if (!home || envd_user_uid(c, &uid) < 0) {
                 envd_stream_end(c, "invalid_argument", "no such user in this sandbox");
+                return;
+        }
+        /* A command runs as the runtime's own account: one asked for another would otherwise
+         * run, silently, as someone it did not ask for. */
+        if (uid != geteuid()) {
+                envd_stream_end(c, "invalid_argument",
+                                "commands run as the runtime's own account in this sandbox; another is not served yet");
                 return;
         }
         cwd = envd_absolute_path(home, want_cwd && want_cwd[0] ? want_cwd : ".");

@@ -39,6 +39,10 @@ test("run: stdout, stderr, exit code, cwd, envs; a failing command is CommandExi
     return true;
   });
   await assert.rejects(sbx.commands.run("true", { cwd: "/no/such/dir" }), /directory|not found|No such/i);
+  // The runtime's own account (root here) is served; another is refused, never run as root.
+  assert.equal((await sbx.commands.run("id -u", { user: "root" })).stdout, "0\n");
+  await assert.rejects(sbx.commands.run("id -u", { user: "nobody" }), /another is not served/);
+  await assert.rejects(sbx.commands.run("id -u", { user: "no-such-account" }), /no such user/);
 });
 
 test("background commands: stdin, closeStdin, list, connect, kill", async () => {
