@@ -12,7 +12,7 @@ import { Sandbox } from "@e2b/code-interpreter";
 const template = process.env.AGENTIX_E2B_TEMPLATE;
 assert.ok(template && process.env.E2B_API_URL && process.env.E2B_SANDBOX_URL, "run through tests/agentd/test_e2b.py");
 
-test("runCode through the gateway: state, output, results, errors, contexts", async () => {
+test("runCode through the gateway: state, output, a DataFrame, a PNG, errors, contexts", async () => {
   const sbx = await Sandbox.create(template, { timeoutMs: 300_000 });
   try {
     await sbx.runCode("x = 41");
@@ -24,6 +24,14 @@ test("runCode through the gateway: state, output, results, errors, contexts", as
 
     const df = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2]})");
     assert.match(df.results[0].html, /<table/);
+
+    const fig = await sbx.runCode("%config InlineBackend.print_figure_kwargs = {'bbox_inches': None}\n" +
+                                  "import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n" +
+                                  "import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=100)\n" +
+                                  "plt.plot([1, 4])\nplt.show()");
+    const png = Buffer.from(fig.results.find((r) => r.png).png, "base64");
+    assert.equal(png.subarray(1, 4).toString(), "PNG");
+    assert.deepEqual([png.readUInt32BE(16), png.readUInt32BE(20)], [400, 300]); // the IHDR's width, height
 
     const err = await sbx.runCode("1 / 0");
     assert.equal(err.error.name, "ZeroDivisionError");
