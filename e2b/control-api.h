@@ -9,15 +9,10 @@
  * Errors in E2B's form: {"code": STATUS, "message": "..."}. */
 
 #include "api-keys.h"
+#include "sandbox-info.h"
 #include "http-server.h"
 #include "user-bus.h"
 
-/* What E2B calls envd's version. The SDK gates features on it: from 0.4.0 it names no user
- * unless asked to (the runtime's default then; before, it says "user"), from 0.5.2 it may
- * closeStdin; 0.5.7 would make it send gzip-encoded uploads, which the runtime does not take. */
-#define E2B_ENVD_VERSION "0.5.2"
-/* The label that records which template (pool) a sandbox came from. */
-#define E2B_TEMPLATE_LABEL "agentix-e2b.template"
 /* E2B's timeout when a create names none. */
 #define E2B_DEFAULT_TIMEOUT_SEC 300
 

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "control-api.h"
 #include "macro.h"
 #include "sandbox-info.h"
 
