@@ -15,10 +15,6 @@
 #include "sandbox-info.h"
 #include "strv.h"
 
-#define AGENTD_NAME "org.agentix.Agentd1"
-#define MANAGER_PATH "/org/agentix/Agentd1"
-#define MANAGER_IFACE "org.agentix.Agentd1.Manager"
-#define SANDBOX_IFACE "org.agentix.Agentd1.Sandbox"
 #define AGENTD_ERROR(name) "org.agentix.Agentd1." name
 
 #define BODY_MAX (1024u * 1024u)           /* a request's JSON: E2B's are a few hundred bytes */
@@ -698,7 +694,8 @@ static const HttpHandler handler = {
         .closed = on_closed,
 };
 
-const ApiKey *control_api_request_key(HttpConn *c, ApiKeys *const *keys) {
+/* The key a request names (X-API-KEY), or NULL after answering 401 (and logging it). */
+static const ApiKey *request_key(HttpConn *c, ApiKeys *const *keys) {
         char key[API_KEY_MAX_LEN + 1];
         const ApiKey *k;
         int n = http_conn_header(c, "X-API-KEY", key, sizeof(key));
@@ -770,7 +767,7 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 respond_error(c, 404, "not served by agentix-e2b");
                 return;
         }
-        key = control_api_request_key(c, api->keys);
+        key = request_key(c, api->keys);
         if (!key)
                 return;
         op = calloc(1, sizeof(Op));

@@ -13,6 +13,12 @@
 #include "http-server.h"
 #include "user-bus.h"
 
+/* agentd's names on the bus (org.agentix.Agentd1(5)). */
+#define AGENTD_NAME "org.agentix.Agentd1"
+#define MANAGER_PATH "/org/agentix/Agentd1"
+#define MANAGER_IFACE "org.agentix.Agentd1.Manager"
+#define SANDBOX_IFACE "org.agentix.Agentd1.Sandbox"
+
 /* E2B's timeout when a create names none. */
 #define E2B_DEFAULT_TIMEOUT_SEC 300
 
@@ -22,9 +28,6 @@ typedef struct ControlApi ControlApi;
  * requests: a reload). */
 int control_api_new(HttpServer *http, UserBuses *buses, ApiKeys *const *keys, ControlApi **ret);
 ControlApi *control_api_free(ControlApi *api);
-
-/* The key a request names (X-API-KEY), or NULL after answering 401 (and logging it). */
-const ApiKey *control_api_request_key(HttpConn *c, ApiKeys *const *keys);
 
 /* E2B's access token for a sandbox whose runtime token is runtime_token: what envdAccessToken
  * says and sandbox traffic must carry; derived (runtime_token_derive()), so it outlives a

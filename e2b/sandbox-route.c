@@ -26,9 +26,6 @@
 #include "sandbox-route.h"
 #include "strmap.h"
 
-#define AGENTD_NAME "org.agentix.Agentd1"
-#define MANAGER_PATH "/org/agentix/Agentd1"
-#define MANAGER_IFACE "org.agentix.Agentd1.Manager"
 #define LOOKUP_TIMEOUT_USEC (30ULL * 1000 * 1000)
 #define PENDING_MAX 1024        /* requests waiting for a runtime's address */
 #define RUNTIMES_MAX 8192       /* runtimes remembered (then forgotten all at once) */
@@ -68,24 +65,13 @@ struct Pending {
 
 /* ---- answers of the gateway's own ------------------------------------------------------------ */
 
-static const char *reason(unsigned status) {
-        switch (status) {
-        case 400: return "Bad Request";
-        case 401: return "Unauthorized";
-        case 404: return "Not Found";
-        case 502: return "Bad Gateway";
-        case 503: return "Service Unavailable";
-        default: return "Internal Server Error";
-        }
-}
-
 /* E2B's error shape, on fd (closed then). */
 static void refuse(int fd, unsigned status, const char *message) {
         json_t *j = json_pack("{s:i, s:s}", "code", (int) status, "message", message);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
         log_notice("E2B sandbox traffic: %u %s", status, message);
-        proxy_answer(fd, status, reason(status), "application/json", text ?: "{}");
+        proxy_answer(fd, status, http_reason_phrase(status), "application/json", text ?: "{}");
         free(text);
         json_decref(j);
 }

@@ -367,7 +367,7 @@ int http_conn_own_query(HttpConn *c, const char *name, char *buf, size_t size) {
 
 /* ---- the response --------------------------------------------------------------------------- */
 
-static const char *reason_phrase(unsigned status) {
+const char *http_reason_phrase(unsigned status) {
         switch (status) {
         case 200: return "OK";
         case 204: return "No Content";
@@ -376,12 +376,14 @@ static const char *reason_phrase(unsigned status) {
         case 403: return "Forbidden";
         case 404: return "Not Found";
         case 405: return "Method Not Allowed";
+        case 409: return "Conflict";
         case 408: return "Request Timeout";
         case 413: return "Payload Too Large";
         case 414: return "URI Too Long";
         case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 500: return "Internal Server Error";
+        case 502: return "Bad Gateway";
         case 503: return "Service Unavailable";
         default: return "Unknown";
         }
@@ -399,7 +401,7 @@ static int write_head(HttpConn *c, unsigned status, const char *content_type, in
         if (!c->keep_alive || c->peer_closed || http_server_is_shutting_down(c->server))
                 c->close_after_response = true;
 
-        r = buffer_printf(h, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status));
+        r = buffer_printf(h, "HTTP/1.1 %u %s\r\n", status, http_reason_phrase(status));
         if (r >= 0 && status != 204 && content_length >= 0)
                 r = buffer_printf(h, "Content-Type: %s\r\nContent-Length: %" PRIi64 "\r\n",
                                   content_type ?: "text/plain; charset=UTF-8", content_length);

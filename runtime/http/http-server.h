@@ -186,6 +186,9 @@ int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, voi
 /* Stop accepting; idle connections close, the others after their current response. */
 void http_server_shutdown(HttpServer *s);
 
+/* The reason phrase of an HTTP status ("Not Found"), "Unknown" for one it does not know. */
+const char *http_reason_phrase(unsigned status);
+
 /* Respond to the current request with a body (taken over; may be NULL for no body). */
 int http_conn_respond(HttpConn *c, unsigned status, const char *content_type, Buffer *body);
 /* One more header for the response to the current request (before it is answered). */

@@ -227,9 +227,17 @@ void envd_stream_end(HttpConn *c, const char *code, const char *message) {
         if (!c->streaming)
                 (void) http_conn_stream_begin(c, 200, "application/connect+json");
         (void) envd_stream_send(c, ENVD_STREAM_END,
-                            code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message ?: code)
-                                 : json_object());
+                                code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", message ?: code)
+                                     : json_object());
         (void) http_conn_stream_end(c);
+}
+
+uint64_t envd_keepalive_usec(HttpConn *c) {
+        char v[32];
+
+        if (http_conn_header(c, "Keepalive-Ping-Interval", v, sizeof(v)) <= 0)
+                return 0;
+        return (uint64_t) MIN(strtoull(v, NULL, 10), 3600ULL) * 1000000ULL;
 }
 
 /* A Connect stream request's one message: a flag byte, a 4-byte length, that much JSON. */

@@ -37,5 +37,7 @@ int envd_stream_send(HttpConn *c, uint8_t flags, json_t *msg);
 void envd_stream_event(HttpConn *c, json_t *event);
 /* End the stream (its head first if need be): {} or {"error": {code, message}} (code NULL: {}). */
 void envd_stream_end(HttpConn *c, const char *code, const char *message);
+/* The request's Keepalive-Ping-Interval (seconds, at most an hour) in µs; 0 without one. */
+uint64_t envd_keepalive_usec(HttpConn *c);
 /* The one message of a stream request's body, or NULL when it is not one envelope of JSON. */
 json_t *envd_stream_request(HttpConn *c);

@@ -39,7 +39,6 @@
 #define PROCESSES_MAX 256u
 #define SUBSCRIBERS_MAX 16u
 #define UNLIMITED_OUTPUT (1ULL << 62)
-#define USEC_PER_SEC 1000000ULL
 
 typedef struct EnvdProcess EnvdProcess;
 typedef struct Subscriber Subscriber;
@@ -345,14 +344,6 @@ static int pack_env(msgpack_packer *pk, json_t *envs) {
         return r;
 }
 
-static int keepalive_usec_of(HttpConn *c, uint64_t *ret) {
-        char v[32];
-        *ret = 0;
-        if (http_conn_header(c, "Keepalive-Ping-Interval", v, sizeof(v)) > 0)
-                *ret = (uint64_t) MIN(strtoull(v, NULL, 10), 3600ULL) * USEC_PER_SEC;
-        return 0;
-}
-
 typedef struct StreamRequest {
         EnvdProcessApi *api;
         bool connect;           /* Connect; else Start */
@@ -627,7 +618,7 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                         return;
                 }
                 *q = (StreamRequest) { .api = api, .connect = streq(name, "Connect") };
-                (void) keepalive_usec_of(c, &q->keepalive_usec);
+                q->keepalive_usec = envd_keepalive_usec(c);
                 if (http_conn_header(c, "Connect-Timeout-Ms", v, sizeof(v)) > 0)
                         q->timeout_ms = strtoull(v, NULL, 10);
                 http_conn_set_handler(c, &stream_request_handler, q, PROCESS_BODY_MAX);

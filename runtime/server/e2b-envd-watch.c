@@ -25,7 +25,6 @@
 #define WATCH_BODY_MAX (64u * 1024u)
 #define WATCHERS_MAX 64u
 #define WATCHER_EVENTS_MAX 10000u
-#define USEC_PER_SEC 1000000ULL
 
 typedef struct Watch Watch;
 
@@ -422,7 +421,6 @@ static const HttpHandler request_handler = {
 
 bool envd_watch_take(EnvdWatchApi *api, HttpConn *c, const char *name) {
         WatchRequest *q;
-        char v[32];
 
         if (!streq(name, "WatchDir") && !streq(name, "CreateWatcher") && !streq(name, "GetWatcherEvents") &&
             !streq(name, "RemoveWatcher"))
@@ -434,8 +432,7 @@ bool envd_watch_take(EnvdWatchApi *api, HttpConn *c, const char *name) {
         }
         q->api = api;
         strcpy(q->name, name);
-        if (http_conn_header(c, "Keepalive-Ping-Interval", v, sizeof(v)) > 0)
-                q->keepalive_usec = (uint64_t) MIN(strtoull(v, NULL, 10), 3600ULL) * USEC_PER_SEC;
+        q->keepalive_usec = envd_keepalive_usec(c);
         http_conn_set_handler(c, &request_handler, q, WATCH_BODY_MAX);
         return true;
 }
