@@ -106,21 +106,24 @@ static int check_platform(Build *b, const char *wanted, uint16_t *ret_machine) {
 /* ---- inputs ----------------------------------------------------------------------------- */
 
 static int add_runtime(Build *b) {
-        char server[PATH_MAX], worker[PATH_MAX];
+        /* The server, its worker and the worker's helper for other accounts: the worker finds
+         * the helper beside itself, so they share one store path. */
+        static const char *const programs[] = { "agentix-server", "agentix-worker", "agentix-exec-as" };
+        char paths[ELEMENTSOF(programs)][PATH_MAX], dests[ELEMENTSOF(programs)][64];
+        char *sources[ELEMENTSOF(programs) + 1] = {}, *targets[ELEMENTSOF(programs) + 1] = {};
         int r;
 
-        if (b->o->runtime_dir) {
-                snprintf(server, sizeof(server), "%s/agentix-server", b->o->runtime_dir);
-                snprintf(worker, sizeof(worker), "%s/agentix-worker", b->o->runtime_dir);
-        } else {
-                snprintf(server, sizeof(server), "%s/agentix-server", AGENTIX_BINDIR);
-                snprintf(worker, sizeof(worker), "%s/agentix-worker", AGENTIX_LIBEXECDIR);
+        for (size_t i = 0; i < ELEMENTSOF(programs); i++) {
+                const char *dir = b->o->runtime_dir ?: i == 0 ? AGENTIX_BINDIR : AGENTIX_LIBEXECDIR;
+
+                snprintf(paths[i], sizeof(paths[i]), "%s/%s", dir, programs[i]);
+                snprintf(dests[i], sizeof(dests[i]), "bin/%s", programs[i]);
+                if (access(paths[i], X_OK) < 0)
+                        return build_fail(b, -ENOENT, "the agentix runtime is missing: %s: %m (use --runtime-dir)", paths[i]);
+                sources[i] = paths[i];
+                targets[i] = dests[i];
         }
-        for (const char *p = server; p; p = p == server ? worker : NULL)
-                if (access(p, X_OK) < 0)
-                        return build_fail(b, -ENOENT, "the agentix runtime is missing: %s: %m (use --runtime-dir)", p);
-        r = closure_add_component(b->c, RUNTIME_NAME, AGENTIX_VERSION, (char *[]) { server, worker, NULL },
-                                  (char *[]) { (char *) "bin/agentix-server", (char *) "bin/agentix-worker", NULL }, NULL);
+        r = closure_add_component(b->c, RUNTIME_NAME, AGENTIX_VERSION, sources, targets, NULL);
         if (r < 0)
                 return build_fail(b, r, "%s", b->c->error ?: strerror(-r));
         /* What libraries read at run time that no ELF file names: libwebsockets' libuv glue (a

@@ -5,6 +5,7 @@
 #include <termios.h>
 #include <sys/pidfd.h>
 
+#include "exec-as.h"
 #include "exec-env.h"
 #include "exec-plain.h"
 #include "exec-spawn.h"
@@ -84,6 +85,7 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         char *const *envp = o->env ?: environ;
+        const ExecAccount *as = o->account && !exec_account_is_own(o->account) ? o->account : NULL;
         const char *shell;
         ExecStage stage = EXEC_STAGE_SETUP;
         sigset_t all, none;
@@ -211,6 +213,32 @@ int exec_spawn(const ExecOptions *o, ExecChild *ret, ExecStage *ret_stage) {
          * (exec-plain.h); if its program cannot be executed after all, the shell runs it and
          * reports why. */
         shell = o->shell ?: exec_default_shell();
+        if (as) {
+                /* The helper takes the account, then executes the shell in its place. A plain
+                 * command still goes through the shell: whether its program can be executed is
+                 * for the account to find out, not for us (exec-plain.h falls back on errors
+                 * the helper could not report). */
+                const char *helper = exec_as_helper();
+                char *argv[] = { (char *) shell, (char *) "-c", (char *) o->command, NULL };
+                char numbers[EXEC_AS_ARGS_SIZE];
+                _cleanup_free_ char **wrapped = NULL;
+
+                if (!helper) {
+                        r = -ENOEXEC;
+                        goto finish;
+                }
+                wrapped = exec_as_argv(helper, as, shell, argv, numbers);
+                if (!wrapped) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                r = posix_spawn(&pid, helper, &fa, &attr, wrapped, envp);
+                if (r != 0) {
+                        r = -r;
+                        goto finish;
+                }
+                goto spawned;
+        }
         if (!o->shell && exec_plain_shell_is_faithful(shell)) {
                 r = exec_plain_prepare(o->command, o->cwd, envp, &plain);
                 if (r < 0)

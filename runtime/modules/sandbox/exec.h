@@ -44,6 +44,8 @@ typedef struct ExecOptions {
         const char *shell;          /* NULL: exec_default_shell() */
         const char *command;
         const char *cwd;            /* NULL: the worker's */
+        const struct ExecAccount *account; /* NULL: the worker's own; else the command takes it
+                                     * through agentix-exec-as (exec-as.h) */
         char *const *env;           /* NULL: the worker's environ */
 
         ExecStdin stdin_mode;

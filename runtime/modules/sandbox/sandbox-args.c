@@ -154,6 +154,40 @@ static int parse_terminal_size(agentix_call *call, const msgpack_object *o, cons
         return 0;
 }
 
+/* `user`: the account the command runs as, by name or uid; its HOME, USER and LOGNAME go into
+ * the environment the caller's `env` is merged over. */
+static int parse_user(agentix_call *call, const msgpack_object *o, SandboxExecArgs *a) {
+        extern char **environ;
+        _cleanup_free_ char *name = NULL;
+        EnvOverride ov[3];
+        int r;
+
+        r = get_cstr(call, o, "user", &name);
+        if (r < 0 || !name)
+                return r;
+        r = exec_account_lookup(name, &a->account);
+        if (r == -ENOENT)
+                return agentix_call_raise(call, "LookupError", "exec() argument 'user': no account '%s' in this sandbox", name);
+        if (r < 0)
+                return agentix_call_raise(call, "ValueError", "exec() argument 'user' must be an account name or uid, got '%s'",
+                                          name);
+        if (exec_account_is_own(&a->account))
+                return 0;
+        if (geteuid() != 0)
+                return agentix_call_raise(call, "PermissionError",
+                                          "exec() argument 'user': the runtime runs as uid %u, not root, and cannot run "
+                                          "commands as '%s'", (unsigned) geteuid(), name);
+        if (!exec_as_helper())
+                return agentix_call_raise(call, "FileNotFoundError",
+                                          "exec() argument 'user': %s is missing (beside agentix-worker or in %s)",
+                                          EXEC_AS_HELPER, AGENTIX_LIBEXECDIR);
+        a->opts.account = &a->account;
+        ov[0] = (EnvOverride) { "HOME", 4, a->account.home, strlen(a->account.home) };
+        ov[1] = (EnvOverride) { "USER", 4, a->account.name, strlen(a->account.name) };
+        ov[2] = (EnvOverride) { "LOGNAME", 7, a->account.name, strlen(a->account.name) };
+        return env_merge(environ, ov, ELEMENTSOF(ov), &a->user_env);
+}
+
 int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size_t argc, SandboxExecArgs *ret) {
         extern char **environ;
         agentix_shape shape = agentix_call_shape(call);
@@ -189,9 +223,14 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
                 a.opts.cwd = a.cwd;
         }
 
-        r = sandbox_parse_env(call, "exec", &argv[SANDBOX_ARG_ENV], environ, &a.env);
+        r = parse_user(call, &argv[SANDBOX_ARG_USER], &a);
         if (r < 0)
                 goto fail;
+        r = sandbox_parse_env(call, "exec", &argv[SANDBOX_ARG_ENV], a.user_env ?: environ, &a.env);
+        if (r < 0)
+                goto fail;
+        if (!a.env)
+                a.env = TAKE_PTR(a.user_env);
         a.opts.env = a.env;
 
         in = &argv[SANDBOX_ARG_STDIN];
@@ -247,6 +286,8 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
         a.opts.coalesce_usec = shape == AGENTIX_SHAPE_UNARY ? 0 : 2000;
 
         *ret = a;
+        if (ret->opts.account)
+                ret->opts.account = &ret->account; /* it pointed into the local copy */
         return 0;
 
 fail:
@@ -259,6 +300,7 @@ void sandbox_exec_args_done(SandboxExecArgs *a) {
         free(a->cwd);
         free(a->shell);
         strv_free(a->env);
+        strv_free(a->user_env);
         *a = (SandboxExecArgs) {};
 }
 

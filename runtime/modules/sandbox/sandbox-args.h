@@ -6,12 +6,14 @@
  * TypeError, FileNotFoundError, NotADirectoryError, PermissionError) naming the argument. */
 
 #include "agentix-module.h"
+#include "exec-as.h"
 #include "exec.h"
 
 #define SANDBOX_EXEC_SIGNATURE                                                          \
         "(command: str, timeout: float? = None, cwd: str? = None, env: map? = None, "   \
         "stdin: str|bytes? = None, max_output: int = 10485760, pty: bool = False, "     \
-        "rows: int = 24, cols: int = 80, shell: str? = None, report_pid: bool = False) -> map"
+        "rows: int = 24, cols: int = 80, shell: str? = None, report_pid: bool = False, "         \
+        "user: str? = None) -> map"
 
 enum {
         SANDBOX_ARG_COMMAND,
@@ -25,6 +27,7 @@ enum {
         SANDBOX_ARG_COLS,
         SANDBOX_ARG_SHELL,
         SANDBOX_ARG_REPORT_PID,
+        SANDBOX_ARG_USER,
         _SANDBOX_ARG_MAX,
 };
 
@@ -40,7 +43,9 @@ typedef struct SandboxExecArgs {
         char *cwd;
         char *shell;
         char **env;        /* NULL: the worker's environment */
+        char **user_env;   /* the worker's environment with the account's HOME, USER, LOGNAME */
         bool report_pid;   /* stream, bidi: a first item {pid} */
+        ExecAccount account; /* `user`; opts.account points here when one was named */
 } SandboxExecArgs;
 
 /* Returns 0, or a negative value from agentix_call_raise() to return from the function. */
