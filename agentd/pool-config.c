@@ -10,6 +10,7 @@ PoolConfig *pool_config_free(PoolConfig *p) {
         if (!p)
                 return NULL;
         free(p->name);
+        free(p->default_user);
         sandbox_config_free(p->sandbox);
         free(p);
         return NULL;
@@ -39,6 +40,19 @@ static int set_string(Parser *q, char **field, const char *key, const char *valu
         free(*field);
         *field = v;
         return 1;
+}
+
+/* What useradd takes (and a plain uid): letters, digits, '_', '-', '.', not starting with '-'. */
+static bool account_name_ok(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 32 || s[0] == '-')
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z') && !(s[i] >= '0' && s[i] <= '9') &&
+                    !strchr("_-.", s[i]))
+                        return false;
+        return true;
 }
 
 static int pool_key(Parser *q, const char *key, const char *value) {
@@ -88,8 +102,13 @@ static int pool_key(Parser *q, const char *key, const char *value) {
                 q->p->limits_set[2] = true;
                 return 1;
         }
+        if (streq(key, "DefaultUser")) {
+                if (!account_name_ok(value))
+                        return parser_fail(q, "DefaultUser=%s is not an account name or uid", value);
+                return set_string(q, &q->p->default_user, key, value, 32);
+        }
         return parser_fail(q, "unknown key %s= in [Pool] (Size, Image, Bundle, CPUs, Memory, Pids, Runtime, Network, "
-                           "Platform)", key);
+                           "Platform, DefaultUser)", key);
 }
 
 static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
@@ -229,4 +248,6 @@ void pool_config_format(const PoolConfig *p, FILE *out) {
                 fprintf(out, "Network=%s\n", c->network);
         if (c->platform)
                 fprintf(out, "Platform=%s\n", c->platform);
+        if (p->default_user)
+                fprintf(out, "DefaultUser=%s\n", p->default_user);
 }

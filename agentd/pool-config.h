@@ -3,7 +3,8 @@
 
 /* A warm pool's file: pools.d/NAME.pool beside agentd.conf, one [Pool] section naming how many
  * sandboxes to keep ready (Size=) and the configuration they are made with (Image=, Bundle=,
- * and CPUs=, Memory=, Pids=, Runtime=, Network=, Platform= as a create would name them).
+ * and CPUs=, Memory=, Pids=, Runtime=, Network=, Platform= as a create would name them), and
+ * for E2B templates DefaultUser=.
  * agentd.conf(5) documents them; a bad file is one line naming the file, the line and the key,
  * as for agentd.conf. */
 
@@ -20,7 +21,11 @@ typedef struct PoolConfig {
         uint64_t size;           /* sandboxes kept ready (0: none, the pool is kept but empty) */
         SandboxConfig *sandbox;  /* image, bundle, platform, limits, runtime, network; the rest unset */
         bool limits_set[3];      /* CPUs=, Memory=, Pids= given (else agentd.conf's defaults) */
+        char *default_user;      /* DefaultUser=: the account E2B requests naming none are for, as
+                                  * the sandbox's $AGENTIX_DEFAULT_USER (agentix-server(8)) */
 } PoolConfig;
+
+#define POOL_DEFAULT_USER_ENV "AGENTIX_DEFAULT_USER"
 
 PoolConfig *pool_config_free(PoolConfig *p);
 void pool_configs_free(PoolConfig **l, size_t n);

@@ -15,11 +15,22 @@ static const char *network_name(const char *n) {
         return n && !streq(n, "isolated") ? n : "isolated";
 }
 
+/* A template's default user in a configuration's env (NULL: none). */
+static const char *default_user_of(const SandboxConfig *c) {
+        for (char **e = c->env; e && *e; e++) {
+                const char *v = startswith(*e, POOL_DEFAULT_USER_ENV "=");
+
+                if (v)
+                        return v;
+        }
+        return NULL;
+}
+
 /* Could a member made with pool's configuration serve a create asking for want? Only what a
  * pool fixes in advance counts; env, workdir, labels, ttl, setup and bind_to_caller are the
- * claim's to apply. */
+ * claim's to apply, but for the default user, which the runtime took at its start. */
 static bool config_served_by(const SandboxConfig *pool, const SandboxConfig *want) {
-        return streq(pool->image, want->image) && streq(pool->bundle, want->bundle) &&
+        return streq_ptr(default_user_of(pool), default_user_of(want)) && streq(pool->image, want->image) && streq(pool->bundle, want->bundle) &&
                streq_ptr(pool->platform, want->platform) && streq_ptr(pool->backend, want->backend) &&
                streq(network_name(pool->network), network_name(want->network)) &&
                streq_ptr(pool->runtime, want->runtime) && pool->limits.cpus == want->limits.cpus &&
@@ -47,6 +58,12 @@ static SandboxConfig *resolve(const PoolConfig *pc, const AgentdConfig *c) {
             strdup_or_null(&m->runtime, t->runtime ?: c->default_runtime) < 0 ||
             strdup_or_null(&m->backend, c->default_backend) < 0)
                 return sandbox_config_free(m);
+        if (pc->default_user) {
+                char *e;
+
+                if (asprintf(&e, "%s=%s", POOL_DEFAULT_USER_ENV, pc->default_user) < 0 || strv_consume(&m->env, e) < 0)
+                        return sandbox_config_free(m);
+        }
         return m;
 }
 
@@ -72,6 +89,11 @@ int pool_config_apply(Manager *m, SandboxConfig *c, sd_bus_error *error) {
                 take_string(&c->network, &t->network);
                 take_string(&c->runtime, &t->runtime);
                 take_string(&c->backend, &t->backend);
+                /* A template's default user, in the environment the runtime reads at start: a
+                 * cold create has it from here, a warm member from its own making. */
+                for (char **e = t->env; e && *e; e++)
+                        if (strv_extend(&c->env, *e) < 0)
+                                return -ENOMEM;
                 return 0;
         }
         (void) sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,

@@ -4,6 +4,7 @@
 #include "agentix.h"
 #include "buffer.h"
 #include "envelope.h"
+#include "pool-config.h"
 #include "sandbox-claim.h"
 #include "strv.h"
 
@@ -67,9 +68,19 @@ static void on_connected(agentix_client *client, const agentix_error *error, voi
                 c->done(c, "Cannot send the claim to the runtime", false, c->userdata);
 }
 
+/* What the member was made with already and the server took at its start (a template's
+ * default user): not for the claim, whose env the commands get. */
+static bool is_member_variable(const char *e) {
+        return startswith(e, POOL_DEFAULT_USER_ENV "=");
+}
+
 static int pack_kwargs(Buffer *b, const char *new_token, char *const *env, const char *workdir) {
+        size_t n_member = 0;
         msgpack_packer pk;
         int r;
+
+        for (char *const *e = env; e && *e; e++)
+                n_member += is_member_variable(*e);
 
         mp_packer_init_buffer(&pk, b);
         r = msgpack_pack_map(&pk, 2 + !!workdir);
@@ -80,9 +91,12 @@ static int pack_kwargs(Buffer *b, const char *new_token, char *const *env, const
         if (r >= 0)
                 r = mp_pack_cstr(&pk, "env");
         if (r >= 0)
-                r = msgpack_pack_map(&pk, strv_length(env));
+                r = msgpack_pack_map(&pk, strv_length(env) - n_member);
         for (char *const *e = env; r >= 0 && e && *e; e++) {
                 size_t n = strcspn(*e, "=");
+
+                if (is_member_variable(*e))
+                        continue;
                 r = msgpack_pack_str_with_body(&pk, *e, n);
                 if (r >= 0)
                         r = mp_pack_cstr(&pk, (*e)[n] ? *e + n + 1 : "");

@@ -121,20 +121,46 @@ json_t *envd_entry_json(const msgpack_object *m) {
         return e;
 }
 
-/* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's. A
- * name that is no account: NULL. */
-char *envd_home_of(const char *name) {
-        char buf[4096];
-        struct passwd pw, *pwp = NULL;
+/* ---- the account a request is for ------------------------------------------------------- */
 
-        if (name && name[0]) {
-                if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
-                        return NULL;
-                return strdup(pwp->pw_dir);
+static char default_user[64];
+
+int envd_set_default_user(const char *name) {
+        if (name && strlen(name) >= sizeof(default_user))
+                return -EINVAL;
+        snprintf(default_user, sizeof(default_user), "%s", name ?: "");
+        return 0;
+}
+
+static int user_lookup(const char *name, EnvdUser *ret) {
+        struct passwd pw, *pwp = NULL;
+        char buf[4096];
+
+        if (name[0] ? getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp :
+                      getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &pwp) != 0 || !pwp) {
+                if (name[0])
+                        return -ENOENT;
+                /* The runtime's uid has no entry (docker run --user 1234): it is still itself. */
+                *ret = (EnvdUser) { .uid = geteuid(), .gid = getegid(), .own = true, .home = "/" };
+                snprintf(ret->name, sizeof(ret->name), "%u", (unsigned) geteuid());
+                return 0;
         }
-        if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-                return strdup(pwp->pw_dir);
-        return strdup("/");
+        *ret = (EnvdUser) { .uid = pwp->pw_uid, .gid = pwp->pw_gid };
+        ret->own = pwp->pw_uid == geteuid() && pwp->pw_gid == getegid();
+        snprintf(ret->name, sizeof(ret->name), "%s", pwp->pw_name);
+        snprintf(ret->home, sizeof(ret->home), "%s", pwp->pw_dir && pwp->pw_dir[0] ? pwp->pw_dir : "/");
+        return 0;
+}
+
+int envd_user_named(const char *name, EnvdUser *ret) {
+        if (name && name[0])
+                return strlen(name) >= sizeof(ret->name) ? -ENOENT : user_lookup(name, ret);
+        if (default_user[0])
+                return user_lookup(default_user, ret);
+        /* E2B's images run requests as `user`: so do images that have one. */
+        if (user_lookup(ENVD_IMAGE_USER, ret) == 0)
+                return 0;
+        return user_lookup("", ret);
 }
 
 /* The account "Authorization: Basic base64(USER:)" names, into name ("" when none). */
@@ -160,28 +186,12 @@ static int basic_user(HttpConn *c, char name[static 128]) {
         return 0;
 }
 
-char *envd_user_home(HttpConn *c) {
+int envd_request_user(HttpConn *c, EnvdUser *ret) {
         char name[128];
 
         if (basic_user(c, name) < 0)
-                return NULL;
-        return envd_home_of(name);
-}
-
-int envd_user_uid(HttpConn *c, uid_t *ret) {
-        char name[128], buf[4096];
-        struct passwd pw, *pwp = NULL;
-
-        if (basic_user(c, name) < 0)
                 return -EINVAL;
-        if (!name[0]) {
-                *ret = geteuid();
-                return 0;
-        }
-        if (getpwnam_r(name, &pw, buf, sizeof(buf), &pwp) != 0 || !pwp)
-                return -ENOENT;
-        *ret = pwp->pw_uid;
-        return 0;
+        return envd_user_named(name, ret);
 }
 
 /* A path of the request as an absolute, clean one: relative ones below home. */

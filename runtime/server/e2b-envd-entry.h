@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <msgpack.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "http-server.h"
@@ -18,14 +19,24 @@ void envd_respond_error(HttpConn *c, const char *code, const char *message);
 const char *envd_code_of(const char *fs_error);
 /* One fs::stat result map as envd's EntryInfo, or NULL. */
 json_t *envd_entry_json(const msgpack_object *m);
-/* The home of the account "Authorization: Basic base64(USER:)" names, else the runtime's
- * (malloc'ed). A name that is no account: NULL. */
-char *envd_user_home(HttpConn *c);
-/* The uid of the account the request names (the runtime's own without one); -ENOENT when the
- * image has no such account. */
-int envd_user_uid(HttpConn *c, uid_t *ret);
-/* The home of account name (NULL or "": the runtime's own), malloc'ed; NULL: no such account. */
-char *envd_home_of(const char *name);
+/* The account a request is for, as in E2B: the one it names (envd's `Authorization: Basic
+ * base64(USER:)`, /files' ?username=), else the sandbox's default user (agentd passes a
+ * template's DefaultUser= as $AGENTIX_DEFAULT_USER), else `user` when the image has that
+ * account, else the runtime's own. */
+#define ENVD_IMAGE_USER "user"
+typedef struct EnvdUser {
+        uid_t uid;
+        gid_t gid;
+        bool own;           /* the runtime's own account: commands need no change of account */
+        char name[64];
+        char home[256];     /* relative paths resolve against it */
+} EnvdUser;
+/* name NULL or "": the default. -ENOENT when the image has no such account. */
+int envd_user_named(const char *name, EnvdUser *ret);
+/* -EINVAL for an Authorization header that does not decode, -ENOENT as above. */
+int envd_request_user(HttpConn *c, EnvdUser *ret);
+/* The default user (NULL or "": none; then `user` or the runtime's own). */
+int envd_set_default_user(const char *name);
 /* A path of the request as an absolute, clean one: relative ones below home (malloc'ed). */
 char *envd_absolute_path(const char *home, const char *path);
 

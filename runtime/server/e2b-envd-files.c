@@ -9,7 +9,8 @@
  *                                   with fs::upload (atomically, parents made); answers
  *                                   [{"path", "name", "type": "file"}]
  *
- * Relative paths are below U's home (the runtime's own without U). Errors are envd's:
+ * Relative paths are below U's home (without U, the default user's: e2b-envd-entry.h), and
+ * what an upload makes is U's. Errors are envd's:
  * {"code": STATUS, "message"} with 400, 401, 403, 404, 413 or 500. */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ typedef struct FilesRequest {
         Rpc *rpc;
         HttpConn *conn;
         RpcCall *call;
-        char *home;
+        EnvdUser user;          /* ?username, else the default: relative paths are below its home,
+                                 * and what an upload makes is its own */
         char *path;             /* ?path, absolute; NULL when not given (an upload by file names) */
         char content_type[256];
         char **written;         /* an upload's paths, for the answer */
@@ -42,7 +44,6 @@ typedef struct FilesRequest {
 static void request_free(FilesRequest *q) {
         if (!q)
                 return;
-        free(q->home);
         free(q->path);
         for (size_t i = 0; i < q->n_written; i++)
                 free(q->written[i]);
@@ -210,7 +211,7 @@ static const RpcLocalHandlers upload_handlers = {
 
 /* Add one file: its absolute path (kept for the answer) and bytes, packed for fs::upload. */
 static int add_file(FilesRequest *q, msgpack_packer *pk, const char *path, const void *data, size_t size) {
-        char *abs = path[0] == '/' || !q->home ? strdup(path) : envd_absolute_path(q->home, path);
+        char *abs = path[0] == '/' ? strdup(path) : envd_absolute_path(q->user.home, path);
         char **l;
         int r = 0;
 
@@ -278,7 +279,15 @@ static void upload_start(FilesRequest *q, HttpConn *c) {
                         r = add_file(q, &pk, path, parts[i].data, parts[i].size);
                 }
         }
-        r |= buffer_append(&kwargs, "\x80", 1);
+        mp_packer_init_buffer(&pk, &kwargs);
+        if (!q->user.own) {
+                r |= msgpack_pack_map(&pk, 2);
+                r |= mp_pack_cstr(&pk, "uid");
+                r |= msgpack_pack_uint32(&pk, q->user.uid);
+                r |= mp_pack_cstr(&pk, "gid");
+                r |= msgpack_pack_uint32(&pk, q->user.gid);
+        } else
+                r |= msgpack_pack_map(&pk, 0);
         if (r == 0)
                 r = rpc_call_local(q->rpc, "fs::upload", "unary", &args, &kwargs, &upload_handlers, q, &q->call);
         buffer_done(&c->body); /* packed into args: not kept twice */
@@ -343,14 +352,13 @@ static void route(HttpConn *c, const char *path, void *userdata) {
         }
         *q = (FilesRequest) { .rpc = rpc, .conn = c };
         (void) http_conn_query(c, "username", user, sizeof(user));
-        q->home = envd_home_of(user);
-        if (!q->home) {
+        if (envd_user_named(user, &q->user) < 0) {
                 respond_error(c, 400, "no such user in this sandbox");
                 request_free(q);
                 return;
         }
         n = http_conn_query(c, "path", value, sizeof(value));
-        if (n > 0 && !(q->path = envd_absolute_path(q->home, value))) {
+        if (n > 0 && !(q->path = envd_absolute_path(q->user.home, value))) {
                 respond_error(c, 500, "out of memory");
                 request_free(q);
                 return;

@@ -59,6 +59,7 @@ typedef struct EnvdRequest {
         EnvdStep step;
         char *path;        /* absolute: Stat, MakeDir, Remove, and Move's destination */
         char *source;      /* Move */
+        EnvdUser user;     /* what MakeDir makes is theirs */
         RpcCall *call;
 } EnvdRequest;
 
@@ -80,8 +81,10 @@ static void request_finish(EnvdRequest *q) {
 
 static const RpcLocalHandlers call_handlers;
 
-/* fs::FUNCTION with [strings…] (as_list: the strings as one list argument). */
-static int call_fs(EnvdRequest *q, const char *function, bool as_list, const char *a, const char *b) {
+/* fs::FUNCTION with [strings…] (as_list: the strings as one list argument); what it makes is
+ * owner's (NULL: the runtime's). */
+static int call_fs(EnvdRequest *q, const char *function, bool as_list, const char *a, const char *b,
+                   const EnvdUser *owner) {
         _cleanup_buffer_ Buffer args = BUFFER_NULL, kwargs = BUFFER_NULL;
         char callable[32];
         msgpack_packer pk;
@@ -94,7 +97,15 @@ static int call_fs(EnvdRequest *q, const char *function, bool as_list, const cha
         r |= mp_pack_cstr(&pk, a);
         if (b)
                 r |= mp_pack_cstr(&pk, b);
-        r |= buffer_append(&kwargs, "\x80", 1);
+        mp_packer_init_buffer(&pk, &kwargs);
+        if (owner && !owner->own) {
+                r |= msgpack_pack_map(&pk, 2);
+                r |= mp_pack_cstr(&pk, "uid");
+                r |= msgpack_pack_uint32(&pk, owner->uid);
+                r |= mp_pack_cstr(&pk, "gid");
+                r |= msgpack_pack_uint32(&pk, owner->gid);
+        } else
+                r |= msgpack_pack_map(&pk, 0);
         if (r != 0)
                 return -ENOMEM;
         snprintf(callable, sizeof(callable), "fs::%s", function);
@@ -109,13 +120,13 @@ static int call_fs(EnvdRequest *q, const char *function, bool as_list, const cha
 static int step(EnvdRequest *q) {
         switch (q->step) {
         case STEP_CHECK_ABSENT:
-                return call_fs(q, "stat", true, q->path, NULL);
+                return call_fs(q, "stat", true, q->path, NULL, NULL);
         case STEP_ACT:
-                return q->method == METHOD_MAKE_DIR ? call_fs(q, "mkdir", true, q->path, NULL)
-                     : q->method == METHOD_MOVE     ? call_fs(q, "move", false, q->source, q->path)
-                                                    : call_fs(q, "remove", true, q->path, NULL);
+                return q->method == METHOD_MAKE_DIR ? call_fs(q, "mkdir", true, q->path, NULL, &q->user)
+                     : q->method == METHOD_MOVE     ? call_fs(q, "move", false, q->source, q->path, NULL)
+                                                    : call_fs(q, "remove", true, q->path, NULL, NULL);
         case STEP_DESCRIBE:
-                return call_fs(q, "stat", true, q->path, NULL);
+                return call_fs(q, "stat", true, q->path, NULL, NULL);
         }
         return -EINVAL;
 }
@@ -208,7 +219,6 @@ static const RpcLocalHandlers call_handlers = {
 
 static void on_request(HttpConn *c, void *data) {
         EnvdRequest *q = data;
-        _cleanup_free_ char *home = NULL;
         const char *path, *source = NULL;
         json_error_t e;
         json_t *body;
@@ -235,16 +245,15 @@ static void on_request(HttpConn *c, void *data) {
                 request_finish(q);
                 return;
         }
-        home = envd_user_home(c);
-        if (!home) {
+        if (envd_request_user(c, &q->user) < 0) {
                 json_decref(body);
                 envd_respond_error(c, "invalid_argument", "no such user in this sandbox");
                 request_finish(q);
                 return;
         }
-        q->path = envd_absolute_path(home, path);
+        q->path = envd_absolute_path(q->user.home, path);
         if (source)
-                q->source = envd_absolute_path(home, source);
+                q->source = envd_absolute_path(q->user.home, source);
         json_decref(body);
         if (!q->path || (q->method == METHOD_MOVE && !q->source)) {
                 envd_respond_error(c, "internal", "out of memory");

@@ -195,7 +195,7 @@ static const RpcLocalHandlers call_handlers = {
 
 static void on_request(HttpConn *c, void *data) {
         ListDir *l = data;
-        _cleanup_free_ char *home = NULL;
+        EnvdUser user;
         json_t *body = NULL, *depth;
         const char *path;
         json_error_t e;
@@ -215,15 +215,14 @@ static void on_request(HttpConn *c, void *data) {
         }
         /* envd's depth 0 is its default, 1. */
         l->depth = depth && json_integer_value(depth) > 0 ? (unsigned) json_integer_value(depth) : 1;
-        home = envd_user_home(c);
-        if (!home) {
+        if (envd_request_user(c, &user) < 0) {
                 json_decref(body);
                 envd_respond_error(c, "invalid_argument", "no such user in this sandbox");
                 listdir_finish(l);
                 return;
         }
         l->levels = calloc(1, sizeof(unsigned));
-        if (!l->levels || strv_consume_n(&l->dirs, &n, envd_absolute_path(home, path)) < 0) {
+        if (!l->levels || strv_consume_n(&l->dirs, &n, envd_absolute_path(user.home, path)) < 0) {
                 json_decref(body);
                 envd_respond_error(c, "internal", "out of memory");
                 listdir_finish(l);

@@ -353,7 +353,7 @@ typedef struct StreamRequest {
 
 static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         _cleanup_buffer_ Buffer command = BUFFER_NULL, args = BUFFER_NULL, kwargs = BUFFER_NULL;
-        _cleanup_free_ char *home = NULL, *cwd = NULL;
+        _cleanup_free_ char *cwd = NULL;
         json_t *proc = json_object_get(msg, "process"), *pty = json_object_get(msg, "pty"),
                *size = json_object_get(pty, "size"), *envs = json_object_get(proc, "envs"),
                *argv = json_object_get(proc, "args");
@@ -362,7 +362,7 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
                    *want_cwd = json_string_value(json_object_get(proc, "cwd"));
         json_t *stdin_flag = json_object_get(msg, "stdin");
         EnvdProcess *p;
-        uid_t uid;
+        EnvdUser user;
         msgpack_packer pk;
         int r = 0;
 
@@ -384,19 +384,11 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
                         return;
                 }
         }
-        home = envd_user_home(c);
-        if (!home || envd_user_uid(c, &uid) < 0) {
+        if (envd_request_user(c, &user) < 0) {
                 envd_stream_end(c, "invalid_argument", "no such user in this sandbox");
                 return;
         }
-        /* A command runs as the runtime's own account: one asked for another would otherwise
-         * run, silently, as someone it did not ask for. */
-        if (uid != geteuid()) {
-                envd_stream_end(c, "invalid_argument",
-                                "commands run as the runtime's own account in this sandbox; another is not served yet");
-                return;
-        }
-        cwd = envd_absolute_path(home, want_cwd && want_cwd[0] ? want_cwd : ".");
+        cwd = envd_absolute_path(user.home, want_cwd && want_cwd[0] ? want_cwd : ".");
         if (!cwd || command_line(cmd, argv, &command) < 0) {
                 envd_stream_end(c, "internal", "out of memory");
                 return;
@@ -406,7 +398,7 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         r |= msgpack_pack_array(&pk, 1);
         r |= mp_pack_cstr(&pk, (const char *) buffer_data(&command));
         mp_packer_init_buffer(&pk, &kwargs);
-        r |= msgpack_pack_map(&pk, envs ? 8 : 7);
+        r |= msgpack_pack_map(&pk, 7 + !!envs + !user.own);
         r |= mp_pack_cstr(&pk, "timeout");
         r |= msgpack_pack_double(&pk, (double) q->timeout_ms / 1000.0);
         r |= mp_pack_cstr(&pk, "cwd");
@@ -426,6 +418,11 @@ static void start(StreamRequest *q, HttpConn *c, json_t *msg) {
         if (envs) {
                 r |= mp_pack_cstr(&pk, "env");
                 r |= pack_env(&pk, envs);
+        }
+        /* Another account than the runtime's: the worker starts the command as that one. */
+        if (!user.own) {
+                r |= mp_pack_cstr(&pk, "user");
+                r |= mp_pack_cstr(&pk, user.name);
         }
         if (r != 0) {
                 envd_stream_end(c, "internal", "out of memory");

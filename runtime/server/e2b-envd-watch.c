@@ -243,15 +243,14 @@ static const HttpHandler stream_handler = {
 
 /* The path and recursive flag of a WatchDir or CreateWatcher message, the path made absolute. */
 static int watch_target(HttpConn *c, json_t *msg, char **ret_root, bool *ret_recursive) {
-        _cleanup_free_ char *home = NULL;
         const char *path = json_string_value(json_object_get(msg, "path"));
+        EnvdUser user;
 
         if (!path || !path[0])
                 return -EINVAL;
-        home = envd_user_home(c);
-        if (!home)
+        if (envd_request_user(c, &user) < 0)
                 return -ENOENT;
-        *ret_root = envd_absolute_path(home, path);
+        *ret_root = envd_absolute_path(user.home, path);
         *ret_recursive = json_is_true(json_object_get(msg, "recursive"));
         return *ret_root ? 0 : -ENOMEM;
 }

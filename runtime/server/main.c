@@ -11,6 +11,7 @@
 #include "eio-server.h"
 #include "frame.h"
 #include "e2b-code-interpreter.h"
+#include "e2b-envd-entry.h"
 #include "e2b-envd-files.h"
 #include "e2b-envd-filesystem.h"
 #include "e2b-envd-process.h"
@@ -115,7 +116,8 @@ static void help(void) {
                "\n"
                "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
                "{\"token\": …}), AGENTIX_BIND_HOST, AGENTIX_BIND_PORT, AGENTIX_MODULE_DIR,\n"
-               "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err).\n"
+               "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err), AGENTIX_DEFAULT_USER (the\n"
+               "account E2B requests that name none run as).\n"
                "\n"
                "See agentix-server(8).\n",
                AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
@@ -335,6 +337,11 @@ static int take_token(void) {
         }
         server_claimable = getenv("AGENTIX_CLAIMABLE") && streq(getenv("AGENTIX_CLAIMABLE"), "1");
         (void) unsetenv("AGENTIX_CLAIMABLE");
+        /* An E2B template's DefaultUser= (agentd sets it): the account envd requests that name
+         * none are for. agentd's to set like the two above, and no business of the commands. */
+        if (envd_set_default_user(getenv("AGENTIX_DEFAULT_USER")) < 0)
+                log_warning("Ignoring $AGENTIX_DEFAULT_USER: longer than an account name can be");
+        (void) unsetenv("AGENTIX_DEFAULT_USER");
         if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
                 return log_error_errno(errno, "Failed to make the server non-dumpable: %m");
         return 0;

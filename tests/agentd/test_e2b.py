@@ -30,6 +30,7 @@ GATEWAY = os.environ["AGENTIX_E2B"]
 E2B_DIR = os.path.join(HERE, "..", "e2b")
 STATE = {}
 DOMAIN = "e2b.test"
+E2B_BASE = "agentix-test/e2b-base:1"  # tests/bundle/make-task-images.sh e2b
 
 
 def free_port():
@@ -51,11 +52,16 @@ def setup():
     uids = ensure_users()
     a = Agentd("e2b", "[Sandboxes]\nMaxSandboxes=40\nDeleteOnStop=yes\n")
     os.makedirs(os.path.join(a.dir, "pools.d"))
-    with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
-        f.write(f"[Pool]\nSize=1\nImage={BUSYBOX}\nBundle={bundle()}\n")
-    if "runsc" in runtimes():
-        with open(os.path.join(a.dir, "pools.d", "base-runsc.pool"), "w") as f:
-            f.write(f"[Pool]\nSize=0\nImage={BUSYBOX}\nBundle={bundle()}\nRuntime=runsc\n")
+    # E2B's base template: an image with E2B's account `user` beside root, whose requests are
+    # for `user` unless they name another; its -root twin says DefaultUser=root.
+    r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "e2b"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for rt in runtimes():
+        suffix = "" if rt == "runc" else f"-{rt}"
+        with open(os.path.join(a.dir, "pools.d", f"base{suffix}.pool"), "w") as f:
+            f.write(f"[Pool]\nSize={1 if rt == 'runc' else 0}\nImage={E2B_BASE}\nBundle={bundle()}\nRuntime={rt}\n")
+        with open(os.path.join(a.dir, "pools.d", f"base-root{suffix}.pool"), "w") as f:
+            f.write(f"[Pool]\nSize=0\nImage={E2B_BASE}\nBundle={bundle()}\nRuntime={rt}\nDefaultUser=root\n")
     # E2B's code interpreter template, under each runtime: no warm members (Size=0), every
     # create is made cold from the pool's file.
     for rt in runtimes():
@@ -245,7 +251,8 @@ def bad_input_gets_e2bs_error_shape_and_the_gateway_keeps_serving():
 def unmodified_e2b_sdk_drives_sandboxes_through_the_gateway_under_each_runtime():
     for rt in runtimes():
         print(f"  runtime {rt}")
-        sdk("gateway/sdk.test.mjs", "base" if rt == "runc" else f"base-{rt}")
+        suffix = "" if rt == "runc" else f"-{rt}"
+        sdk("gateway/sdk.test.mjs", f"base{suffix}", root_template=f"base-root{suffix}")
 
 
 @test
@@ -274,10 +281,12 @@ def a_port_of_a_sandbox_opens_by_host_name_as_getHost_gives_it():
     assert api("DELETE", f"/sandboxes/{sid}")[0] == 204
 
 
-def sdk(test_file, template, key="alice"):
+def sdk(test_file, template, key="alice", root_template=None):
     s = setup()
     env = dict(os.environ, E2B_API_URL=s["url"], E2B_SANDBOX_URL=s["url"], E2B_API_KEY=s["keys"][key],
                E2B_OTHER_API_KEY=s["keys"]["bob"], AGENTIX_E2B_TEMPLATE=template)
+    if root_template:
+        env["AGENTIX_E2B_ROOT_TEMPLATE"] = root_template
     r = subprocess.run([os.path.join(E2B_DIR, "run.sh"), GATEWAY, test_file], env=env, capture_output=True,
                        text=True, timeout=900)
     print(r.stdout[-4000:])

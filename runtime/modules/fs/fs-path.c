@@ -102,6 +102,14 @@ int fs_path_resolve_last_symlink(const char *path, char **ret) {
         return 0;
 }
 
+_Thread_local FsOwner fs_new_owner = FS_OWNER_NONE;
+
+int fs_own_new_fd(int fd) {
+        if (fs_new_owner.uid == (uid_t) -1 && fs_new_owner.gid == (gid_t) -1)
+                return 0;
+        return fchown(fd, fs_new_owner.uid, fs_new_owner.gid) < 0 ? negative_errno() : 0;
+}
+
 int fs_mkdir_parents(const char *dir) {
         _cleanup_free_ char *p = strdup(dir);
         struct stat st;
@@ -119,12 +127,15 @@ int fs_mkdir_parents(const char *dir) {
                 if (*s != '/' && !last)
                         continue;
                 *s = 0;
-                if (s[-1] != '/' && mkdir(p, 0777) < 0 && errno != EEXIST) {
+                if (s[-1] != '/' && mkdir(p, 0777) < 0) {
                         int r = negative_errno();
                         /* mkdir reports EEXIST before EACCES etc.; a missing parent we could not
                          * create surfaces as the error of the deepest component. */
-                        return r;
-                }
+                        if (r != -EEXIST)
+                                return r;
+                } else if (s[-1] != '/' && fs_new_owner.uid != (uid_t) -1 &&
+                           lchown(p, fs_new_owner.uid, fs_new_owner.gid) < 0)
+                        return negative_errno();
                 if (s[-1] != '/') {
                         if (stat(p, &st) < 0)
                                 return negative_errno();

@@ -5,6 +5,7 @@
  * PATH_MAX; plus the few path manipulations the operations share. */
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "fs-error.h"
 
@@ -25,8 +26,23 @@ int fs_path_split(const char *path, char **ret_dir, char **ret_base);
  * (a dangling link resolves to where its target would be). */
 int fs_path_resolve_last_symlink(const char *path, char **ret);
 
-/* mkdir -p: create `dir` and its missing parents (mode 0777 minus umask). -ENOTDIR when a
- * component exists and is not a directory. */
+/* The account that new files and directories are given: E2B's envd writes for the account a
+ * request names, and what it makes is that account's. Set by fs.c around one operation on the
+ * thread that runs it (calls run on a thread pool: a global would leak into other calls);
+ * FS_OWNER_NONE, the default, leaves them the worker's. Files that are replaced keep their
+ * owner either way. */
+typedef struct FsOwner {
+        uid_t uid;
+        gid_t gid;
+} FsOwner;
+#define FS_OWNER_NONE ((FsOwner) { (uid_t) -1, (gid_t) -1 })
+extern _Thread_local FsOwner fs_new_owner;
+
+/* Give fd, a file this operation just made, to fs_new_owner (when set). 0 or negative errno. */
+int fs_own_new_fd(int fd);
+
+/* mkdir -p: create `dir` and its missing parents (mode 0777 minus umask), each one made owned
+ * by fs_new_owner when set. -ENOTDIR when a component exists and is not a directory. */
 int fs_mkdir_parents(const char *dir);
 
 /* True if `path` equals `root` or lies below it (both absolute, no trailing slash needed). */

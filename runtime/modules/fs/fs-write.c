@@ -226,6 +226,10 @@ static int atomic_file_commit_impl(FsAtomicFile *f, FsStatus *status) {
                  * own, as with any editor. */
                 if (f->st.st_uid != geteuid() || f->st.st_gid != getegid())
                         (void) fchown(f->tmp.fd, f->st.st_uid, f->st.st_gid);
+        } else {
+                r = fs_own_new_fd(f->tmp.fd);
+                if (r < 0)
+                        return write_error(status, r, path);
         }
         if (f->mode != FS_MODE_DEFAULT || f->exists)
                 if (fchmod(f->tmp.fd, f->mode != FS_MODE_DEFAULT ? (mode_t) f->mode : f->st.st_mode & 07777) < 0)

@@ -172,6 +172,33 @@ static bool arg_mode(const msgpack_object *o, int *ret) {
         return true;
 }
 
+/* uid and gid arguments: the account what a call makes is given (fs-path.h), for as long as
+ * the call runs on this thread. Both nil: the worker's. False if either is not an id. */
+static bool arg_owner(const msgpack_object *uid, const msgpack_object *gid, FsOwner *ret) {
+        FsOwner o = FS_OWNER_NONE;
+
+        if (uid->type == MSGPACK_OBJECT_POSITIVE_INTEGER && uid->via.u64 < UINT32_MAX)
+                o.uid = (uid_t) uid->via.u64;
+        else if (uid->type != MSGPACK_OBJECT_NIL)
+                return false;
+        if (gid->type == MSGPACK_OBJECT_POSITIVE_INTEGER && gid->via.u64 < UINT32_MAX)
+                o.gid = (gid_t) gid->via.u64;
+        else if (gid->type != MSGPACK_OBJECT_NIL)
+                return false;
+        *ret = o;
+        return true;
+}
+
+static void owner_reset(FsOwner *o) {
+        fs_new_owner = FS_OWNER_NONE;
+}
+
+#define OWNER_SCOPE(call, fn, uid_arg, gid_arg)                                                                \
+        _cleanup_(owner_reset) FsOwner _owner_scope = FS_OWNER_NONE;                                           \
+        if (!arg_owner(uid_arg, gid_arg, &_owner_scope))                                                       \
+                return agentix_call_raise(call, "ValueError", fn "() arguments 'uid' and 'gid' must be ids or None"); \
+        fs_new_owner = _owner_scope
+
 /* The functions that work on one file and have no result map to put a failure in (the stream
  * shapes) raise it instead: the type is the error code, the message the usual text. */
 static int raise_status(agentix_call *call, const FsStatus *s) {
@@ -277,6 +304,8 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
         const msgpack_object_array *files = &argv[0].via.array;
         msgpack_packer *pk = agentix_call_result(call);
         int r;
+
+        OWNER_SCOPE(call, "upload", &argv[1], &argv[2]);
 
         if (msgpack_pack_array(pk, files->size) < 0)
                 return -ENOMEM;
@@ -470,6 +499,7 @@ static int mkdir_one(msgpack_packer *pk, const char *path, FsStatus *status) {
 }
 
 static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        OWNER_SCOPE(call, "mkdir", &argv[1], &argv[2]);
         return path_batch(call, &argv[0], mkdir_one, 0);
 }
 
@@ -854,9 +884,10 @@ static int fs_glob_impl(agentix_call *call, const msgpack_object *argv, size_t a
 static const agentix_function fs_functions[] = {
         {
                 .name = "upload",
-                .signature = "(files: list) -> list",
+                .signature = "(files: list, uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_upload_impl,
-                .doc = "Write [[path, bytes, mode?], …] atomically, creating parents; one {path, error} per file, in order.",
+                .doc = "Write [[path, bytes, mode?], …] atomically, creating parents (new files and directories owned "
+                       "by uid:gid when given); one {path, error} per file, in order.",
         },
         {
                 .name = "download",
@@ -866,9 +897,10 @@ static const agentix_function fs_functions[] = {
         },
         {
                 .name = "mkdir",
-                .signature = "(paths: list[str]) -> list",
+                .signature = "(paths: list[str], uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_mkdir_impl,
-                .doc = "mkdir -p each path; one {path, error} per path, in order.",
+                .doc = "mkdir -p each path (new directories owned by uid:gid when given); one {path, error} per path, "
+                       "in order.",
         },
         {
                 .name = "stat",

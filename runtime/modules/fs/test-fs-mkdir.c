@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fs_mkdir(): mkdir -p, with every failure a status. */
+#include "fs-path.h"
 #include "test-fs-util.h"
 
 static FsStatus md(const char *path) {
@@ -39,6 +40,42 @@ static void test_create(void **state) {
         assert_status(&s, FS_OK);
         assert_int_equal(stat(P("masked"), &st), 0);
         assert_int_equal(st.st_mode & 0777, 0750);
+}
+
+/* With an owner for new things (E2B's envd writes for an account), what is made is that
+ * account's and what was there stays as it was; files replaced keep their owner. */
+static void test_owner(void **state) {
+        struct stat st;
+        FsStatus s = {};
+
+        if (geteuid() != 0)
+                skip(); /* giving files away takes root */
+        mkdir_p("old");
+        fs_new_owner = (FsOwner) { 4242, 4343 };
+        s = md(P("old/new/newer"));
+        assert_status(&s, FS_OK);
+        assert_int_equal(fs_write(P("old/new/file"), "x", 1, true, &s), 0);
+        assert_status(&s, FS_OK);
+        assert_int_equal(fs_write(P("old/made/deep/file"), "x", 1, true, &s), 0);
+        assert_status(&s, FS_OK);
+        fs_new_owner = FS_OWNER_NONE;
+        put("old/mine", "y", 1);
+        fs_new_owner = (FsOwner) { 4242, 4343 };
+        assert_int_equal(fs_write(P("old/mine"), "z", 1, true, &s), 0);
+        fs_new_owner = FS_OWNER_NONE;
+        assert_status(&s, FS_OK);
+
+        assert_int_equal(stat(P("old"), &st), 0);
+        assert_int_equal(st.st_uid, 0);
+        for (const char *const *p = (const char *const[]) { "old/new", "old/new/newer", "old/new/file", "old/made",
+                                                             "old/made/deep", "old/made/deep/file", NULL };
+             *p; p++) {
+                assert_int_equal(stat(P(*p), &st), 0);
+                assert_int_equal(st.st_uid, 4242);
+                assert_int_equal(st.st_gid, 4343);
+        }
+        assert_int_equal(stat(P("old/mine"), &st), 0);
+        assert_int_equal(st.st_uid, 0);
 }
 
 static void test_errors(void **state) {
@@ -93,6 +130,7 @@ static void test_permission_denied(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_owner, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_errors, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_permission_denied, test_dir_setup, test_dir_teardown),
         };

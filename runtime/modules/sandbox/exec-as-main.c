@@ -72,6 +72,8 @@ int main(int argc, char *argv[]) {
                        "ids or - for none), then execute PROGRAM with the arguments ARGV0 ARG...\n"
                        "agentix-worker starts it for commands that run as another account.\n"
                        "\n"
+                       "  -h --help   Show this help\n"
+                       "\n"
                        "See agentix-exec-as(8).\n");
                 return 0;
         }

@@ -86,6 +86,51 @@ test("commands through the gateway: run, exit codes, background with stdin, kill
   }
 });
 
+test("users as in E2B: requests are `user`'s on an image that has it, root's when they say so", async () => {
+  const sbx = await Sandbox.create(template);
+  try {
+    // The default user: commands, their home and cwd, and what files.* makes.
+    const who = await sbx.commands.run("id -u; id -g; echo $HOME $USER; pwd");
+    assert.equal(who.stdout, "1000\n1000\n/home/user user\n/home/user\n");
+    await sbx.files.write("notes/today.txt", "mine");
+    assert.equal(await sbx.files.read("/home/user/notes/today.txt"), "mine");
+    assert.equal(await sbx.files.makeDir("made/deeper"), true);
+    for (const p of ["notes", "notes/today.txt", "made", "made/deeper"]) {
+      const info = await sbx.files.getInfo(p);
+      assert.deepEqual([info.owner, info.group], ["user", "user"], p);
+    }
+    assert.equal((await sbx.files.getInfo("/home")).owner, "root"); // what was there stays
+    // `user` is not root: /root is closed to it, as on E2B.
+    await assert.rejects(sbx.commands.run("touch /root/x"), (e) => e instanceof CommandExitError && e.exitCode === 1);
+    // Asking for root: a root command, root's home, root's files.
+    const root = await sbx.commands.run("id -u; echo $HOME; pwd; touch /root/x && echo wrote", { user: "root" });
+    assert.equal(root.stdout, "0\n/root\n/root\nwrote\n");
+    await sbx.files.write("/tmp/by-root.txt", "r", { user: "root" });
+    assert.equal((await sbx.files.getInfo("/tmp/by-root.txt")).owner, "root");
+    // A background command as `user`, and a PTY: the same account.
+    const h = await sbx.commands.run("id -u", { background: true });
+    assert.equal((await h.wait()).stdout, "1000\n");
+    let out = "";
+    const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += new TextDecoder().decode(d); } });
+    await sbx.pty.sendInput(pty.pid, new TextEncoder().encode("id -u; exit\n"));
+    await pty.wait().catch(() => {});
+    assert.match(out, /\b1000\b/);
+  } finally {
+    await sbx.kill();
+  }
+  // A template's DefaultUser= decides for requests that name no one.
+  const rootTemplate = process.env.AGENTIX_E2B_ROOT_TEMPLATE;
+  if (rootTemplate) {
+    const r = await Sandbox.create(rootTemplate);
+    try {
+      assert.equal((await r.commands.run("id -u; echo $HOME")).stdout, "0\n/root\n");
+      assert.equal((await r.commands.run("id -u", { user: "user" })).stdout, "1000\n");
+    } finally {
+      await r.kill();
+    }
+  }
+});
+
 test("list with a metadata filter and pages; setTimeout; connect by id; pause and resume; kill", async () => {
   const made = [];
   try {
