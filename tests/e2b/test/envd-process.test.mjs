@@ -39,9 +39,11 @@ test("run: stdout, stderr, exit code, cwd, envs; a failing command is CommandExi
     return true;
   });
   await assert.rejects(sbx.commands.run("true", { cwd: "/no/such/dir" }), /directory|not found|No such/i);
-  // The runtime's own account (root here) is served; another is refused, never run as root.
+  // The runtime's own account (root here), and another: the command really is that account's
+  // (nobody's home, /nonexistent, is no place to start in: a cwd is given).
   assert.equal((await sbx.commands.run("id -u", { user: "root" })).stdout, "0\n");
-  await assert.rejects(sbx.commands.run("id -u", { user: "nobody" }), /another is not served/);
+  assert.equal((await sbx.commands.run("id -u; echo $USER", { user: "nobody", cwd: "/" })).stdout, "65534\nnobody\n");
+  await assert.rejects(sbx.commands.run("true", { user: "nobody" }), /nonexistent/);
   await assert.rejects(sbx.commands.run("id -u", { user: "no-such-account" }), /no such user/);
 });
 
