@@ -11,9 +11,10 @@
 #include <systemd/sd-bus.h>
 
 /* What E2B calls envd's version. The SDK gates features on it: from 0.4.0 it names no user
- * unless asked to (the runtime's default then; before, it says "user"), from 0.5.2 it may
- * closeStdin; 0.5.7 would make it send gzip-encoded uploads, which the runtime does not take. */
-#define E2B_ENVD_VERSION "0.5.2"
+ * unless asked to (the sandbox's default user then; before, it says "user"), from 0.5.2 it may
+ * closeStdin, from 0.5.7 it uploads streams and gzip-encoded content as application/octet-stream.
+ * 0.6.2 would add file metadata, which the runtime does not keep. */
+#define E2B_ENVD_VERSION "0.5.7"
 /* The label that records which template (pool) a sandbox came from. */
 #define E2B_TEMPLATE_LABEL "agentix-e2b.template"
 

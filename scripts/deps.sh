@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
         build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
-        libsystemd-dev libssl-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev
+        libsystemd-dev libssl-dev libcurl4-openssl-dev libmsgpack-dev libwebsockets-dev libseccomp-dev zlib1g-dev
         libuv1-dev libhttp-parser-dev libjansson-dev libarchive-dev libcmocka-dev libelf-dev libinih-dev
         libzmq3-dev # the code module speaks to Jupyter kernels over ZeroMQ
         patchelf # agentixctl build patches ELF interpreters and RUNPATHs into the store

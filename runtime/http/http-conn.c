@@ -380,6 +380,7 @@ const char *http_reason_phrase(unsigned status) {
         case 408: return "Request Timeout";
         case 413: return "Payload Too Large";
         case 414: return "URI Too Long";
+        case 415: return "Unsupported Media Type";
         case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 500: return "Internal Server Error";

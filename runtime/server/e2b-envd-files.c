@@ -5,7 +5,8 @@
  *   GET  /files?path=P&username=U   the file's bytes (fs::read_stream, streamed as they come)
  *   POST /files?path=P&username=U   multipart/form-data, a part "file" per file (its filename
  *                                   the path when there is no P, or more than one file), or
- *                                   application/octet-stream (the body is P's bytes); written
+ *                                   application/octet-stream (the body is P's bytes, inflated
+ *                                   in the worker with Content-Encoding: gzip); written
  *                                   with fs::upload (atomically, parents made); answers
  *                                   [{"path", "name", "type": "file"}]
  *
@@ -36,6 +37,7 @@ typedef struct FilesRequest {
                                  * and what an upload makes is its own */
         char *path;             /* ?path, absolute; NULL when not given (an upload by file names) */
         char content_type[256];
+        bool gzip;              /* Content-Encoding: gzip (octet-stream only): the worker inflates it */
         char **written;         /* an upload's paths, for the answer */
         size_t n_written;
         uint64_t uncredited;    /* a download's bytes sent on, not yet credited to the worker */
@@ -240,6 +242,11 @@ static void upload_start(FilesRequest *q, HttpConn *c) {
         int r = 0;
 
         mp_packer_init_buffer(&pk, &args);
+        if (q->gzip && strncasecmp(q->content_type, "application/octet-stream", 24) != 0) {
+                respond_error(c, 400, "Content-Encoding: gzip is taken with application/octet-stream uploads only");
+                request_finish(q);
+                return;
+        }
         if (strncasecmp(q->content_type, "application/octet-stream", 24) == 0) {
                 if (!q->path) {
                         respond_error(c, 400, "an application/octet-stream upload needs ?path");
@@ -280,14 +287,17 @@ static void upload_start(FilesRequest *q, HttpConn *c) {
                 }
         }
         mp_packer_init_buffer(&pk, &kwargs);
+        r |= msgpack_pack_map(&pk, (q->user.own ? 0 : 2) + q->gzip);
         if (!q->user.own) {
-                r |= msgpack_pack_map(&pk, 2);
                 r |= mp_pack_cstr(&pk, "uid");
                 r |= msgpack_pack_uint32(&pk, q->user.uid);
                 r |= mp_pack_cstr(&pk, "gid");
                 r |= msgpack_pack_uint32(&pk, q->user.gid);
-        } else
-                r |= msgpack_pack_map(&pk, 0);
+        }
+        if (q->gzip) {
+                r |= mp_pack_cstr(&pk, "encoding");
+                r |= mp_pack_cstr(&pk, "gzip");
+        }
         if (r == 0)
                 r = rpc_call_local(q->rpc, "fs::upload", "unary", &args, &kwargs, &upload_handlers, q, &q->call);
         buffer_done(&c->body); /* packed into args: not kept twice */
@@ -369,6 +379,15 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 return;
         }
         (void) http_conn_header(c, "Content-Type", q->content_type, sizeof(q->content_type));
+        if (c->method == HTTP_METHOD_POST && http_conn_header(c, "Content-Encoding", value, sizeof(value)) > 0 &&
+            strcasecmp(value, "identity") != 0) {
+                if (strcasecmp(value, "gzip") != 0) {
+                        respond_error(c, 415, "Content-Encoding: the runtime takes gzip (or none)");
+                        request_free(q);
+                        return;
+                }
+                q->gzip = true;
+        }
         http_conn_set_handler(c, &handler, q, c->method == HTTP_METHOD_POST ? FILES_UPLOAD_MAX : 0);
 }
 

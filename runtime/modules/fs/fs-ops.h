@@ -99,6 +99,12 @@ int fs_write_atomic_mode(const char *path, bool overwrite, int mode, FsContentWr
 int fs_write(const char *path, const void *data, size_t size, bool overwrite, FsStatus *ret);
 int fs_write_mode(const char *path, const void *data, size_t size, bool overwrite, int mode, FsStatus *ret);
 
+/* fs_write_mode() with gzip content, inflated as it is written (fs-gunzip.c). Content that is
+ * not gzip, or is cut short, is an io_error and more than FS_GUNZIP_MAX inflated too_large;
+ * either way the target stays as it was. */
+#define FS_GUNZIP_MAX (64ULL * 1024 * 1024 * 1024)
+int fs_write_gunzip(const char *path, const void *data, size_t size, bool overwrite, int mode, FsStatus *ret);
+
 /* ---- mkdir ------------------------------------------------------------------------------ */
 
 /* mkdir -p: `path` and its missing parents (0777 minus the umask). An existing directory (or a

@@ -303,9 +303,14 @@ static int fs_write_impl(agentix_call *call, const msgpack_object *argv, size_t 
 static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
         const msgpack_object_array *files = &argv[0].via.array;
         msgpack_packer *pk = agentix_call_result(call);
+        bool gzip;
         int r;
 
         OWNER_SCOPE(call, "upload", &argv[1], &argv[2]);
+        if (argv[3].type != MSGPACK_OBJECT_NIL &&
+            !(argv[3].type == MSGPACK_OBJECT_STR && argv[3].via.str.size == 4 && memcmp(argv[3].via.str.ptr, "gzip", 4) == 0))
+                return agentix_call_raise(call, "ValueError", "upload() argument 'encoding' must be \"gzip\" or None");
+        gzip = argv[3].type == MSGPACK_OBJECT_STR;
 
         if (msgpack_pack_array(pk, files->size) < 0)
                 return -ENOMEM;
@@ -332,7 +337,8 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
                         (void) arg_bytes(&e->via.array.ptr[0], &echo, &echo_len);
                         r = arg_path(&e->via.array.ptr[0], &path, &status);
                         if (r >= 0 && path)
-                                r = fs_write_mode(path, data, size, /* overwrite= */ true, mode, &status);
+                                r = gzip ? fs_write_gunzip(path, data, size, /* overwrite= */ true, mode, &status)
+                                         : fs_write_mode(path, data, size, /* overwrite= */ true, mode, &status);
                 }
                 if (r < 0)
                         return r;
@@ -884,10 +890,11 @@ static int fs_glob_impl(agentix_call *call, const msgpack_object *argv, size_t a
 static const agentix_function fs_functions[] = {
         {
                 .name = "upload",
-                .signature = "(files: list, uid: int? = None, gid: int? = None) -> list",
+                .signature = "(files: list, uid: int? = None, gid: int? = None, encoding: str? = None) -> list",
                 .impl = fs_upload_impl,
                 .doc = "Write [[path, bytes, mode?], …] atomically, creating parents (new files and directories owned "
-                       "by uid:gid when given); one {path, error} per file, in order.",
+                       "by uid:gid when given; with encoding \"gzip\", each content is inflated as it is written); "
+                       "one {path, error} per file, in order.",
         },
         {
                 .name = "download",

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* fs_write(), fs_write_atomic(), fs_atomic_file_*(): create-only vs overwrite, atomic replacement,
  * modes kept or given, content written piecemeal. */
+#include <zlib.h>
+
 #include "fs-path.h"
 #include "test-fs-util.h"
 
@@ -380,6 +382,70 @@ static void test_atomic_file(void **state) {
         fs_status_done(&s);
 }
 
+/* data as a gzip member, into a malloc()ed buffer. */
+static uint8_t *gzip_of(const void *data, size_t size, size_t *ret_n) {
+        z_stream z = {};
+        size_t cap = compressBound(size) + 64;
+        uint8_t *out = malloc(cap);
+
+        assert_non_null(out);
+        assert_int_equal(deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+        z.next_in = (Bytef *) data;
+        z.avail_in = (uInt) size;
+        z.next_out = out;
+        z.avail_out = (uInt) cap;
+        assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+        *ret_n = z.total_out;
+        deflateEnd(&z);
+        return out;
+}
+
+static void test_gunzip(void **state) {
+        size_t big_n = 3 * 1024 * 1024 + 17, gz_n, gz2_n, n;
+        _cleanup_free_ uint8_t *big = malloc(big_n), *gz = NULL, *two = NULL;
+        _cleanup_free_ char *back = NULL;
+        FsStatus s = {};
+
+        /* Larger than one inflate chunk, and not all alike. */
+        assert_non_null(big);
+        for (size_t i = 0; i < big_n; i++)
+                big[i] = (uint8_t) (i * 7 + i / 4096);
+        gz = gzip_of(big, big_n, &gz_n);
+        assert_int_equal(fs_write_gunzip(P("deep/big"), gz, gz_n, true, FS_MODE_DEFAULT, &s), 0);
+        assert_status(&s, FS_OK);
+        back = slurp(P("deep/big"), &n);
+        assert_int_equal(n, big_n);
+        assert_memory_equal(back, big, big_n);
+
+        /* Two members one after another inflate to both, in order. */
+        free(gz);
+        gz = gzip_of("one,", 4, &gz_n);
+        two = gzip_of("two", 3, &gz2_n);
+        gz = realloc(gz, gz_n + gz2_n);
+        memcpy(gz + gz_n, two, gz2_n);
+        assert_int_equal(fs_write_gunzip(P("both"), gz, gz_n + gz2_n, true, 0640, &s), 0);
+        assert_status(&s, FS_OK);
+        free(back);
+        back = slurp(P("both"), &n);
+        assert_int_equal(n, 7);
+        assert_memory_equal(back, "one,two", 7);
+
+        /* Not gzip, cut short, empty: an error, and the file as it was. */
+        assert_int_equal(fs_write_gunzip(P("both"), "plain text", 10, true, FS_MODE_DEFAULT, &s), 0);
+        assert_status(&s, FS_ERROR_IO);
+        assert_non_null(strstr(s.message, "not valid gzip"));
+        fs_status_done(&s);
+        assert_int_equal(fs_write_gunzip(P("both"), gz, gz_n - 5, true, FS_MODE_DEFAULT, &s), 0);
+        assert_status(&s, FS_ERROR_IO);
+        fs_status_done(&s);
+        assert_int_equal(fs_write_gunzip(P("both"), "", 0, true, FS_MODE_DEFAULT, &s), 0);
+        assert_status(&s, FS_ERROR_IO);
+        fs_status_done(&s);
+        free(back);
+        back = slurp(P("both"), &n);
+        assert_memory_equal(back, "one,two", 7);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_with_parents, test_dir_setup, test_dir_teardown),
@@ -393,6 +459,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_permission_denied, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_given_mode, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_file, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_gunzip, test_dir_setup, test_dir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

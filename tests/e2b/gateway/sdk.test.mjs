@@ -44,6 +44,15 @@ test("files through the gateway: write, read, list, makeDir, exists, getInfo, re
     const bytes = new Uint8Array(1024 * 1024).map((_, i) => (i * 7) & 0xff);
     await sbx.files.write("/tmp/e2b/w/blob.bin", bytes.buffer);
     assert.ok(Buffer.from(await sbx.files.read("/tmp/e2b/w/blob.bin", { format: "bytes" })).equals(Buffer.from(bytes)));
+    // envd 0.5.7's uploads: gzip-encoded, and a stream (application/octet-stream, chunked).
+    const many = "gzip me ".repeat(100_000);
+    await sbx.files.write("/tmp/e2b/w/zipped.txt", many, { gzip: true });
+    assert.equal(await sbx.files.read("/tmp/e2b/w/zipped.txt"), many);
+    const stream = new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode("streamed, ")); c.enqueue(new TextEncoder().encode("in two")); c.close(); } });
+    await sbx.files.write("/tmp/e2b/w/streamed.txt", stream);
+    assert.equal(await sbx.files.read("/tmp/e2b/w/streamed.txt", { gzip: true }), "streamed, in two");
+    await sbx.files.remove("/tmp/e2b/w/zipped.txt");
+    await sbx.files.remove("/tmp/e2b/w/streamed.txt");
     assert.deepEqual((await sbx.files.list("/tmp/e2b/w")).map((e) => e.name).sort(), ["blob.bin", "hello.txt"]);
     const seen = [];
     const watch = await sbx.files.watchDir("/tmp/e2b/w", (e) => seen.push(`${e.type} ${e.name}`));

@@ -104,6 +104,17 @@ test("write and read: text, binary (3 MiB), several files at once, replacing; er
   await assert.rejects(sbx.files.read(join(dir, "w/none")), FileNotFoundError);
   await assert.rejects(sbx.files.read(join(dir, "w")), /directory/);
   await assert.rejects(sbx.files.write(join(dir, "w/new/hello.txt/under-a-file"), "x"), /directory/);
+  // gzip-encoded uploads inflate in the worker; content that is not gzip changes nothing.
+  await sbx.files.write(join(dir, "w/z.bin"), bytes.buffer, { gzip: true });
+  assert.ok(readFileSync(join(dir, "w/z.bin")).equals(Buffer.from(bytes)));
+  const raw = (body, headers) => fetch(`http://127.0.0.1:${PORT}/files?path=${encodeURIComponent(join(dir, "w/z.bin"))}`,
+                                       { method: "POST", body, headers: { "Content-Type": "application/octet-stream", ...headers } });
+  let r = await raw("not gzip at all", { "Content-Encoding": "gzip" });
+  assert.ok(r.status >= 400, `status ${r.status}`);
+  assert.match((await r.json()).message, /not valid gzip/);
+  r = await raw("x", { "Content-Encoding": "br" });
+  assert.equal(r.status, 415);
+  assert.ok(readFileSync(join(dir, "w/z.bin")).equals(Buffer.from(bytes)));
 });
 
 async function until(what, fn) {
