@@ -16,7 +16,8 @@
 # python-data:0.1.0, built from this checkout's build (a cache hit when nothing changed), so that
 # the tags are always that build's. agentd reads a copy of /etc/agentix made at each start
 # (agentd.conf, pools.d/*.pool, when there) in the state directory, with two pools of its own:
-# E2B's templates `base` (busybox and the example bundle, one kept ready) and
+# E2B's templates `base` (agentix-test/e2b-base:1, busybox with E2B's account `user`, and the
+# example bundle, one kept ready) and
 # `code-interpreter-v1` (python-data, made on demand). agentix-e2b serves E2B's API on
 # 127.0.0.1:49982 (AGENTIX_DEV_E2B_PORT) with a key for root; the exports include E2B_API_URL,
 # E2B_SANDBOX_URL and E2B_API_KEY.
@@ -71,7 +72,7 @@ agentd_config() {
         if [ -d /etc/agentix/pools.d ]; then
                 find /etc/agentix/pools.d -maxdepth 1 -name '*.pool' -exec cp {} "$state/etc/pools.d/" \;
         fi
-        printf '[Pool]\nSize=1\nImage=agentix-test/busybox:1\nBundle=%s\n' "$bundle" >"$state/etc/pools.d/base.pool"
+        printf '[Pool]\nSize=1\nImage=agentix-test/e2b-base:1\nBundle=%s\n' "$bundle" >"$state/etc/pools.d/base.pool"
         printf '[Pool]\nSize=0\nImage=agentix-test/busybox:1\nBundle=python-data:0.1.0\n' \
                 >"$state/etc/pools.d/code-interpreter-v1.pool"
 }
@@ -102,7 +103,7 @@ start() {
         ninja -C "$build" >"$state/build.log" 2>&1 || { say "the build failed; see $state/build.log"; exit 1; }
 
         running "$state/dockerd.pid" || ./scripts/dockerd.sh start "$state/dockerd.pid" >&2
-        tests/bundle/make-task-images.sh busybox >&2
+        tests/bundle/make-task-images.sh busybox e2b >&2
         example_bundle
         AGENTIX_RUNTIME_DIR=$build/runtime/server "$ctl" build -q examples/python-data >/dev/null ||
                 { say "building the python-data bundle failed"; exit 1; }
