@@ -5,6 +5,7 @@
 #include "lifecycle.h"
 #include "macro.h"
 #include "sandbox-dbus.h"
+#include "sandbox-stats.h"
 #include "snapshot.h"
 #include "utf8.h"
 
@@ -241,6 +242,16 @@ static int method_logs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         return 1; /* answered when the backend has it */
 }
 
+static int method_get_stats(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        return sandbox_stats_reply(userdata, s, m, error);
+}
+
 const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -264,6 +275,8 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_METHOD_WITH_NAMES("Snapshot", "a{sv}", SD_BUS_PARAM(options), "s", SD_BUS_PARAM(image),
                                  method_snapshot, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetStats", "", , "a{sv}", SD_BUS_PARAM(stats), method_get_stats,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,
                                  SD_BUS_VTABLE_UNPRIVILEGED),

@@ -28,6 +28,12 @@ typedef enum SandboxState {
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
+/* A sandbox's last usage reading, for the next one's cpu_percent (sandbox-stats.c). */
+typedef struct SandboxStatsSample {
+        uint64_t time;     /* µs since the epoch; 0: none yet */
+        uint64_t cpu_usec;
+} SandboxStatsSample;
+
 typedef struct Sandbox {
         char *id;                 /* 16 hex digits, a letter first */
         char *path;               /* /org/agentix/Agentd1/sandbox/<id> */
@@ -57,6 +63,7 @@ typedef struct Sandbox {
         struct Pool *pool;        /* a warm pool's member (owned by no one, not registered), or NULL */
         char *pool_name;          /* the pool it was made for (kept once claimed: the Pool property) */
         struct SandboxClaim *claim; /* runtime::claim on its way */
+        SandboxStatsSample stats_sample;
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);

@@ -36,6 +36,7 @@ static const Verb verbs[] = {
         { "list", verb_list },
         { "pools", verb_pools },
         { "status", verb_status },
+        { "stats", verb_stats },
         { "logs", verb_logs },
         { "pause", verb_pause },
         { "port", verb_port },
@@ -103,7 +104,9 @@ static void help(void) {
                "                          Create a sandbox through agentd; print its id\n"
                "  list                    List the sandboxes agentd shows you\n"
                "  pools                   List agentd's warm pools: ready and size\n"
-               "  status ID               Show a sandbox's properties\n"
+               "  status ID               Show a sandbox's properties and what it uses\n"
+               "  stats [--no-stream] [ID...]\n"
+               "                          What sandboxes use: CPU, memory, processes, network, I/O\n"
                "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
                "  port [--link] ID PORT   Print the address of a port in the sandbox, and its token\n"
                "  pause ID...             Freeze a sandbox's processes (calls wait)\n"

@@ -10,6 +10,7 @@
 #include "fail.h"
 #include "format-util.h"
 #include "output.h"
+#include "stats.h"
 #include "parse-util.h"
 
 #define MAX_PAIRS 4096
@@ -237,15 +238,17 @@ static void create_help(void) {
                "See agentixctl(1) and org.agentix.Agentd1(5).\n");
 }
 
-static void print_info_json(const agentix_sandbox_info *i) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "id", i->id, "path",
+static json_t *info_json(const agentix_sandbox_info *i) {
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "id", i->id, "path",
                               strna(i->path), "state", strna(i->state), "image", strna(i->image), "bundle",
                               strna(i->bundle), "platform", i->platform ?: "", "backend", strna(i->backend),
                               "runtime_url", i->runtime_url ?: "", "container_id", i->container_id ?: "", "owner",
                               (json_int_t) i->owner, "created_at_usec", (json_int_t) i->created_at_usec,
                               "expires_at_usec", (json_int_t) i->expires_at_usec, "pool", i->pool ?: "");
+}
 
-        (void) print_json(j);
+static void print_info_json(const agentix_sandbox_info *i) {
+        (void) print_json(info_json(i));
 }
 
 int verb_create(int argc, char *argv[]) {
@@ -357,7 +360,7 @@ int verb_list(int argc, char *argv[]) {
 static void status_help(void) {
         printf("Usage: agentixctl status [OPTIONS] ID\n"
                "\n"
-               "Show a sandbox's properties.\n"
+               "Show a sandbox's properties, and what it uses when it runs (as agentixctl stats).\n"
                "\n"
                "  -h --help               Show this help\n"
                "     --json               One JSON object\n"
@@ -368,6 +371,8 @@ static void status_help(void) {
 
 int verb_status(int argc, char *argv[]) {
         static const struct option options[] = { COMMON_LONG_OPTIONS, {} };
+        agentix_stats st = {};
+        bool has_stats;
         agentix_sandbox_info i = {};
         agentix_error e = AGENTIX_ERROR_NULL;
         agentix_manager *m = NULL;
@@ -384,14 +389,24 @@ int verb_status(int argc, char *argv[]) {
         if (status != EXIT_OK)
                 return status;
         r = agentix_sandbox_get(m, argv[optind], &i, &e);
-        agentix_manager_free(m);
         if (r < 0) {
+                agentix_manager_free(m);
                 status = fail_agentix(&e, "cannot look at sandbox %s", argv[optind]);
                 agentix_error_done(&e);
                 return status;
         }
-        if (arg_json)
-                print_info_json(&i);
+        /* What it uses, when it runs (a stopped one uses nothing: no lines then). */
+        has_stats = (streq_ptr(i.state, "running") || streq_ptr(i.state, "paused")) &&
+                    agentix_sandbox_stats(m, argv[optind], &st, &e) >= 0;
+        agentix_error_done(&e);
+        agentix_manager_free(m);
+        if (arg_json) {
+                json_t *j = info_json(&i);
+
+                if (j && has_stats)
+                        (void) json_object_set_new(j, "stats", stats_json(&st));
+                (void) print_json(j);
+        }
         else if (arg_quiet)
                 puts(strna(i.state));
         else {
@@ -403,6 +418,8 @@ int verb_status(int argc, char *argv[]) {
                        strna(i.backend), (unsigned) i.owner, created, expires,
                        strempty(i.runtime_url) ? "-" : i.runtime_url, strempty(i.container_id) ? "-" : i.container_id,
                        strempty(i.pool) ? "-" : i.pool, strna(i.path));
+                if (has_stats)
+                        stats_print_lines(&st);
         }
         agentix_sandbox_info_done(&i);
         return EXIT_OK;

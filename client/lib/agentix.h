@@ -491,6 +491,21 @@ AGENTIX_API int agentix_sandbox_port_url(agentix_manager *m, const char *id, uin
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error);
 
+/* What a sandbox uses now (Sandbox.GetStats; owner or root only). A number agentd's backend
+ * cannot tell is AGENTIX_STATS_UNKNOWN; memory_limit is that also when there is no limit. */
+#define AGENTIX_STATS_UNKNOWN UINT64_MAX
+typedef struct agentix_stats {
+        uint64_t time_usec;             /* when read, since the epoch */
+        uint64_t cpu_usec;              /* CPU time used since it started */
+        double cpu_percent;             /* since the last reading (or since it was made): 100 = one CPU */
+        uint64_t memory_current, memory_peak, memory_limit; /* bytes (page cache included) */
+        uint64_t pids_current, pids_limit;
+        uint64_t net_rx_bytes, net_tx_bytes;
+        uint64_t io_read_bytes, io_write_bytes;
+} agentix_stats;
+AGENTIX_API int agentix_sandbox_stats(agentix_manager *m, const char *id, agentix_stats *ret,
+                                      agentix_error *ret_error);
+
 typedef struct agentix_sandbox_info {
         char *id, *backend, *image, *bundle, *platform, *state, *runtime_url, *container_id, *path;
         uint32_t owner;                 /* uid */

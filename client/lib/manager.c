@@ -242,6 +242,62 @@ AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_
         return *ret_text ? 0 : error_set(ret_error, AGENTIX_E_OVERFLOW, -ENOMEM, "out of memory");
 }
 
+AGENTIX_API int agentix_sandbox_stats(agentix_manager *m, const char *id, agentix_stats *ret,
+                                      agentix_error *ret_error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL, *reply = NULL;
+        static const struct {
+                const char *key;
+                size_t offset;
+        } fields[] = {
+                { "time", offsetof(agentix_stats, time_usec) },
+                { "cpu_usec", offsetof(agentix_stats, cpu_usec) },
+                { "memory_current", offsetof(agentix_stats, memory_current) },
+                { "memory_peak", offsetof(agentix_stats, memory_peak) },
+                { "memory_limit", offsetof(agentix_stats, memory_limit) },
+                { "pids_current", offsetof(agentix_stats, pids_current) },
+                { "pids_limit", offsetof(agentix_stats, pids_limit) },
+                { "net_rx_bytes", offsetof(agentix_stats, net_rx_bytes) },
+                { "net_tx_bytes", offsetof(agentix_stats, net_tx_bytes) },
+                { "io_read_bytes", offsetof(agentix_stats, io_read_bytes) },
+                { "io_write_bytes", offsetof(agentix_stats, io_write_bytes) },
+        };
+        agentix_stats st = { .cpu_percent = 0 };
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++)
+                *(uint64_t *) ((uint8_t *) &st + fields[i].offset) = AGENTIX_STATS_UNKNOWN;
+        r = new_sandbox_call(m, id, "GetStats", &msg);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        r = call_sandbox(m, id, msg, 0, &reply, ret_error, "cannot read the sandbox's usage");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                const char *key;
+                bool known = false;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields) && !known; i++)
+                        if (streq(key, fields[i].key)) {
+                                r = sd_bus_message_read(reply, "v", "t", (uint64_t *) ((uint8_t *) &st + fields[i].offset));
+                                known = true;
+                        }
+                if (r >= 0 && !known && streq(key, "cpu_percent")) {
+                        r = sd_bus_message_read(reply, "v", "d", &st.cpu_percent);
+                        known = true;
+                }
+                if (r >= 0 && !known)
+                        r = sd_bus_message_skip(reply, "v"); /* a newer agentd's key */
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, -EBADMSG, "agentd answered GetStats oddly");
+        *ret = st;
+        return 0;
+}
+
 static int pause_or_resume(agentix_manager *m, const char *id, const char *method, agentix_error *ret_error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
         int r;

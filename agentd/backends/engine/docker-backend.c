@@ -46,6 +46,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         curl_event_free(b->probes);
         json_decref(b->host_config);
         json_decref(b->runtimes);
+        docker_stats_free_all(b);
         sd_event_unref(b->event);
         free(b->service);
         free(b);
@@ -129,6 +130,7 @@ int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_remov
         if (!rj)
                 return -ENOMEM;
         *rj = (RemoveJob) { .removed = removed, .userdata = userdata };
+        docker_stats_forget(b, sandbox_id);
         snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", sandbox_id);
         r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, &req);
         if (r < 0)

@@ -19,6 +19,7 @@
 #include "docker-client.h"
 #include "engine-util.h"
 #include "docker-network.h"
+#include "strmap.h"
 
 typedef struct AgentdBackend DockerBackend;
 typedef struct AgentdJob CreateJob;
@@ -42,6 +43,10 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
 int docker_backend_runtimes(DockerBackend *b, char ***ret);
 int docker_backend_logs(DockerBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
 int docker_backend_pause(DockerBackend *b, const char *sandbox_id, bool pause, agentd_done_t done, void *userdata);
+int docker_backend_stats(DockerBackend *b, const char *sandbox_id, agentd_stats_t done, void *userdata);
+/* docker-stats.c's kept pids: one sandbox's (it went), or all (the backend goes). */
+void docker_stats_forget(DockerBackend *b, const char *sandbox_id);
+void docker_stats_free_all(DockerBackend *b);
 int docker_backend_snapshot(DockerBackend *b, const char *sandbox_id, uid_t owner, const char *image,
                             agentd_snapshot_t done, void *userdata);
 int docker_backend_snapshots(DockerBackend *b, agentd_snapshots_t done, void *userdata);
@@ -75,7 +80,8 @@ void docker_backend_release(DockerBackend *b);
                               .pause = docker_backend_pause,                         \
                               .snapshot = docker_backend_snapshot,                   \
                               .snapshots = docker_backend_snapshots,                 \
-                              .delete_snapshot = docker_backend_delete_snapshot)
+                              .delete_snapshot = docker_backend_delete_snapshot,     \
+                              .stats = docker_backend_stats)
 
 
 /* Whose snapshot an image is (its inspect), seen by uid (root may use and replace any). */
@@ -90,7 +96,8 @@ DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid);
 /* The backend's state, shared by its files: docker-backend.c (the backend, removes, runtimes),
  * docker-create.c (creates), docker-events.c (the event stream), docker-carriers.c (old
  * carriers), docker-adopt.c (finding them again), docker-network.c (agentd's networks),
- * docker-logs.c, docker-pause.c and docker-snapshot.c (what a running sandbox is asked for). */
+ * docker-logs.c, docker-pause.c, docker-snapshot.c and docker-stats.c (what a running sandbox is
+ * asked for). */
 struct AgentdBackend {
         sd_event *event;
         char *service;
@@ -114,4 +121,5 @@ struct AgentdBackend {
         DockerNetwork *egress;    /* NULL: no egress lists here */
         json_t *runtimes;         /* GET /info's Runtimes, once asked; NULL again after a resync */
         DockerRequest *runtimes_request;
+        StrMap *stats_pids;       /* sandbox id → its container's init pid (docker-stats.c) */
 };

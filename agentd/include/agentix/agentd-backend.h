@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 4 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED */
+#define AGENTD_BACKEND_ABI 5 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED; 5: stats() */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -118,6 +118,24 @@ typedef struct AgentdSnapshot {
 } AgentdSnapshot;
 
 /* snapshot(): the image's name; or error_name and message. */
+/* What a sandbox uses now (stats()). AGENTD_STATS_UNKNOWN where the backend cannot tell. */
+#define AGENTD_STATS_UNKNOWN UINT64_MAX
+typedef struct AgentdSandboxStats {
+        uint64_t time;                  /* when read: µs since the epoch */
+        uint64_t cpu_usec;              /* CPU time of all its processes, since it started */
+        uint64_t memory_current;        /* bytes charged to it now (page cache included) */
+        uint64_t memory_peak;           /* the most it was charged */
+        uint64_t memory_limit;          /* AGENTD_STATS_UNKNOWN also when unlimited */
+        uint64_t pids_current;
+        uint64_t pids_limit;
+        uint64_t net_rx_bytes;          /* its network namespace's interfaces, loopback aside */
+        uint64_t net_tx_bytes;
+        uint64_t io_read_bytes;         /* block devices, since it started */
+        uint64_t io_write_bytes;
+} AgentdSandboxStats;
+typedef void (*agentd_stats_t)(void *userdata, const AgentdSandboxStats *stats, const char *error_name,
+                               const char *message);
+
 typedef void (*agentd_snapshot_t)(void *userdata, const char *image, const char *error_name, const char *message);
 /* snapshots(): every snapshot the backend holds (borrowed), or error_name and message. */
 typedef void (*agentd_snapshots_t)(void *userdata, const AgentdSnapshot *snapshots, size_t n, const char *error_name,
@@ -177,6 +195,10 @@ typedef struct AgentdBackendOps {
         /* Remove snapshot `image` of `owner` (root: of anyone; else NotOwner), then done():
          * NoSuchSnapshot when it is no snapshot, InUse while a sandbox runs from it. */
         int (*delete_snapshot)(AgentdBackend *b, const char *image, uid_t owner, agentd_done_t done, void *userdata);
+        /* ABI 5. What the sandbox uses now, then done() once: possibly before stats() returns 0
+         * (numbers the backend can read at once), never when it returns an error. Cheap enough
+         * to be asked for every sandbox every second. */
+        int (*stats)(AgentdBackend *b, const char *sandbox_id, agentd_stats_t done, void *userdata);
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"

@@ -55,6 +55,22 @@ export interface SandboxInfo {
 }
 
 /** A snapshot: a sandbox's filesystem as an image a create can name (`image`). */
+/** Sandbox.GetStats's numbers (bytes, µs); a key agentd cannot tell is absent. */
+export interface SandboxStats {
+  time?: number;
+  cpu_usec?: number;
+  cpu_percent?: number;
+  memory_current?: number;
+  memory_peak?: number;
+  memory_limit?: number;
+  pids_current?: number;
+  pids_limit?: number;
+  net_rx_bytes?: number;
+  net_tx_bytes?: number;
+  io_read_bytes?: number;
+  io_write_bytes?: number;
+}
+
 export interface SnapshotInfo {
   image: string;
   sandboxId: string; // the sandbox it was taken of
@@ -179,6 +195,20 @@ export class SandboxManager {
   async logs(id: string, lines = 100): Promise<string> {
     const s = await this.sandboxIface(id);
     return String(await this.call(() => s.Logs(BigInt(lines))));
+  }
+
+  /**
+   * What the sandbox uses now (Sandbox.GetStats; the owner's and root's only): cpu_usec,
+   * cpu_percent (since the last reading: 100 = one CPU), memory_current, memory_peak,
+   * memory_limit, pids_current, pids_limit, net_rx_bytes, net_tx_bytes, io_read_bytes,
+   * io_write_bytes and time (µs since the epoch). A number agentd cannot tell is left out.
+   */
+  async stats(id: string): Promise<SandboxStats> {
+    const s = await this.sandboxIface(id);
+    const raw = (await this.call(() => s.GetStats())) as Record<string, InstanceType<typeof Variant>>;
+    const out: SandboxStats = {};
+    for (const [key, v] of Object.entries(raw)) out[key as keyof SandboxStats] = Number(v.value);
+    return out;
   }
 
   private async sandboxIface(id: string) {

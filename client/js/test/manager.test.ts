@@ -18,6 +18,11 @@ it("runs code in a sandbox for the length of a callback, then deletes it", async
     expect(sandbox.state).toBe("running");
     expect(sandbox.pool).toBe(""); // agentd here has no warm pool: made for this create
     expect(await manager.logs(sandbox.id, 20)).toContain("listening on port 8000");
+    const stats = await manager.stats(sandbox.id);
+    expect(stats.memory_limit).toBe(256 << 20);
+    expect(stats.memory_current).toBeGreaterThan(0);
+    expect(stats.pids_current).toBeGreaterThanOrEqual(1);
+    expect(typeof stats.cpu_percent).toBe("number");
     expect((await manager.list()).map((s) => s.id)).toContain(id);
     const r = await rt.exec("echo $GREETING; python3 -c 'print(6 * 7)'");
     return r.output;

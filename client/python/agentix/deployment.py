@@ -212,6 +212,17 @@ class AgentdDeployment:
         """The last `lines` lines its runtime wrote (its container's log), as one string."""
         return await self._run(lambda: str(self._sandbox(sandbox_id).Logs(self._dbus.UInt64(lines), timeout=60)))
 
+    async def stats(self, sandbox_id):
+        """What the sandbox uses now (Sandbox.GetStats; the owner's and root's only), as a dict:
+        cpu_usec, cpu_percent (since the last reading: 100 = one CPU), memory_current,
+        memory_peak, memory_limit, pids_current, pids_limit, net_rx_bytes, net_tx_bytes,
+        io_read_bytes, io_write_bytes, time (µs since the epoch). A number agentd cannot tell
+        is left out."""
+        def get():
+            raw = self._sandbox(sandbox_id).GetStats(timeout=30)
+            return {str(k): float(v) if isinstance(v, self._dbus.Double) else int(v) for k, v in raw.items()}
+        return await self._run(get)
+
     async def port_url(self, sandbox_id, port):
         """A port inside the sandbox through its runtime's proxy: (url, token). Requests carry the
         token as `Authorization: Bearer`, or once as `?agentix_token=` (a browser keeps a cookie)."""

@@ -40,6 +40,9 @@ async def test_a_session_runs_code_and_deletes_its_sandbox(agentd):
         assert info.state == "running" and info.image == BUSYBOX and info.token
         assert info.pool == ""  # agentd here has no warm pool: made for this create
         assert "listening on port 8000" in await deployment.logs(sandbox.id, 20)
+        stats = await deployment.stats(sandbox.id)
+        assert stats["memory_limit"] == 256 << 20 and stats["memory_current"] > 0, stats
+        assert stats["pids_current"] >= 1 and isinstance(stats["cpu_percent"], float), stats
         r = await sandbox.aexecute("echo $GREETING; python3 -c 'print(int(open(\"/work/input.txt\").read()) + 1)'")
         assert (r.output, r.exit_code) == ("hello\n43\n", 0)
         (down,) = await sandbox.adownload_files(["/work/input.txt"])

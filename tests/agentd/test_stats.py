@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Sandbox.GetStats() against a real dockerd, under each runtime: the numbers rise with what a
+sandbox does (CPU from a busy loop, memory from 200 MiB held, block I/O from dd, network from a
+4 MiB file sent in) and agree with the kernel's cgroup files; the owner and root may ask, no one
+else; agentixctl stats and status show them.
+
+Needs what agentd_env.py needs and a running dockerd."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import RpcClient, main, test, wait_until  # noqa: E402
+from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, cleanup, docker,  # noqa: E402
+                        ensure_users, error_name, remove_users, runtimes)
+
+MiB = 1024 * 1024
+STATE = {}
+
+
+def agentd():
+    if "agentd" not in STATE:
+        STATE["uids"] = ensure_users()
+        STATE["agentd"] = Agentd("stats")
+    return STATE["agentd"]
+
+
+def stats(path):
+    s = dbus.Interface(agentd().conn.get_object(NAME, path), SANDBOX).GetStats(timeout=30)
+    return {str(k): (float(v) if isinstance(v, dbus.Double) else int(v)) for k, v in s.items()}
+
+
+def run(sid, command, timeout=60):
+    url, token = agentd().manager().GetRuntimeAccess(sid)
+    c = RpcClient(str(url), str(token))
+    try:
+        r = c.call("sandbox::exec", command=command, timeout=timeout)
+        assert r["exit_code"] == 0, r
+        return r["output"]
+    finally:
+        c.close()
+
+
+def send_file(sid, size):
+    url, token = agentd().manager().GetRuntimeAccess(sid)
+    c = RpcClient(str(url), str(token))
+    try:
+        r = c.call("fs::upload", files=[["/tmp/incoming.bin", os.urandom(size)]])
+        assert r[0]["error"] is None, r
+    finally:
+        c.close()
+
+
+def cgroup_file(sid, v1_controller, v1_name, v2_name):
+    """The kernel's number for the container, read here without agentd: the cgroup its init is
+    in (v1: the controller's hierarchy; v2: the unified one)."""
+    pid = int(docker("inspect", "-f", "{{.State.Pid}}", f"agentix-{sid}").stdout)
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if v1_controller in controllers.split(","):
+            with open(f"/sys/fs/cgroup/{controllers}{path}/{v1_name}") as f:
+                return int(f.read().split()[0])
+    for n, controllers, path in lines:
+        if n == "0" and not controllers:
+            with open(f"/sys/fs/cgroup{path}/{v2_name}") as f:
+                return int(f.read().split()[0])
+    raise AssertionError(f"no {v1_controller} cgroup for {pid}: {lines}")
+
+
+def within(got, want, share=0.05):
+    return abs(got - want) <= share * max(want, 1)
+
+
+@test
+def usage_rises_with_what_a_sandbox_does_and_agrees_with_the_kernel_under_each_runtime():
+    for rt in runtimes():
+        print(f"  runtime {rt}")
+        path, sid = agentd().create(runtime=rt, memory=dbus.UInt64(512 * MiB), pids=dbus.UInt64(256))
+        try:
+            first = stats(path)
+            for key in ("time", "cpu_usec", "cpu_percent", "memory_current", "memory_peak", "memory_limit",
+                        "pids_current", "pids_limit", "net_rx_bytes", "net_tx_bytes"):
+                assert key in first, (key, first)
+            assert first["memory_limit"] == 512 * MiB and first["pids_limit"] == 256, first
+            assert first["pids_current"] >= 1 and abs(first["time"] / 1e6 - time.time()) < 60, first
+
+            # CPU: a second of busy loop is at least half a second more CPU time, and the
+            # interval's cpu_percent shows it.
+            before = stats(path)
+            run(sid, "python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1: pass'")
+            after = stats(path)
+            assert after["cpu_usec"] - before["cpu_usec"] >= 500_000, (before, after)
+            assert after["cpu_percent"] > 20, after
+
+            # Memory: 200 MiB written to (so charged) and held.
+            run(sid, "nohup python3 -c 'import time\nb = b\"x\" * (200 * 1024 * 1024)\ntime.sleep(600)' "
+                     ">/dev/null 2>&1 &")
+            wait_until(lambda: stats(path)["memory_current"] >= 200 * MiB, 30, 0.2, what="200 MiB charged")
+            held = stats(path)
+            assert held["memory_peak"] >= 200 * MiB, held
+            if rt == "runc":
+                # Against the kernel's own file, read here: the held memory moves little.
+                kernel = cgroup_file(sid, "memory", "memory.usage_in_bytes", "memory.current")
+                ours = stats(path)["memory_current"]
+                assert within(ours, kernel), (ours, kernel)
+                kernel = cgroup_file(sid, "pids", "pids.current", "pids.current")
+                assert within(stats(path)["pids_current"], kernel, 0.5), kernel
+
+            # Network: a 4 MiB file sent in through the runtime arrives on its interface.
+            send_file(sid, 4 * MiB)
+            got = stats(path)
+            assert got["net_rx_bytes"] - first["net_rx_bytes"] >= 4 * MiB, (first, got)
+
+            # Block I/O: dd writing 32 MiB past the page cache (runc: gVisor's own file I/O is
+            # its gofer's, counted where the host puts it).
+            if rt == "runc":
+                before = stats(path)
+                run(sid, "dd if=/dev/zero of=/tmp/blk bs=1M count=32 oflag=direct 2>/dev/null || "
+                         "dd if=/dev/zero of=/tmp/blk bs=1M count=32 conv=fsync 2>/dev/null; rm -f /tmp/blk")
+                after = stats(path)
+                assert after["io_write_bytes"] - before["io_write_bytes"] >= 16 * MiB, (before, after)
+        finally:
+            agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def only_the_owner_and_root_read_a_sandboxs_usage_and_a_stopped_one_uses_nothing():
+    a = agentd()
+    r = busctl_as("alice", a.address, "call", NAME, "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager",
+                  "CreateSandbox", "a{sv}", "2", "image", "s", BUSYBOX, "bundle", "s", bundle())
+    assert r.returncode == 0, r.stderr
+    path, sid = json.loads(r.stdout)["data"]
+    try:
+        r = busctl_as("alice", a.address, "call", NAME, path, SANDBOX, "GetStats")
+        assert r.returncode == 0 and "memory_current" in r.stdout, r.stderr
+        r = busctl_as("bob", a.address, "call", NAME, path, SANDBOX, "GetStats")
+        assert r.returncode != 0 and ("NoSuchSandbox" in r.stderr or "UnknownObject" in r.stderr
+                                      or "NotOwner" in r.stderr), r.stderr
+        assert "memory_current" in stats(path)  # root
+        docker("kill", f"agentix-{sid}")
+        wait_until(lambda: str(dbus.Interface(a.conn.get_object(NAME, path), "org.freedesktop.DBus.Properties")
+                               .Get(SANDBOX, "State")) == "exited", 10, what="State exited")
+        got, message = error_name(lambda: stats(path))
+        assert got == f"{NAME}.NotRunning", (got, message)
+    finally:
+        a.manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def agentixctl_stats_and_status_show_the_numbers():
+    a = agentd()
+    path, sid = a.create(memory=dbus.UInt64(256 * MiB))
+    try:
+        def ctl(*args):
+            r = subprocess.run([AGENTIXCTL, *args], env=a.env, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, (args, r.stderr)
+            return r.stdout
+
+        rows = json.loads(ctl("stats", "--json", sid))
+        assert len(rows) == 1 and rows[0]["id"] == sid and rows[0]["memory_limit"] == 256 * MiB, rows
+        table = ctl("stats", "--no-stream", sid)
+        assert table.splitlines()[0].split()[:3] == ["ID", "CPU", "%"], table
+        assert sid in table and "256.0 MiB" in table, table
+        # Without ids: every running sandbox of the caller (root: all), this one among them.
+        assert sid in ctl("stats", "--no-stream", "-q").split()
+        status = ctl("status", sid)
+        assert "Memory: " in status and "of 256.0 MiB" in status and "Processes: " in status, status
+        assert json.loads(ctl("status", "--json", sid))["stats"]["memory_limit"] == 256 * MiB
+        r = subprocess.run([AGENTIXCTL, "stats", "--no-stream", "bffffffffffffff0"], env=a.env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode != 0 and "bffffffffffffff0" in r.stderr, (r.returncode, r.stderr)
+    finally:
+        a.manager().DeleteSandbox(sid, timeout=60)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if "agentd" in STATE:
+            STATE["agentd"].stop()
+        remove_users()
+        cleanup()
