@@ -244,11 +244,18 @@ export function createMcpServer(state: McpState): McpServer {
           description: `${s.state}: ${s.image}`,
         })),
       }),
-    }), { description: "A sandbox of yours: its state, image, bundle and times", mimeType: "application/json" },
-    async (uri, { id }) => ({
-      contents: [{ uri: uri.href, mimeType: "application/json",
-                   text: JSON.stringify(sandboxSummary(await state.manager().get(String(id))), null, 2) }],
-    }));
+    }), { description: "A sandbox of yours: its state, image, bundle and times, and what it uses while it runs " +
+          "(stats: CPU, memory, processes, network, block I/O)", mimeType: "application/json" },
+    async (uri, { id }) => {
+      const info = await state.manager().get(String(id));
+      // What it uses, while it runs (a stopped sandbox uses nothing; agentd says NotRunning).
+      const stats = info.state === "running" || info.state === "paused"
+        ? await state.manager().stats(info.id).catch(() => undefined) : undefined;
+      return {
+        contents: [{ uri: uri.href, mimeType: "application/json",
+                     text: JSON.stringify({ ...sandboxSummary(info), ...(stats ? { stats } : {}) }, null, 2) }],
+      };
+    });
   }
 
   server.registerTool("execute", {

@@ -121,7 +121,10 @@ it("lists its sandboxes as resources and as a tool", async () => {
   const { resources } = await stdio.client.listResources();
   expect(resources.map((r) => r.uri)).toContain(`agentix://sandbox/${sandbox}`);
   const read = await stdio.client.readResource({ uri: `agentix://sandbox/${sandbox}` });
-  expect(JSON.parse((read.contents[0] as { text: string }).text)).toMatchObject({ id: sandbox, state: "running", image });
+  const resource = JSON.parse((read.contents[0] as { text: string }).text);
+  expect(resource).toMatchObject({ id: sandbox, state: "running", image });
+  expect(resource.stats.memory_current).toBeGreaterThan(0); // what it uses, while it runs
+  expect(resource.stats.pids_current).toBeGreaterThanOrEqual(1);
   const list = JSON.parse(await ok(stdio.client, "list_sandboxes", {}));
   expect(list.map((s: { id: string }) => s.id)).toContain(sandbox);
 });
