@@ -40,6 +40,8 @@ int agentd_config_new(AgentdConfig **ret) {
                 .defaults = { .cpus = 1.0, .memory = MIN(2ULL << 30, host), .pids = 1024 },
                 .maxima = { .cpus = 0, .memory = host, .pids = 1ULL << 22 },
                 .backend_timeout_usec = 30ULL * 1000 * 1000,
+                .quotas = { .max_sandboxes = AGENTD_UNLIMITED, .max_cpus = 0, .max_memory = AGENTD_UNLIMITED,
+                            .max_snapshots = AGENTD_UNLIMITED },
         };
         c->backend_dir = strdup(AGENTD_BACKEND_DIR_DEFAULT);
         c->default_backend = strdup("docker");
@@ -65,6 +67,7 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         free(c->swarm_cert_path);
         free(c->swarm_registry);
         pool_configs_free(c->pools, c->n_pools);
+        user_quotas_free(c->user_quotas, c->n_user_quotas);
         free(c);
         return NULL;
 }
@@ -275,10 +278,19 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         }
         if (streq(section, "Swarm"))
                 return swarm_key(p, key, value);
+        if (streq(section, "Quotas")) {
+                char *e = NULL;
+                int r = quota_key(&p->c->quotas, NULL, key, value, &e);
+
+                if (r == 0)
+                        (void) parser_fail(p, "%s", e ?: "out of memory");
+                free(e);
+                return r;
+        }
         if (strempty(section))
                 return parser_fail(p, "%s= comes before any [Section]", key);
-        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Backends, Runtimes, Docker, Podman, Swarm)",
-                           section);
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Quotas, Backends, Runtimes, Docker, Podman, "
+                           "Swarm)", section);
 }
 
 int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error) {
@@ -391,6 +403,18 @@ static int load_pools(AgentdConfig *c, const char *path, char **ret_error) {
         return r < 0 ? r : resolve_pools(c, dir, ret_error);
 }
 
+/* agentd.conf.d/users/ *.conf: one user's quotas each. */
+static int load_user_quotas(AgentdConfig *c, const char *drop_in_dir, char **ret_error) {
+        _cleanup_free_ char *dir = NULL;
+
+        if (asprintf(&dir, "%s/users", drop_in_dir) < 0)
+                return -ENOMEM;
+        user_quotas_free(c->user_quotas, c->n_user_quotas);
+        c->user_quotas = NULL;
+        c->n_user_quotas = 0;
+        return user_quotas_load_dir(dir, &c->user_quotas, &c->n_user_quotas, ret_error);
+}
+
 int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
         _cleanup_free_ char *dir = NULL;
         struct dirent **list = NULL;
@@ -426,6 +450,8 @@ int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
         free(list);
         if (r >= 0)
                 r = verify(c, path, ret_error);
+        if (r >= 0)
+                r = load_user_quotas(c, dir, ret_error);
         return r < 0 ? r : load_pools(c, path, ret_error);
 }
 
@@ -469,6 +495,14 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
         fprintf(out, "\n[Swarm]\nHost=%s\nCertPath=%s\nRegistry=%s\n", c->swarm_host ?: "", c->swarm_cert_path ?: "",
                 c->swarm_registry ?: "");
+        quotas_format(&c->quotas, out);
+        for (size_t i = 0; i < c->n_user_quotas; i++) {
+                /* Each user's file as it applies: the defaults with its keys over them. */
+                Quotas q = quotas_apply(&c->quotas, c->user_quotas[i]);
+
+                fprintf(out, "\n# agentd.conf.d/users/%s.conf", c->user_quotas[i]->user);
+                quotas_format(&q, out);
+        }
         for (size_t i = 0; i < c->n_pools; i++) {
                 fprintf(out, "\n# pools.d/%s.pool\n", c->pools[i]->name);
                 pool_config_format(c->pools[i], out);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "pool-config.h"
+#include "quota-config.h"
 #include "sandbox-config.h"
 
 #include "config-values.h"
@@ -42,6 +43,10 @@ typedef struct AgentdConfig {
         char *swarm_host;
         char *swarm_cert_path;
         char *swarm_registry;
+        /* [Quotas]: every user's, and agentd.conf.d/users/NAME.conf: one user's over them */
+        Quotas quotas;
+        UserQuotas **user_quotas;
+        size_t n_user_quotas;
         /* pools.d/ *.pool beside the file: warm pools, limits resolved against [Limits] */
         PoolConfig **pools;
         size_t n_pools;

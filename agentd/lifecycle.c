@@ -6,6 +6,7 @@
 #include "agentd-errors.h"
 #include "backend.h"
 #include "lifecycle.h"
+#include "quota.h"
 #include "log.h"
 #include "claim-state.h"
 #include "pool.h"
@@ -363,6 +364,11 @@ int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_mess
                                          "uid %u has %llu sandboxes, the most one user may have (MaxSandboxesPerUser= in "
                                          "agentd.conf): delete one first.", (unsigned) owner,
                                          (unsigned long long) m->config->max_sandboxes_per_user);
+        }
+        /* The owner's quotas count a claim from a pool as any create. */
+        if (quota_check_create(m, owner, config, error) < 0) {
+                sandbox_config_free(config);
+                return -EDQUOT;
         }
         {
                 Pool *pool = NULL;

@@ -9,6 +9,7 @@
 #include "pool.h"
 #include "proxy-token.h"
 #include "sandbox-dbus.h"
+#include "quota.h"
 #include "snapshot.h"
 #include "strv.h"
 
@@ -225,6 +226,38 @@ static int method_list_snapshots(sd_bus_message *msg, void *userdata, sd_bus_err
         return snapshot_list(userdata, uid, msg);
 }
 
+/* GetUsage(a{sv} options): the caller's usage and quotas; root may name another with
+ * {uid: u}. */
+static int method_get_usage(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        uid_t caller, uid;
+        int r;
+
+        r = sender_uid(msg, &caller);
+        if (r < 0)
+                return r;
+        uid = caller;
+        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
+                const char *key;
+
+                r = sd_bus_message_read(msg, "s", &key);
+                if (r < 0)
+                        return r;
+                if (!streq(key, "uid"))
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
+                                                 "GetUsage() takes the option uid (u), not '%s'.", key);
+                r = sd_bus_message_read(msg, "v", "u", &uid);
+                if (r < 0)
+                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "GetUsage(): uid is a u.");
+                r = sd_bus_message_exit_container(msg);
+        }
+        if (r < 0)
+                return r;
+        if (uid != caller && caller != 0)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_OWNER, "Only root may ask for another user's usage.");
+        return quota_usage_reply(userdata, uid, msg);
+}
+
 static int method_delete_snapshot(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         const char *image;
         uid_t uid;
@@ -331,6 +364,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(image), "", , method_delete_snapshot,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetUsage", "a{sv}", SD_BUS_PARAM(options), "a{sv}", SD_BUS_PARAM(usage),
+                                 method_get_usage, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),

@@ -7,6 +7,7 @@
 #include "agentd-errors.h"
 #include "log.h"
 #include "macro.h"
+#include "quota.h"
 #include "snapshot.h"
 
 /* ---- taking one -------------------------------------------------------------------------- */
@@ -77,7 +78,8 @@ static bool same_image(const char *image, const char *entry) {
 static void on_counted(void *userdata, const AgentdSnapshot *list, size_t n, const char *error_name,
                        const char *message) {
         TakeCall *t = userdata;
-        uint64_t max = t->manager->config->max_snapshots_per_user, count = 0;
+        uint64_t max = t->manager->config->max_snapshots_per_user, count = 0,
+                 quota = quota_of(t->manager, t->owner).max_snapshots;
 
         if (error_name) {
                 (void) sd_bus_reply_method_errorf(t->call, error_name, "Cannot count the snapshots of uid %u: %s",
@@ -93,6 +95,11 @@ static void on_counted(void *userdata, const AgentdSnapshot *list, size_t n, con
                         return;
                 }
                 count++;
+        }
+        if (count < max && count >= quota) {
+                (void) quota_snapshots_exceeded(t->call, t->owner, count, quota);
+                take_call_free(t);
+                return;
         }
         if (count >= max) {
                 (void) sd_bus_reply_method_errorf(t->call, AGENTD_ERROR_TOO_MANY_SNAPSHOTS,
@@ -124,7 +131,8 @@ int snapshot_take(Manager *m, Sandbox *s, const char *image, sd_bus_message *cal
                 take_call_free(t);
                 return -ENOMEM;
         }
-        if (s->owner == 0 || m->config->max_snapshots_per_user == AGENTD_UNLIMITED) {
+        if (s->owner == 0 ||
+            (m->config->max_snapshots_per_user == AGENTD_UNLIMITED && quota_of(m, s->owner).max_snapshots == AGENTD_UNLIMITED)) {
                 take_now(t);
                 return 1;
         }

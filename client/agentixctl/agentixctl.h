@@ -84,6 +84,7 @@ int verb_list(int argc, char *argv[]);
 int verb_pools(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
 int verb_stats(int argc, char *argv[]);
+int verb_usage(int argc, char *argv[]);
 int verb_logs(int argc, char *argv[]);
 int verb_pause(int argc, char *argv[]);
 int verb_port(int argc, char *argv[]);

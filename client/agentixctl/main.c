@@ -37,6 +37,7 @@ static const Verb verbs[] = {
         { "pools", verb_pools },
         { "status", verb_status },
         { "stats", verb_stats },
+        { "usage", verb_usage },
         { "logs", verb_logs },
         { "pause", verb_pause },
         { "port", verb_port },
@@ -107,6 +108,7 @@ static void help(void) {
                "  status ID               Show a sandbox's properties and what it uses\n"
                "  stats [--no-stream] [ID...]\n"
                "                          What sandboxes use: CPU, memory, processes, network, I/O\n"
+               "  usage [--uid=UID]       What you hold against your quotas\n"
                "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
                "  port [--link] ID PORT   Print the address of a port in the sandbox, and its token\n"
                "  pause ID...             Freeze a sandbox's processes (calls wait)\n"

@@ -531,6 +531,23 @@ typedef struct agentix_pool_info {
 AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n, agentix_error *ret_error);
 AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n);
 
+/* A user's usage and quotas (Manager.GetUsage): the caller's, or (root only) uid's. A quota
+ * that is not set, and snapshots when no backend could count them, are AGENTIX_STATS_UNKNOWN
+ * (max_cpus: 0). */
+#define AGENTIX_CALLER ((int64_t) -1)
+typedef struct agentix_usage {
+        uint32_t uid;
+        uint64_t sandboxes;
+        double cpus;
+        uint64_t memory;                /* bytes: the sum of the sandboxes' memory limits */
+        uint64_t snapshots;
+        uint64_t max_sandboxes;
+        double max_cpus;
+        uint64_t max_memory;
+        uint64_t max_snapshots;
+} agentix_usage;
+AGENTIX_API int agentix_usage_get(agentix_manager *m, int64_t uid, agentix_usage *ret, agentix_error *ret_error);
+
 /* Snapshots (agentix_sandbox_snapshot()): the caller's, root's list has everyone's. */
 typedef struct agentix_snapshot_info {
         char *image;                    /* what a create names as its image */

@@ -645,3 +645,53 @@ AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, s
         *ret_n = n;
         return 0;
 }
+
+AGENTIX_API int agentix_usage_get(agentix_manager *m, int64_t uid, agentix_usage *ret, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL, *reply = NULL;
+        agentix_usage u = { .snapshots = AGENTIX_STATS_UNKNOWN, .max_sandboxes = AGENTIX_STATS_UNKNOWN,
+                            .max_memory = AGENTIX_STATS_UNKNOWN, .max_snapshots = AGENTIX_STATS_UNKNOWN };
+        int r;
+
+        if (uid != AGENTIX_CALLER && (uid < 0 || uid > UINT32_MAX))
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, -EINVAL, "uid %lld is no uid", (long long) uid);
+        r = sd_bus_message_new_method_call(m->bus, &msg, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetUsage");
+        r = r ?: sd_bus_message_open_container(msg, 'a', "{sv}");
+        if (r >= 0 && uid != AGENTIX_CALLER)
+                r = sd_bus_message_append(msg, "{sv}", "uid", "u", (uint32_t) uid);
+        r = r ?: sd_bus_message_close_container(msg);
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
+        r = sd_bus_call(m->bus, msg, 0, &be, &reply);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot read the usage");
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                const char *key;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r < 0)
+                        break;
+                if (streq(key, "uid"))
+                        r = sd_bus_message_read(reply, "v", "u", &u.uid);
+                else if (streq(key, "cpus") || streq(key, "max_cpus"))
+                        r = sd_bus_message_read(reply, "v", "d", streq(key, "cpus") ? &u.cpus : &u.max_cpus);
+                else if (streq(key, "sandboxes") || streq(key, "memory") || streq(key, "snapshots") ||
+                         streq(key, "max_sandboxes") || streq(key, "max_memory") || streq(key, "max_snapshots"))
+                        r = sd_bus_message_read(reply, "v", "t",
+                                                streq(key, "sandboxes")       ? &u.sandboxes
+                                                : streq(key, "memory")        ? &u.memory
+                                                : streq(key, "snapshots")     ? &u.snapshots
+                                                : streq(key, "max_sandboxes") ? &u.max_sandboxes
+                                                : streq(key, "max_memory")    ? &u.max_memory
+                                                                              : &u.max_snapshots);
+                else
+                        r = sd_bus_message_skip(reply, "v"); /* a newer agentd's key */
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r < 0)
+                return error_set(ret_error, AGENTIX_E_PROTOCOL, -EBADMSG, "agentd answered GetUsage oddly");
+        *ret = u;
+        return 0;
+}

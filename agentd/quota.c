@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+#include <pwd.h>
+
+#include "backend.h"
+#include "log.h"
+#include "macro.h"
+#include "quota.h"
+#include "strmap.h"
+
+Quotas quota_of(Manager *m, uid_t uid) {
+        const AgentdConfig *c = m->config;
+
+        return quotas_for(&c->quotas, c->user_quotas, c->n_user_quotas, uid);
+}
+
+QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
+        QuotaUsage u = {};
+        size_t state = 0;
+        Sandbox *s;
+
+        while ((s = strmap_iterate(m->sandboxes, &state))) {
+                if (s->owner != uid)
+                        continue;
+                u.sandboxes++;
+                if (s->config) {
+                        u.cpus += s->config->limits.cpus;
+                        u.memory += s->config->limits.memory;
+                }
+        }
+        return u;
+}
+
+/* "uid 1001 (alice)": who a message is about. */
+static void who(uid_t uid, char buf[static 96]) {
+        struct passwd pw, *pwp = NULL;
+        char pwbuf[2048];
+
+        if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp)
+                snprintf(buf, 96, "uid %u (%s)", (unsigned) uid, pwp->pw_name);
+        else
+                snprintf(buf, 96, "uid %u", (unsigned) uid);
+}
+
+#define WHERE "agentd.conf [Quotas], or the user's agentd.conf.d/users/NAME.conf"
+
+int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_bus_error *error) {
+        Quotas q;
+        QuotaUsage u;
+        char name[96];
+
+        if (owner == 0)
+                return 0;
+        q = quota_of(m, owner);
+        if (q.max_sandboxes == AGENTD_UNLIMITED && q.max_cpus <= 0 && q.max_memory == AGENTD_UNLIMITED)
+                return 0;
+        u = quota_usage_of(m, owner);
+        who(owner, name);
+        if (q.max_sandboxes != AGENTD_UNLIMITED && u.sandboxes + 1 > q.max_sandboxes)
+                return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
+                                         "Quota MaxSandboxes=%llu of %s: it has %llu sandboxes, one more is past it (" WHERE
+                                         "): delete one first.", (unsigned long long) q.max_sandboxes, name,
+                                         (unsigned long long) u.sandboxes), -EDQUOT;
+        /* A hundredth of a CPU is the unit: sums of doubles are not exact. */
+        if (q.max_cpus > 0 && u.cpus + config->limits.cpus > q.max_cpus + 0.005)
+                return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
+                                         "Quota MaxCPUs=%g of %s: the create asks for %g CPUs, %g of %g are in use (" WHERE
+                                         ").", q.max_cpus, name, config->limits.cpus, u.cpus, q.max_cpus), -EDQUOT;
+        if (q.max_memory != AGENTD_UNLIMITED && u.memory + config->limits.memory > q.max_memory)
+                return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
+                                         "Quota MaxMemory=%lluM of %s: the create asks for %lluM of memory, %lluM of %lluM "
+                                         "are in use (" WHERE ").", (unsigned long long) (q.max_memory >> 20), name,
+                                         (unsigned long long) (config->limits.memory >> 20),
+                                         (unsigned long long) (u.memory >> 20), (unsigned long long) (q.max_memory >> 20)),
+                       -EDQUOT;
+        return 0;
+}
+
+int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max) {
+        char name[96];
+
+        who(owner, name);
+        return sd_bus_reply_method_errorf(call, AGENTD_ERROR_QUOTA_EXCEEDED,
+                                          "Quota MaxSnapshots=%llu of %s: it has %llu snapshots, one more is past it (" WHERE
+                                          "): delete one with DeleteSnapshot().", (unsigned long long) max, name,
+                                          (unsigned long long) have);
+}
+
+/* ---- GetUsage() ---------------------------------------------------------------------------- */
+
+typedef struct UsageCall {
+        Manager *manager;
+        sd_bus_message *call;
+        uid_t uid;
+        uint64_t snapshots;
+        bool snapshots_known;   /* some backend counted them */
+        unsigned pending;
+} UsageCall;
+
+static int append_limit(sd_bus_message *reply, const char *key, uint64_t v) {
+        return v == AGENTD_UNLIMITED ? 0 : sd_bus_message_append(reply, "{sv}", key, "t", v);
+}
+
+static void usage_unref(UsageCall *c) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Quotas q;
+        QuotaUsage u;
+        int r;
+
+        if (--c->pending > 0)
+                return;
+        q = c->uid == 0 ? (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED } : quota_of(c->manager, c->uid);
+        u = quota_usage_of(c->manager, c->uid);
+        r = sd_bus_message_new_method_return(c->call, &reply);
+        r = r ?: sd_bus_message_open_container(reply, 'a', "{sv}");
+        r = r ?: sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "uid", "u", (uint32_t) c->uid, "sandboxes", "t",
+                                       u.sandboxes, "cpus", "d", u.cpus, "memory", "t", u.memory);
+        if (r >= 0 && c->snapshots_known)
+                r = sd_bus_message_append(reply, "{sv}", "snapshots", "t", c->snapshots);
+        r = r ?: append_limit(reply, "max_sandboxes", q.max_sandboxes);
+        if (r >= 0 && q.max_cpus > 0)
+                r = sd_bus_message_append(reply, "{sv}", "max_cpus", "d", q.max_cpus);
+        r = r ?: append_limit(reply, "max_memory", q.max_memory);
+        r = r ?: append_limit(reply, "max_snapshots", q.max_snapshots);
+        r = r ?: sd_bus_message_close_container(reply);
+        if (r >= 0)
+                (void) sd_bus_send(NULL, reply, NULL);
+        else
+                (void) sd_bus_reply_method_errno(c->call, r, NULL);
+        sd_bus_message_unref(c->call);
+        free(c);
+}
+
+static void on_snapshots(void *userdata, const AgentdSnapshot *list, size_t n, const char *error_name,
+                         const char *message) {
+        UsageCall *c = userdata;
+
+        if (error_name)
+                log_warning("A backend could not list its snapshots: %s", message ?: error_name);
+        else
+                c->snapshots_known = true;
+        for (size_t i = 0; i < n; i++)
+                c->snapshots += list[i].owner == c->uid;
+        usage_unref(c);
+}
+
+int quota_usage_reply(Manager *m, uid_t uid, sd_bus_message *call) {
+        UsageCall *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        *c = (UsageCall) { .manager = m, .call = sd_bus_message_ref(call), .uid = uid, .pending = 1 };
+        for (size_t i = 0; i < m->n_backends; i++) {
+                Backend *b = m->backends[i];
+
+                if (!b->state || !b->ops->snapshots)
+                        continue;
+                c->pending++;
+                if (b->ops->snapshots(b->state, on_snapshots, c) < 0)
+                        c->pending--;
+        }
+        usage_unref(c); /* its own reference: answered now if no backend was asked */
+        return 1;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Per-user quotas (quota-config.h) against what a user holds: checked at each create (a claim
+ * from a warm pool included) and each snapshot, answered by Manager.GetUsage(). agentd runs
+ * one event loop and registers a sandbox the moment its create is accepted, so a check and
+ * the count it is checked against cannot race: 20 creates at once against MaxSandboxes=5
+ * make 5. Root has no quota. */
+
+#include <systemd/sd-bus.h>
+
+#include "manager.h"
+
+#define AGENTD_ERROR_QUOTA_EXCEEDED AGENTD_ERROR_PREFIX "Error.QuotaExceeded"
+
+typedef struct QuotaUsage {
+        uint64_t sandboxes;      /* every sandbox of theirs agentd holds, creating ones included */
+        double cpus;             /* the sum of their CPUs */
+        uint64_t memory;         /* the sum of their memory limits */
+} QuotaUsage;
+
+/* uid's quotas as the configuration in use says them. */
+Quotas quota_of(Manager *m, uid_t uid);
+QuotaUsage quota_usage_of(Manager *m, uid_t uid);
+
+/* Would a create of config by owner pass one of owner's quotas? Then QuotaExceeded, naming the
+ * quota, what was asked and what is in use, and -EDQUOT; else 0. */
+int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_bus_error *error);
+
+/* The error for a snapshot past MaxSnapshots= (have: the owner's snapshots now). */
+int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max);
+
+/* Manager.GetUsage() for uid: usage and quotas as a{sv}; the snapshots are counted over the
+ * backends that keep them, so the answer comes later (returns 1). */
+int quota_usage_reply(Manager *m, uid_t uid, sd_bus_message *call);
