@@ -226,31 +226,27 @@ static int method_list_snapshots(sd_bus_message *msg, void *userdata, sd_bus_err
         return snapshot_list(userdata, uid, msg);
 }
 
-/* GetUsage(a{sv} options): the caller's usage and quotas; root may name another with
- * {uid: u}. */
+/* GetUsage(): the caller's usage and quotas. GetUsageOf(u uid): anyone's, for root (and the
+ * user themself). */
 static int method_get_usage(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        uid_t caller, uid;
+        uid_t caller;
         int r;
 
         r = sender_uid(msg, &caller);
         if (r < 0)
                 return r;
-        uid = caller;
-        r = sd_bus_message_enter_container(msg, 'a', "{sv}");
-        while (r >= 0 && (r = sd_bus_message_enter_container(msg, 'e', "sv")) > 0) {
-                const char *key;
+        return quota_usage_reply(userdata, caller, msg);
+}
 
-                r = sd_bus_message_read(msg, "s", &key);
-                if (r < 0)
-                        return r;
-                if (!streq(key, "uid"))
-                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG,
-                                                 "GetUsage() takes the option uid (u), not '%s'.", key);
-                r = sd_bus_message_read(msg, "v", "u", &uid);
-                if (r < 0)
-                        return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "GetUsage(): uid is a u.");
-                r = sd_bus_message_exit_container(msg);
-        }
+static int method_get_usage_of(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
+        uid_t caller;
+        uint32_t uid;
+        int r;
+
+        r = sender_uid(msg, &caller);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "u", &uid);
         if (r < 0)
                 return r;
         if (uid != caller && caller != 0)
@@ -364,8 +360,10 @@ static const sd_bus_vtable manager_vtable[] = {
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(image), "", , method_delete_snapshot,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("GetUsage", "a{sv}", SD_BUS_PARAM(options), "a{sv}", SD_BUS_PARAM(usage),
-                                 method_get_usage, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetUsage", "", , "a{sv}", SD_BUS_PARAM(usage), method_get_usage,
+                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetUsageOf", "u", SD_BUS_PARAM(uid), "a{sv}", SD_BUS_PARAM(usage),
+                                 method_get_usage_of, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),

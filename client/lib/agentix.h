@@ -531,7 +531,8 @@ typedef struct agentix_pool_info {
 AGENTIX_API int agentix_pool_list(agentix_manager *m, agentix_pool_info **ret, size_t *ret_n, agentix_error *ret_error);
 AGENTIX_API void agentix_pool_list_free(agentix_pool_info *l, size_t n);
 
-/* A user's usage and quotas (Manager.GetUsage): the caller's, or (root only) uid's. A quota
+/* A user's usage and quotas (Manager.GetUsage, GetUsageOf): the caller's (uid AGENTIX_CALLER),
+ * or (root only) uid's. A quota
  * that is not set, and snapshots when no backend could count them, are AGENTIX_STATS_UNKNOWN
  * (max_cpus: 0). */
 #define AGENTIX_CALLER ((int64_t) -1)

@@ -653,13 +653,12 @@ AGENTIX_API int agentix_usage_get(agentix_manager *m, int64_t uid, agentix_usage
                             .max_memory = AGENTIX_STATS_UNKNOWN, .max_snapshots = AGENTIX_STATS_UNKNOWN };
         int r;
 
-        if (uid != AGENTIX_CALLER && (uid < 0 || uid > UINT32_MAX))
+        if (uid != AGENTIX_CALLER && (uid < 0 || uid >= UINT32_MAX))
                 return error_set(ret_error, AGENTIX_E_OVERFLOW, -EINVAL, "uid %lld is no uid", (long long) uid);
-        r = sd_bus_message_new_method_call(m->bus, &msg, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetUsage");
-        r = r ?: sd_bus_message_open_container(msg, 'a', "{sv}");
+        r = sd_bus_message_new_method_call(m->bus, &msg, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE,
+                                           uid == AGENTIX_CALLER ? "GetUsage" : "GetUsageOf");
         if (r >= 0 && uid != AGENTIX_CALLER)
-                r = sd_bus_message_append(msg, "{sv}", "uid", "u", (uint32_t) uid);
-        r = r ?: sd_bus_message_close_container(msg);
+                r = sd_bus_message_append(msg, "u", (uint32_t) uid);
         if (r < 0)
                 return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
         r = sd_bus_call(m->bus, msg, 0, &be, &reply);

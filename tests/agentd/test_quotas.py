@@ -65,10 +65,11 @@ def delete_all():
 
 def usage(who=None, uid=None):
     if who is None:
-        opts = dbus.Dictionary({"uid": dbus.UInt32(uid)} if uid is not None else {}, signature="sv")
-        return {str(k): v for k, v in agentd().manager().GetUsage(opts, timeout=30).items()}
-    r = busctl_as(who, agentd().address, "call", NAME, "/org/agentix/Agentd1", MANAGER, "GetUsage", "a{sv}",
-                  *(["1", "uid", "u", str(uid)] if uid is not None else ["0"]))
+        m = agentd().manager()
+        got = m.GetUsageOf(dbus.UInt32(uid), timeout=30) if uid is not None else m.GetUsage(timeout=30)
+        return {str(k): v for k, v in got.items()}
+    r = busctl_as(who, agentd().address, "call", NAME, "/org/agentix/Agentd1", MANAGER,
+                  *(["GetUsageOf", "u", str(uid)] if uid is not None else ["GetUsage"]))
     assert r.returncode == 0, r.stderr
     return {k: v["data"] for k, v in json.loads(r.stdout)["data"][0].items()}
 
@@ -97,8 +98,8 @@ def over_quota_creates_of_each_kind_fail_naming_quota_ask_and_use():
             (2, 2.0, 768 << 20, 2.0, 1 << 30), u
         assert "max_sandboxes" not in u, u
         assert usage(uid=STATE["uids"]["bob"])["max_sandboxes"] == 1
-        r = busctl_as("alice", agentd().address, "call", NAME, "/org/agentix/Agentd1", MANAGER, "GetUsage", "a{sv}",
-                      "1", "uid", "u", str(STATE["uids"]["bob"]))
+        r = busctl_as("alice", agentd().address, "call", NAME, "/org/agentix/Agentd1", MANAGER, "GetUsageOf", "u",
+                      str(STATE["uids"]["bob"]))
         assert r.returncode != 0 and "NotOwner" in r.stderr, r.stderr
         r = subprocess.run(["runuser", "-u", USERS["alice"], "--", "env",
                             f"DBUS_SYSTEM_BUS_ADDRESS={agentd().address}", AGENTIXCTL, "usage"],
