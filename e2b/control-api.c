@@ -33,6 +33,7 @@ typedef enum OpKind {
         OP_CONNECT,
         OP_PAUSE,
         OP_RESUME,
+        OP_METRICS,
 } OpKind;
 
 typedef struct Op Op;
@@ -601,6 +602,26 @@ static int list_read_query(Op *op, HttpConn *c) {
         return 0;
 }
 
+/* ---- metrics ------------------------------------------------------------------------------------- */
+
+static void got_stats(Op *op, sd_bus_message *reply) {
+        json_t *j = sandbox_metrics_json(&op->info, reply);
+
+        if (!j) {
+                op_fail(op, 500, "agentd's usage of sandbox %s could not be read", op->id);
+                return;
+        }
+        op_answer(op, 200, j);
+}
+
+static void metrics_read(Op *op, sd_bus_message *reply) {
+        if (!sandbox_info_e2b_state(&op->info)) {
+                op_fail(op, 409, "sandbox %s is %s: it uses nothing", op->id, op->info.state);
+                return;
+        }
+        op_call(op, op->path, SANDBOX_IFACE, "GetStats", got_stats, NULL);
+}
+
 /* ---- requests ------------------------------------------------------------------------------------ */
 
 static void start(Op *op) {
@@ -629,6 +650,9 @@ static void start(Op *op) {
                 return;
         case OP_CONNECT:
                 read_sandbox(op, connect_checked);
+                return;
+        case OP_METRICS:
+                read_sandbox(op, metrics_read);
                 return;
         case OP_LIST:
                 if (list_read_query(op, op->c) < 0)
@@ -732,6 +756,8 @@ static int route_kind(HttpMethod method, const char *rest, char *ret_id, size_t 
         ret_id[n] = 0;
         if (!slash)
                 return method == HTTP_METHOD_GET ? OP_GET : method == HTTP_METHOD_DELETE ? OP_KILL : -1;
+        if (method == HTTP_METHOD_GET && streq(slash, "/metrics"))
+                return OP_METRICS;
         if (method != HTTP_METHOD_POST)
                 return -1;
         if (streq(slash, "/timeout"))

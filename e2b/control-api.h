@@ -3,7 +3,7 @@
 
 /* E2B's control API (/sandboxes and /v2/sandboxes, as E2B's SDKs call it): create from a
  * template (a pool of agentd's), get, list (metadata and state filters, pages with
- * x-next-token), kill, set timeout, connect, pause and resume. Each request's X-API-KEY names
+ * x-next-token), kill, set timeout, connect, pause, resume and metrics. Each request's X-API-KEY names
  * a user (api-keys.h); the work is agentd's, called over that user's own bus connection
  * (user-bus.h), so a sandbox made with a key is its user's and invisible to every other key.
  * Errors in E2B's form: {"code": STATUS, "message": "..."}. */

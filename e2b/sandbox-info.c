@@ -134,3 +134,38 @@ json_t *sandbox_info_json(const SandboxInfo *i) {
                          "diskSizeMB", (json_int_t) 0, "metadata", i->metadata, "state",
                          sandbox_info_e2b_state(i) ?: "running", "envdVersion", E2B_ENVD_VERSION);
 }
+
+json_t *sandbox_metrics_json(const SandboxInfo *i, sd_bus_message *stats) {
+        uint64_t time = 0, memory_current = 0, memory_limit = i->memory;
+        double cpu_percent = 0, cpus = i->cpus > 0 ? i->cpus : 1;
+        char when[32];
+        int r;
+
+        r = sd_bus_message_enter_container(stats, 'a', "{sv}");
+        while (r >= 0 && (r = sd_bus_message_enter_container(stats, 'e', "sv")) > 0) {
+                const char *key;
+
+                r = sd_bus_message_read(stats, "s", &key);
+                if (r < 0)
+                        break;
+                if (streq(key, "cpu_percent"))
+                        r = sd_bus_message_read(stats, "v", "d", &cpu_percent);
+                else if (streq(key, "time") || streq(key, "memory_current") || streq(key, "memory_limit"))
+                        r = sd_bus_message_read(stats, "v", "t",
+                                                streq(key, "time") ? &time
+                                                : streq(key, "memory_current") ? &memory_current
+                                                                               : &memory_limit);
+                else
+                        r = sd_bus_message_skip(stats, "v");
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(stats);
+        }
+        if (r < 0)
+                return NULL;
+        rfc3339_usec(time, when);
+        /* agentd's cpu_percent is of one CPU; E2B's cpuUsedPct of the sandbox's. */
+        return json_pack("[{s:s, s:I, s:f, s:I, s:I, s:I, s:I, s:I}]", "timestamp", when, "cpuCount",
+                         (json_int_t) ceil(cpus), "cpuUsedPct", cpu_percent / ceil(cpus), "memUsed",
+                         (json_int_t) memory_current, "memTotal", (json_int_t) memory_limit, "memCache", (json_int_t) 0,
+                         "diskUsed", (json_int_t) 0, "diskTotal", (json_int_t) 0);
+}

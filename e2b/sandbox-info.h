@@ -39,5 +39,10 @@ const char *sandbox_info_e2b_state(const SandboxInfo *i);
 /* The sandbox in E2B's form (a new reference, NULL without memory). */
 json_t *sandbox_info_json(const SandboxInfo *i);
 
+/* E2B's metrics (GET /sandboxes/ID/metrics): one reading, from agentd's GetStats() reply (a{sv},
+ * at its start), as [{timestamp, cpuCount, cpuUsedPct, memUsed, memTotal, memCache, diskUsed,
+ * diskTotal}]; agentd does not measure disks (0). NULL when the reply cannot be read. */
+json_t *sandbox_metrics_json(const SandboxInfo *i, sd_bus_message *stats);
+
 /* µs since the epoch as RFC 3339 with milliseconds, UTC. */
 void rfc3339_usec(uint64_t usec, char ret[static 32]);

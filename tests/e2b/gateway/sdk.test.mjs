@@ -31,6 +31,12 @@ test("create from a template with metadata, envs and a timeout; getInfo; isRunni
     assert.deepEqual(info.metadata, { run: "sdk" });
     assert.equal(info.state, "running");
     assert.ok(Math.abs(info.endAt - Date.now() - 120_000) < 30_000, `endAt ${info.endAt}`);
+    // Metrics: one reading, now, from agentd's GetStats().
+    const metrics = await sbx.getMetrics();
+    assert.equal(metrics.length, 1);
+    assert.ok(metrics[0].memUsed > 0 && metrics[0].memTotal >= metrics[0].memUsed, JSON.stringify(metrics));
+    assert.ok(metrics[0].cpuCount >= 1 && metrics[0].cpuUsedPct >= 0, JSON.stringify(metrics));
+    assert.ok(Math.abs(metrics[0].timestamp.getTime() - Date.now()) < 60_000, JSON.stringify(metrics));
   } finally {
     await sbx.kill();
   }
