@@ -111,17 +111,23 @@ static void usage_unref(UsageCall *c) {
         q = c->uid == 0 ? (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED } : quota_of(c->manager, c->uid);
         u = quota_usage_of(c->manager, c->uid);
         r = sd_bus_message_new_method_return(c->call, &reply);
-        r = r ?: sd_bus_message_open_container(reply, 'a', "{sv}");
-        r = r ?: sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "uid", "u", (uint32_t) c->uid, "sandboxes", "t",
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "uid", "u", (uint32_t) c->uid, "sandboxes", "t",
                                        u.sandboxes, "cpus", "d", u.cpus, "memory", "t", u.memory);
         if (r >= 0 && c->snapshots_known)
                 r = sd_bus_message_append(reply, "{sv}", "snapshots", "t", c->snapshots);
-        r = r ?: append_limit(reply, "max_sandboxes", q.max_sandboxes);
+        if (r >= 0)
+                r = append_limit(reply, "max_sandboxes", q.max_sandboxes);
         if (r >= 0 && q.max_cpus > 0)
                 r = sd_bus_message_append(reply, "{sv}", "max_cpus", "d", q.max_cpus);
-        r = r ?: append_limit(reply, "max_memory", q.max_memory);
-        r = r ?: append_limit(reply, "max_snapshots", q.max_snapshots);
-        r = r ?: sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = append_limit(reply, "max_memory", q.max_memory);
+        if (r >= 0)
+                r = append_limit(reply, "max_snapshots", q.max_snapshots);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
         if (r >= 0)
                 (void) sd_bus_send(NULL, reply, NULL);
         else

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "agentd-errors.h"
 #include "backend.h"
+#include "log.h"
 #include "macro.h"
 #include "manager.h"
 #include "sandbox-stats.h"
@@ -39,32 +40,46 @@ static void on_stats(void *userdata, const AgentdSandboxStats *st, const char *e
                 return;
         }
         r = sd_bus_message_new_method_return(call, &reply);
-        r = r ?: sd_bus_message_open_container(reply, 'a', "{sv}");
-        r = r ?: append_t(reply, "time", st->time);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        if (r >= 0)
+                r = append_t(reply, "time", st->time);
         if (r >= 0 && st->cpu_usec != AGENTD_STATS_UNKNOWN) {
                 /* The sandbox may have gone while the backend read: then no interval is kept. */
                 s = manager_get_sandbox(c->manager, c->sandbox_id);
                 SandboxStatsSample scratch = {};
 
                 r = append_t(reply, "cpu_usec", st->cpu_usec);
-                r = r ?: sd_bus_message_append(reply, "{sv}", "cpu_percent", "d",
-                                               cpu_percent(s ? &s->stats_sample : &scratch, s ? s->created_at : 0, st));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "{sv}", "cpu_percent", "d",
+                                                  cpu_percent(s ? &s->stats_sample : &scratch, s ? s->created_at : 0, st));
         }
-        r = r ?: append_t(reply, "memory_current", st->memory_current);
-        r = r ?: append_t(reply, "memory_peak", st->memory_peak);
-        r = r ?: append_t(reply, "memory_limit", st->memory_limit);
-        r = r ?: append_t(reply, "pids_current", st->pids_current);
-        r = r ?: append_t(reply, "pids_limit", st->pids_limit);
-        r = r ?: append_t(reply, "net_rx_bytes", st->net_rx_bytes);
-        r = r ?: append_t(reply, "net_tx_bytes", st->net_tx_bytes);
-        r = r ?: append_t(reply, "io_read_bytes", st->io_read_bytes);
-        r = r ?: append_t(reply, "io_write_bytes", st->io_write_bytes);
-        r = r ?: sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = append_t(reply, "memory_current", st->memory_current);
+        if (r >= 0)
+                r = append_t(reply, "memory_peak", st->memory_peak);
+        if (r >= 0)
+                r = append_t(reply, "memory_limit", st->memory_limit);
+        if (r >= 0)
+                r = append_t(reply, "pids_current", st->pids_current);
+        if (r >= 0)
+                r = append_t(reply, "pids_limit", st->pids_limit);
+        if (r >= 0)
+                r = append_t(reply, "net_rx_bytes", st->net_rx_bytes);
+        if (r >= 0)
+                r = append_t(reply, "net_tx_bytes", st->net_tx_bytes);
+        if (r >= 0)
+                r = append_t(reply, "io_read_bytes", st->io_read_bytes);
+        if (r >= 0)
+                r = append_t(reply, "io_write_bytes", st->io_write_bytes);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
         if (r < 0) {
-                (void) sd_bus_reply_method_errorf(call, SD_BUS_ERROR_NO_MEMORY, "Out of memory");
-                return;
+                log_warning_errno(r, "Cannot answer GetStats() of sandbox %s: %m", c->sandbox_id);
+                (void) sd_bus_reply_method_errno(call, r, NULL);
         }
-        (void) sd_bus_send(NULL, reply, NULL);
 }
 
 int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {

@@ -74,6 +74,26 @@ def cgroup_file(sid, v1_controller, v1_name, v2_name):
     raise AssertionError(f"no {v1_controller} cgroup for {pid}: {lines}")
 
 
+def cgroup_io_written(sid):
+    """Bytes the kernel counted as written by the container's cgroup (v1 blkio, v2 io.stat)."""
+    pid = int(docker("inspect", "-f", "{{.State.Pid}}", f"agentix-{sid}").stdout)
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if "blkio" in controllers.split(","):
+            for name in ("blkio.throttle.io_service_bytes_recursive", "blkio.throttle.io_service_bytes"):
+                try:
+                    with open(f"/sys/fs/cgroup/{controllers}{path}/{name}") as f:
+                        return sum(int(w[2]) for w in (line.split() for line in f) if len(w) == 3 and w[1] == "Write")
+                except FileNotFoundError:
+                    continue
+    for n, controllers, path in lines:
+        if n == "0" and not controllers:
+            with open(f"/sys/fs/cgroup{path}/io.stat") as f:
+                return sum(int(w[7:]) for line in f for w in line.split() if w.startswith("wbytes="))
+    raise AssertionError(f"no blkio or io cgroup for {pid}: {lines}")
+
+
 def within(got, want, share=0.05):
     return abs(got - want) <= share * max(want, 1)
 
@@ -119,13 +139,21 @@ def usage_rises_with_what_a_sandbox_does_and_agrees_with_the_kernel_under_each_r
             assert got["net_rx_bytes"] - first["net_rx_bytes"] >= 4 * MiB, (first, got)
 
             # Block I/O: dd writing 32 MiB past the page cache (runc: gVisor's own file I/O is
-            # its gofer's, counted where the host puts it).
+            # its gofer's, counted where the host puts it). What agentd says is what the kernel
+            # counted for the cgroup; whether it counts at all is the kernel's: cgroup v2's
+            # io.stat does, v1's blk-throttle counts only throttled I/O on recent kernels (as
+            # on this test's machine, where `docker stats` shows 0 B too).
             if rt == "runc":
                 before = stats(path)
                 run(sid, "dd if=/dev/zero of=/tmp/blk bs=1M count=32 oflag=direct 2>/dev/null || "
                          "dd if=/dev/zero of=/tmp/blk bs=1M count=32 conv=fsync 2>/dev/null; rm -f /tmp/blk")
                 after = stats(path)
-                assert after["io_write_bytes"] - before["io_write_bytes"] >= 16 * MiB, (before, after)
+                kernel = cgroup_io_written(sid)
+                assert within(after["io_write_bytes"], kernel), (after, kernel)
+                if kernel >= 16 * MiB:
+                    assert after["io_write_bytes"] - before["io_write_bytes"] >= 16 * MiB, (before, after)
+                else:
+                    print(f"  (this kernel counted {kernel} bytes of block I/O for the cgroup)")
         finally:
             agentd().manager().DeleteSandbox(sid, timeout=60)
 
@@ -141,8 +169,7 @@ def only_the_owner_and_root_read_a_sandboxs_usage_and_a_stopped_one_uses_nothing
         r = busctl_as("alice", a.address, "call", NAME, path, SANDBOX, "GetStats")
         assert r.returncode == 0 and "memory_current" in r.stdout, r.stderr
         r = busctl_as("bob", a.address, "call", NAME, path, SANDBOX, "GetStats")
-        assert r.returncode != 0 and ("NoSuchSandbox" in r.stderr or "UnknownObject" in r.stderr
-                                      or "NotOwner" in r.stderr), r.stderr
+        assert r.returncode != 0 and "Unknown object" in r.stderr, r.stderr  # not an object of bob's
         assert "memory_current" in stats(path)  # root
         docker("kill", f"agentix-{sid}")
         wait_until(lambda: str(dbus.Interface(a.conn.get_object(NAME, path), "org.freedesktop.DBus.Properties")
