@@ -100,8 +100,11 @@ def introspection_names_every_argument():
     assert methods["ListSnapshots"] == [("out", "snapshots", "a(ssutt)")]
     assert methods["DeleteSnapshot"] == [("in", "image", "s")]
     assert methods["GetPortUrl"] == [("in", "id", "s"), ("in", "port", "q"), ("out", "url", "s"), ("out", "token", "s")]
+    assert methods["GetUsage"] == [("out", "usage", "a{sv}")]
+    assert methods["GetUsageOf"] == [("in", "uid", "u"), ("out", "usage", "a{sv}")]
     assert set(methods) == {"CreateSandbox", "GetSandbox", "ListSandboxes", "DeleteSandbox", "GetRuntimeAccess",
-                            "GetPortUrl", "ListPools", "ListSnapshots", "DeleteSnapshot", "Reload"}
+                            "GetPortUrl", "ListPools", "ListSnapshots", "DeleteSnapshot", "GetUsage", "GetUsageOf",
+                            "Reload"}
 
 
 @test
