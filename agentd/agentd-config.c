@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <ini.h>
@@ -68,6 +69,8 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         free(c->swarm_registry);
         pool_configs_free(c->pools, c->n_pools);
         user_quotas_free(c->user_quotas, c->n_user_quotas);
+        free(c->metrics_listen);
+        free(c->metrics_listen_where);
         free(c);
         return NULL;
 }
@@ -76,6 +79,7 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
 
 typedef struct Parser {
         AgentdConfig *c;
+        const char *file;       /* what errors call the file being read */
         char *error;
 } Parser;
 
@@ -253,6 +257,59 @@ static int swarm_key(Parser *p, const char *key, const char *value) {
         return parser_fail(p, "unknown key %s= in [Swarm] (Host, CertPath, Registry)", key);
 }
 
+/* ADDR:PORT, [IPV6]:PORT: a numeric address and a port from 1 to 65535. */
+static bool listen_address_ok(const char *s) {
+        const char *colon = strrchr(s, ':');
+        char addr[64];
+        unsigned char buf[sizeof(struct in6_addr)];
+        unsigned long port;
+        char *end;
+        size_t n;
+
+        if (!colon || colon == s)
+                return false;
+        errno = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (errno || *end || colon[1] == 0 || port < 1 || port > 65535)
+                return false;
+        n = (size_t) (colon - s);
+        if (s[0] == '[') {
+                if (n < 3 || s[n - 1] != ']' || n - 2 >= sizeof(addr))
+                        return false;
+                memcpy(addr, s + 1, n - 2);
+                addr[n - 2] = 0;
+                return inet_pton(AF_INET6, addr, buf) == 1;
+        }
+        if (n >= sizeof(addr))
+                return false;
+        memcpy(addr, s, n);
+        addr[n] = 0;
+        return inet_pton(AF_INET, addr, buf) == 1;
+}
+
+static int metrics_key(Parser *p, const char *key, const char *value) {
+        if (streq(key, "Listen")) {
+                if (strempty(value)) {
+                        p->c->metrics_listen = mfree(p->c->metrics_listen);
+                        return 1;
+                }
+                if (!listen_address_ok(value))
+                        return parser_fail(p, "Listen=%s is not ADDR:PORT (like 127.0.0.1:9477 or [::1]:9477)", value);
+                free(p->c->metrics_listen_where);
+                p->c->metrics_listen_where = p->file ? strdup(p->file) : NULL;
+                return set_string(p, &p->c->metrics_listen, value);
+        }
+        if (streq(key, "PerSandbox")) {
+                int b = parse_boolean(value);
+
+                if (b < 0)
+                        return parser_fail(p, "PerSandbox=%s is not a boolean (yes or no)", value);
+                p->c->metrics_per_sandbox = b;
+                return 1;
+        }
+        return parser_fail(p, "unknown key %s= in [Metrics] (Listen, PerSandbox)", key);
+}
+
 static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
         Parser *p = userdata;
 
@@ -278,6 +335,8 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         }
         if (streq(section, "Swarm"))
                 return swarm_key(p, key, value);
+        if (streq(section, "Metrics"))
+                return metrics_key(p, key, value);
         if (streq(section, "Quotas")) {
                 char *e = NULL;
                 int r = quota_key(&p->c->quotas, NULL, key, value, &e);
@@ -289,12 +348,12 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         }
         if (strempty(section))
                 return parser_fail(p, "%s= comes before any [Section]", key);
-        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Quotas, Backends, Runtimes, Docker, Podman, "
-                           "Swarm)", section);
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Quotas, Metrics, Backends, Runtimes, Docker, "
+                           "Podman, Swarm)", section);
 }
 
 int agentd_config_parse_file(AgentdConfig *c, FILE *f, const char *name, char **ret_error) {
-        Parser p = { .c = c };
+        Parser p = { .c = c, .file = name };
         int line = ini_parse_file(f, on_entry, &p);
 
         if (line == 0)
@@ -495,6 +554,8 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
         fprintf(out, "\n[Swarm]\nHost=%s\nCertPath=%s\nRegistry=%s\n", c->swarm_host ?: "", c->swarm_cert_path ?: "",
                 c->swarm_registry ?: "");
+        fprintf(out, "\n[Metrics]\nListen=%s\nPerSandbox=%s\n", c->metrics_listen ?: "",
+                c->metrics_per_sandbox ? "yes" : "no");
         quotas_format(&c->quotas, out);
         for (size_t i = 0; i < c->n_user_quotas; i++) {
                 /* Each user's file as it applies: the defaults with its keys over them. */

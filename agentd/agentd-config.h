@@ -47,6 +47,11 @@ typedef struct AgentdConfig {
         Quotas quotas;
         UserQuotas **user_quotas;
         size_t n_user_quotas;
+        /* [Metrics]: /metrics on Listen=ADDR:PORT (NULL: none, unless systemd passes the socket
+         * agentix-metrics.socket names "metrics"), with each sandbox's usage when PerSandbox= */
+        char *metrics_listen;
+        char *metrics_listen_where;      /* "FILE:LINE" it was set at, for an error at bind time */
+        bool metrics_per_sandbox;
         /* pools.d/ *.pool beside the file: warm pools, limits resolved against [Limits] */
         PoolConfig **pools;
         size_t n_pools;

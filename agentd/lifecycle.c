@@ -151,10 +151,23 @@ int lifecycle_set_ttl(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *er
 
 static void create_done(Sandbox *s, const char *error_name, const char *message);
 
+/* A create answered (a member made for a warm pool is no create of anyone's): its source,
+ * result and, when it worked, how long it took from the call. */
+static void count_create(Manager *m, Sandbox *s, bool ok) {
+        if (s->pool)
+                return;
+        if (!ok)
+                metrics_backend_error(&m->metrics, s->backend->name);
+        metrics_create_done(&m->metrics, s->pool_name ? METRICS_POOL : METRICS_COLD, ok,
+                            (double) (now_realtime_usec() - s->created_at) / 1e6);
+}
+
 /* The container of a failed create is gone: answer with the failure. */
 static void on_failed_removed(void *userdata, const char *error_name, const char *message) {
         Sandbox *s = userdata;
         sd_bus_message *call = TAKE_PTR(s->create_call);
+
+        count_create(s->manager, s, false);
 
         if (call)
                 (void) sd_bus_reply_method_errorf(call, s->failure_name, "%s", s->failure_message);
@@ -203,6 +216,7 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
                 message = "Cannot start the setup command";
         }
         call = TAKE_PTR(s->create_call);
+        count_create(m, s, !error_name);
         if (error_name) {
                 log_sandbox_warning(s, "Sandbox %s: create failed: %s", s->id, message);
                 if (call)
@@ -462,6 +476,7 @@ static void on_removed(void *userdata, const char *error_name, const char *messa
         Backend *b = s->backend;
 
         if (error_name) {
+                metrics_backend_error(&m->metrics, b->name);
                 log_sandbox_warning(s, "Sandbox %s: removing its container failed: %s", s->id, message);
                 for (size_t i = 0; i < s->n_delete_calls; i++) {
                         (void) sd_bus_reply_method_errorf(s->delete_calls[i], error_name, "%s", message);

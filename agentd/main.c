@@ -8,6 +8,7 @@
 #include "log.h"
 #include "lifecycle.h"
 #include "manager-dbus.h"
+#include "metrics-endpoint.h"
 
 static bool arg_user = false;
 static bool arg_show_config = false;
@@ -267,6 +268,9 @@ int main(int argc, char *argv[]) {
         m->config_path = arg_config;
         m->timeout_from_command_line = arg_docker_timeout_usec > 0;
         r = manager_dbus_register(m);
+        if (r < 0)
+                goto finish;
+        r = metrics_endpoint_start(m, &m->metrics_endpoint);
         if (r < 0)
                 goto finish;
         r = sd_event_add_signal(event, NULL, SIGTERM, on_stop_signal, m);

@@ -6,10 +6,11 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "manager-dbus.h"
+#include "metrics-dbus.h"
 #include "pool.h"
 #include "proxy-token.h"
-#include "sandbox-dbus.h"
 #include "quota.h"
+#include "sandbox-dbus.h"
 #include "snapshot.h"
 #include "strv.h"
 
@@ -335,6 +336,19 @@ static int property_default_backend(sd_bus *bus, const char *path, const char *i
         return sd_bus_message_append(reply, "s", m->config->default_backend);
 }
 
+METRICS_COUNTED("CreateSandbox", method_create_sandbox)
+METRICS_COUNTED("GetSandbox", method_get_sandbox)
+METRICS_COUNTED("ListSandboxes", method_list_sandboxes)
+METRICS_COUNTED("DeleteSandbox", method_delete_sandbox)
+METRICS_COUNTED("GetPortUrl", method_get_port_url)
+METRICS_COUNTED("ListPools", method_list_pools)
+METRICS_COUNTED("ListSnapshots", method_list_snapshots)
+METRICS_COUNTED("DeleteSnapshot", method_delete_snapshot)
+METRICS_COUNTED("GetUsage", method_get_usage)
+METRICS_COUNTED("GetRuntimeAccess", method_get_runtime_access)
+METRICS_COUNTED("GetUsageOf", method_get_usage_of)
+METRICS_COUNTED("Reload", method_reload)
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Backends", "a(sss)", property_backends, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -343,28 +357,28 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PoolErrors", "a{ss}", property_pool_errors, 0, 0),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
-                                 method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox,
+                                 method_create_sandbox_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("ListSandboxes", "", , "a(ssso)", SD_BUS_PARAM(sandboxes), method_list_sandboxes,
+        SD_BUS_METHOD_WITH_NAMES("ListSandboxes", "", , "a(ssso)", SD_BUS_PARAM(sandboxes), method_list_sandboxes_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("DeleteSandbox", "s", SD_BUS_PARAM(id), "", , method_delete_sandbox,
+        SD_BUS_METHOD_WITH_NAMES("DeleteSandbox", "s", SD_BUS_PARAM(id), "", , method_delete_sandbox_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetRuntimeAccess", "s", SD_BUS_PARAM(id), "ss", SD_BUS_PARAM(url) SD_BUS_PARAM(token),
-                                 method_get_runtime_access, SD_BUS_VTABLE_UNPRIVILEGED),
+                                 method_get_runtime_access_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetPortUrl", "sq", SD_BUS_PARAM(id) SD_BUS_PARAM(port), "ss",
-                                 SD_BUS_PARAM(url) SD_BUS_PARAM(token), method_get_port_url, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("ListPools", "", , "a(suu)", SD_BUS_PARAM(pools), method_list_pools,
+                                 SD_BUS_PARAM(url) SD_BUS_PARAM(token), method_get_port_url_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("ListPools", "", , "a(suu)", SD_BUS_PARAM(pools), method_list_pools_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "a(ssutt)", SD_BUS_PARAM(snapshots), method_list_snapshots,
+        SD_BUS_METHOD_WITH_NAMES("ListSnapshots", "", , "a(ssutt)", SD_BUS_PARAM(snapshots), method_list_snapshots_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(image), "", , method_delete_snapshot,
+        SD_BUS_METHOD_WITH_NAMES("DeleteSnapshot", "s", SD_BUS_PARAM(image), "", , method_delete_snapshot_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("GetUsage", "", , "a{sv}", SD_BUS_PARAM(usage), method_get_usage,
+        SD_BUS_METHOD_WITH_NAMES("GetUsage", "", , "a{sv}", SD_BUS_PARAM(usage), method_get_usage_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetUsageOf", "u", SD_BUS_PARAM(uid), "a{sv}", SD_BUS_PARAM(usage),
-                                 method_get_usage_of, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Reload", "", "", method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+                                 method_get_usage_of_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Reload", "", "", method_reload_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxNew", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_SIGNAL_WITH_NAMES("SandboxRemoved", "so", SD_BUS_PARAM(id) SD_BUS_PARAM(sandbox), 0),
         SD_BUS_VTABLE_END

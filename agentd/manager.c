@@ -5,6 +5,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "metrics-endpoint.h"
 #include "strv.h"
 
 int manager_new(sd_event *event, sd_bus *bus, AgentdConfig *config, Backend **backends, size_t n_backends,
@@ -47,6 +48,7 @@ Manager *manager_free(Manager *m) {
         strmap_free(m->sandboxes);
         sd_event_source_disable_unref(m->reaper);
         backends_free(m->backends, m->n_backends);
+        metrics_endpoint_free(m->metrics_endpoint);
         sd_bus_unref(m->bus);
         agentd_config_free(m->config);
         sd_event_unref(m->event);
@@ -165,6 +167,8 @@ int manager_reload(Manager *m, char **ret_error) {
         KEEP_FOR_RESTART(swarm_host, streq_ptr(old->swarm_host, new->swarm_host), "[Swarm] Host=");
         KEEP_FOR_RESTART(swarm_cert_path, streq_ptr(old->swarm_cert_path, new->swarm_cert_path), "[Swarm] CertPath=");
         KEEP_FOR_RESTART(swarm_registry, streq_ptr(old->swarm_registry, new->swarm_registry), "[Swarm] Registry=");
+        /* The endpoint listens once, at start. */
+        KEEP_FOR_RESTART(metrics_listen, streq_ptr(old->metrics_listen, new->metrics_listen), "[Metrics] Listen=");
         m->config = new;
         agentd_config_free(old);
         return 0;

@@ -10,6 +10,7 @@
 
 #include "agentd-bus.h"
 #include "agentd-config.h"
+#include "metrics.h"
 #include "sandbox.h"
 #include "strmap.h"
 
@@ -31,6 +32,8 @@ typedef struct Manager {
         unsigned pool_removing;   /* members whose containers are being removed */
         sd_event_source *pool_refill; /* the pools' refill, on the loop's next turn */
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
+        Metrics metrics;          /* counted since the start (metrics.h) */
+        struct MetricsEndpoint *metrics_endpoint; /* /metrics, when agentd serves it */
 } Manager;
 
 /* Takes config and the backends. */

@@ -4,6 +4,7 @@
 #include "buffer.h"
 #include "lifecycle.h"
 #include "macro.h"
+#include "metrics-dbus.h"
 #include "sandbox-dbus.h"
 #include "sandbox-stats.h"
 #include "snapshot.h"
@@ -252,6 +253,15 @@ static int method_get_stats(sd_bus_message *m, void *userdata, sd_bus_error *err
         return sandbox_stats_reply(userdata, s, m, error);
 }
 
+METRICS_COUNTED("Snapshot", method_snapshot)
+METRICS_COUNTED("Delete", method_delete)
+METRICS_COUNTED("Pause", method_pause)
+METRICS_COUNTED("Resume", method_resume)
+METRICS_COUNTED("Logs", method_logs)
+METRICS_COUNTED("GetStats", method_get_stats)
+METRICS_COUNTED("Extend", method_extend)
+METRICS_COUNTED("SetTTL", method_set_ttl)
+
 const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -269,18 +279,18 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Labels", "a{ss}", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CPUs", "d", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Memory", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_METHOD("Delete", "", "", method_delete, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Pause", "", "", method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Resume", "", "", method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Delete", "", "", method_delete_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Pause", "", "", method_pause_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Resume", "", "", method_resume_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Snapshot", "a{sv}", SD_BUS_PARAM(options), "s", SD_BUS_PARAM(image),
-                                 method_snapshot, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs,
+                                 method_snapshot_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("GetStats", "", , "a{sv}", SD_BUS_PARAM(stats), method_get_stats,
+        SD_BUS_METHOD_WITH_NAMES("GetStats", "", , "a{sv}", SD_BUS_PARAM(stats), method_get_stats_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend,
+        SD_BUS_METHOD_WITH_NAMES("Extend", "t", SD_BUS_PARAM(seconds), "", , method_extend_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_NAMES("SetTTL", "t", SD_BUS_PARAM(seconds), "", , method_set_ttl,
+        SD_BUS_METHOD_WITH_NAMES("SetTTL", "t", SD_BUS_PARAM(seconds), "", , method_set_ttl_counted,
                                  SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };

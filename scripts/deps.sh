@@ -19,7 +19,8 @@ packages=(
         python3-pytest python3-pytest-asyncio # the Python package's tests (client/python)
         util-linux procps curl iptables # nsenter and setpriv; agentix-firewall's rules
         man-db groff-base # tests render the man pages at 80 columns and lint them with groff -ww
-        dbus-daemon python3-dbus systemd # agentd's tests: a private bus, a stock D-Bus client, systemd-analyze
+        dbus-daemon python3-dbus python3-gi systemd # agentd's tests and benches: a private bus, D-Bus clients (GLib's loop for async calls), systemd-analyze
+        prometheus # agentd's /metrics, scraped for real in its test
         podman netavark # the podman backend's test: a real `podman system service` (runc, NOTES.md)
         runsc # gVisor, the runtime=runsc sandboxes (registered with dockerd by scripts/dockerd.sh)
         docker-registry iproute2 # the swarm tests: a registry for the nodes, network namespaces

@@ -8,6 +8,8 @@
 # create through agentd and docker run. See README.md.
 # bench/agentd/run.sh snapshot [RUNS] — Snapshot() and a create from it (snapshot.py) against
 # docker commit and docker run of the committed image, a sandbox with 100 MiB written.
+# bench/agentd/run.sh stats [N] [ROUNDS] — GetStats() of N live sandboxes (stats.py, default 250)
+# against `docker stats --no-stream` of the same containers.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -59,6 +61,11 @@ fi
 if [ "${1:-}" = snapshot ]; then
         shift
         /usr/bin/python3 "$HERE/snapshot.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-5}"
+        exit
+fi
+if [ "${1:-}" = stats ]; then
+        shift
+        /usr/bin/python3 "$HERE/stats.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-250}" "${2:-5}"
         exit
 fi
 if [ "${1:-}" = load ]; then
