@@ -9,7 +9,7 @@
 # bench/agentd/run.sh snapshot [RUNS] — Snapshot() and a create from it (snapshot.py) against
 # docker commit and docker run of the committed image, a sandbox with 100 MiB written.
 # bench/agentd/run.sh stats [N] [ROUNDS] — GetStats() of N live sandboxes (stats.py, default 250)
-# against `docker stats --no-stream` of the same containers.
+# against `docker stats --no-stream` of the same containers, and a scrape of /metrics with them.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -42,6 +42,11 @@ if [ "${1:-}" = pool ]; then
         printf '[Pool]\nSize=4\nImage=agentix-test/busybox:1\nBundle=example-bundle:0.1.0\nMemory=512M\n' \
                 >"$work/etc/pools.d/bench.pool"
 fi
+# stats: /metrics on a loopback port, with the per-sandbox series (what a scrape costs with them).
+metrics_port=19477
+if [ "${1:-}" = stats ]; then
+        printf '[Metrics]\nListen=127.0.0.1:%s\nPerSandbox=yes\n' "$metrics_port" >"$work/etc/agentd.conf"
+fi
 # As units/agentd.service runs it.
 GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" STATE_DIRECTORY="$work/state" \
         AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" \
@@ -65,7 +70,8 @@ if [ "${1:-}" = snapshot ]; then
 fi
 if [ "${1:-}" = stats ]; then
         shift
-        /usr/bin/python3 "$HERE/stats.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-250}" "${2:-5}"
+        AGENTIX_METRICS_URL=http://127.0.0.1:$metrics_port/metrics \
+                /usr/bin/python3 "$HERE/stats.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-250}" "${2:-5}"
         exit
 fi
 if [ "${1:-}" = load ]; then

@@ -8,7 +8,8 @@ sandboxes: N sandboxes are made (default 250), then, alternating round by round,
 each ROUNDS times (default 5). Reported: GetStats calls per second and ms per round, docker
 stats' ms per round, and the ratio of the medians. The first round of GetStats asks Docker once
 per sandbox (its container's init pid); later rounds read the kernel's files only: both are
-shown.
+shown. With AGENTIX_METRICS_URL, a scrape of agentd's /metrics (per-sandbox series on: every
+sandbox's usage read for it) is timed too, each round.
 
   stats.py IMAGE BUNDLE [N] [ROUNDS]     (DBUS_SYSTEM_BUS_ADDRESS: agentd's bus)"""
 
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import dbus
 import dbus.mainloop.glib
@@ -67,6 +69,15 @@ def docker_stats(names):
     return elapsed
 
 
+def scrape(url):
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as r:
+        text = r.read().decode()
+    elapsed = time.perf_counter() - t0
+    assert text.endswith("# EOF\n"), text[-200:]
+    return elapsed, text.count("agentix_sandbox_memory_bytes{")
+
+
 def make(n):
     made = []
     lock = threading.Lock()
@@ -93,7 +104,8 @@ def main():
     paths = [p for p, _ in made]
     names = [f"agentix-{sid}" for _, sid in made]
     first = get_stats_all(paths)  # asks Docker for each pid once
-    ours, theirs = [], []
+    ours, theirs, scrapes = [], [], []
+    metrics_url = os.environ.get("AGENTIX_METRICS_URL")
     try:
         for i in range(ROUNDS):
             for way in (("agentd", "docker") if i % 2 == 0 else ("docker", "agentd")):
@@ -101,6 +113,10 @@ def main():
                     ours.append(get_stats_all(paths))
                 else:
                     theirs.append(docker_stats(names))
+            if metrics_url:
+                elapsed, series = scrape(metrics_url)
+                assert series == N, (series, N)
+                scrapes.append(elapsed)
     finally:
         for _, sid in made:
             try:
@@ -113,10 +129,13 @@ def main():
     print(f"{'GetStats() x N, first round (pids from Docker)':44} {first * 1000:10.1f} {N / first:10.0f}")
     print(f"{'GetStats() x N (agentd, kernel files)':44} {o * 1000:10.1f} {N / o:10.0f}")
     print(f"{'docker stats --no-stream (the same N)':44} {t * 1000:10.1f} {N / t:10.0f}")
+    if scrapes:
+        print(f"{'GET /metrics, per-sandbox series of all N':44} {statistics.median(scrapes) * 1000:10.1f}")
     print(f"docker stats / GetStats: {t / o:.1f}x")
     print(json.dumps({"sandboxes": N, "rounds": ROUNDS, "getstats_first_ms": round(first * 1000, 1),
                       "getstats_ms": round(o * 1000, 1), "getstats_calls_per_s": round(N / o),
-                      "docker_stats_ms": round(t * 1000, 1), "ratio": round(t / o, 1)}))
+                      "docker_stats_ms": round(t * 1000, 1), "ratio": round(t / o, 1),
+                      **({"metrics_scrape_ms": round(statistics.median(scrapes) * 1000, 1)} if scrapes else {})}))
 
 
 if __name__ == "__main__":
