@@ -45,7 +45,8 @@ fi
 # stats: /metrics on a loopback port, with the per-sandbox series (what a scrape costs with them).
 metrics_port=19477
 if [ "${1:-}" = stats ]; then
-        printf '[Metrics]\nListen=127.0.0.1:%s\nPerSandbox=yes\n' "$metrics_port" >"$work/etc/agentd.conf"
+        printf '[Sandboxes]\nDeleteOnStop=yes\n[Metrics]\nListen=127.0.0.1:%s\nPerSandbox=yes\n' "$metrics_port" \
+                >"$work/etc/agentd.conf"
 fi
 # As units/agentd.service runs it.
 GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" STATE_DIRECTORY="$work/state" \
