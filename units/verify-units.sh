@@ -6,9 +6,9 @@
 # the two capabilities agentd does not, and 2.5 for agentix-e2b (CAP_SETUID and CAP_SETGID: it
 # connects to the bus as each key's user).
 #
-#   verify-units.sh SERVICE SYSUSERS TMPFILES EGRESS_SOCKET EGRESS_SERVICE E2B_SERVICE E2B_SOCKET
+#   verify-units.sh SERVICE SYSUSERS TMPFILES EGRESS_SOCKET EGRESS_SERVICE E2B_SERVICE E2B_SOCKET METRICS_SOCKET
 set -euo pipefail
-service=$1 sysusers=$2 tmpfiles=$3 egress_socket=$4 egress_service=$5 e2b_service=$6 e2b_socket=$7
+service=$1 sysusers=$2 tmpfiles=$3 egress_socket=$4 egress_service=$5 e2b_service=$6 e2b_socket=$7 metrics_socket=$8
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cp "$service" "$dir/agentd.service"
@@ -16,10 +16,12 @@ cp "$egress_socket" "$dir/agentix-egress.socket"
 cp "$egress_service" "$dir/agentix-egress@.service"
 cp "$e2b_service" "$dir/agentix-e2b.service"
 cp "$e2b_socket" "$dir/agentix-e2b.socket"
+cp "$metrics_socket" "$dir/agentix-metrics.socket"
 # verify complains about what it cannot resolve (a missing binary, an unknown directive): all
 # of it is an error here.
 out=$(systemd-analyze verify --man=no "$dir/agentd.service" "$dir/agentix-egress.socket" \
-        "$dir/agentix-egress@.service" "$dir/agentix-e2b.service" "$dir/agentix-e2b.socket" 2>&1) || { echo "$out"; exit 1; }
+        "$dir/agentix-egress@.service" "$dir/agentix-e2b.service" "$dir/agentix-e2b.socket" \
+        "$dir/agentix-metrics.socket" 2>&1) || { echo "$out"; exit 1; }
 if [ -n "$out" ]; then
         echo "$out"
         exit 1

@@ -314,6 +314,23 @@ def stop_leaves_the_sandboxes_running_unless_delete_on_stop_says_so():
 
 
 @test
+def the_metrics_socket_hands_agentd_its_port():
+    # The socket is agentd's once it is started before agentd (the container shares the host's
+    # network: its loopback is this test's).
+    sh("systemctl start agentix-metrics.socket")
+    sh("systemctl restart agentd.service")
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=30) as r:
+            assert r.headers["Content-Type"].startswith("application/openmetrics-text"), r.headers["Content-Type"]
+            text = r.read().decode()
+        assert "# TYPE agentix_sandboxes gauge" in text and text.endswith("# EOF\n"), text[-300:]
+        assert "Serving /metrics on the socket systemd passed" in journal()
+    finally:
+        sh("systemctl stop agentix-metrics.socket")
+        sh("systemctl restart agentd.service")
+
+
+@test
 def the_watchdog_is_armed_and_fed():
     sh("systemctl start agentd.service")
     assert unit_property("WatchdogUSec") == "30s", unit_property("WatchdogUSec")
@@ -339,6 +356,7 @@ def the_installed_unit_verifies_and_keeps_its_exposure():
     assert exposure <= 2.0, out.strip().splitlines()[-1]
     print(f"    {out.strip().splitlines()[-1].strip()}")
     r = sh("systemd-analyze verify agentd.service agentix-egress.socket agentix-egress@1.service agentix-e2b.socket "
+           "agentix-metrics.socket "
            "agentix-e2b.service 2>&1", check=False)
     assert r.returncode == 0 and r.stdout == "", r.stdout
     # A broken drop-in is caught, and named: a command that is not there fails verify; a value
