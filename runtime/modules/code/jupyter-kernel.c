@@ -152,6 +152,14 @@ static char *find_program(const char *name, char *const *env) {
         return strdup(name); /* posix_spawn reports ENOENT */
 }
 
+/* Does the kernelspec run ipykernel (python -m ipykernel_launcher, ipykernel, …)? */
+static bool is_ipykernel(char **argv) {
+        for (char **a = argv; a && *a; a++)
+                if (strstr(*a, "ipykernel"))
+                        return true;
+        return false;
+}
+
 static int spawn_kernel(JupyterKernel *k, const JupyterStartOptions *o, const char *connection_file, char **ret_error) {
         extern char **environ;
         _cleanup_strv_free_ char **argv = NULL, **env = NULL;
@@ -169,6 +177,12 @@ static int spawn_kernel(JupyterKernel *k, const JupyterStartOptions *o, const ch
                 if (!filled || strv_consume(&argv, filled) < 0)
                         return -ENOMEM;
         }
+        /* IPython keeps its history in one SQLite file per profile: kernels running at once
+         * (contexts of one sandbox, tests side by side) race on it, and the loser prints
+         * "ERROR! Session/line number was not unique in database" into a run's output. Each
+         * ipykernel keeps its history in memory instead (In[] and _ih work as before). */
+        if (is_ipykernel(argv) && strv_extend(&argv, "--HistoryManager.hist_file=:memory:") < 0)
+                return -ENOMEM;
         overrides = calloc(n + 1, sizeof(EnvOverride));
         if (!overrides)
                 return -ENOMEM;
