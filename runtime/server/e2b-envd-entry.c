@@ -186,6 +186,19 @@ static int basic_user(HttpConn *c, char name[static 128]) {
         return 0;
 }
 
+int envd_pack_owner_kwargs(msgpack_packer *pk, const EnvdUser *user, uint32_t extra) {
+        bool owner = user && !user->own;
+        int r = msgpack_pack_map(pk, (owner ? 2 : 0) + extra);
+
+        if (owner) {
+                r |= mp_pack_cstr(pk, "uid");
+                r |= msgpack_pack_uint32(pk, user->uid);
+                r |= mp_pack_cstr(pk, "gid");
+                r |= msgpack_pack_uint32(pk, user->gid);
+        }
+        return r ? -ENOMEM : 0;
+}
+
 int envd_request_user(HttpConn *c, EnvdUser *ret) {
         char name[128];
 

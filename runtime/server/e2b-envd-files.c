@@ -287,13 +287,7 @@ static void upload_start(FilesRequest *q, HttpConn *c) {
                 }
         }
         mp_packer_init_buffer(&pk, &kwargs);
-        r |= msgpack_pack_map(&pk, (q->user.own ? 0 : 2) + q->gzip);
-        if (!q->user.own) {
-                r |= mp_pack_cstr(&pk, "uid");
-                r |= msgpack_pack_uint32(&pk, q->user.uid);
-                r |= mp_pack_cstr(&pk, "gid");
-                r |= msgpack_pack_uint32(&pk, q->user.gid);
-        }
+        r |= envd_pack_owner_kwargs(&pk, &q->user, q->gzip);
         if (q->gzip) {
                 r |= mp_pack_cstr(&pk, "encoding");
                 r |= mp_pack_cstr(&pk, "gzip");

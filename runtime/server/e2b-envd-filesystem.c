@@ -98,14 +98,7 @@ static int call_fs(EnvdRequest *q, const char *function, bool as_list, const cha
         if (b)
                 r |= mp_pack_cstr(&pk, b);
         mp_packer_init_buffer(&pk, &kwargs);
-        if (owner && !owner->own) {
-                r |= msgpack_pack_map(&pk, 2);
-                r |= mp_pack_cstr(&pk, "uid");
-                r |= msgpack_pack_uint32(&pk, owner->uid);
-                r |= mp_pack_cstr(&pk, "gid");
-                r |= msgpack_pack_uint32(&pk, owner->gid);
-        } else
-                r |= msgpack_pack_map(&pk, 0);
+        r |= envd_pack_owner_kwargs(&pk, owner, 0);
         if (r != 0)
                 return -ENOMEM;
         snprintf(callable, sizeof(callable), "fs::%s", function);

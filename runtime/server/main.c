@@ -460,31 +460,14 @@ static int on_sigchld(sd_event_source *s, const struct signalfd_siginfo *si, voi
 /* The worker program: $AGENTIX_WORKER, else agentix-worker next to our own executable (the
  * build tree, a bundle's bin directory), else the installed one in libexecdir. */
 static int find_worker(char *buf, size_t size) {
-        const char *e = getenv("AGENTIX_WORKER");
-        char self[PATH_MAX];
-        ssize_t n;
+        int r = companion_program("agentix-worker", "AGENTIX_WORKER", buf, size);
 
-        if (!strempty(e)) {
-                if (access(e, X_OK) < 0)
-                        return log_error_errno(errno, "$AGENTIX_WORKER=%s is not executable: %m", e);
-                snprintf(buf, size, "%s", e);
-                return 0;
-        }
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-                char *slash;
-                self[n] = 0;
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = 0;
-                        if (snprintf(buf, size, "%s/agentix-worker", self) < (int) size && access(buf, X_OK) == 0)
-                                return 0;
-                }
-        }
-        if (snprintf(buf, size, "%s/agentix-worker", AGENTIX_LIBEXECDIR) < (int) size && access(buf, X_OK) == 0)
-                return 0;
-        return log_error_errno(ENOENT, "Cannot find agentix-worker next to agentix-server or in %s; "
-                               "set $AGENTIX_WORKER.", AGENTIX_LIBEXECDIR);
+        if (r == -EACCES)
+                return log_error_errno(EACCES, "$AGENTIX_WORKER=%s is not executable: %m", getenv("AGENTIX_WORKER"));
+        if (r < 0)
+                return log_error_errno(ENOENT, "Cannot find agentix-worker next to agentix-server or in %s; "
+                                       "set $AGENTIX_WORKER.", AGENTIX_LIBEXECDIR);
+        return 0;
 }
 
 static int setup(Server *srv, Options *o) {

@@ -114,6 +114,10 @@ static inline bool size_add_overflows(size_t a, size_t b, size_t *ret) {
 int loop_read_exact(int fd, void *buf, size_t n);
 /* Write a whole buffer, retrying on EINTR and short writes. */
 int loop_write(int fd, const void *buf, size_t n);
+/* A program that ships with this one (agentix-worker, agentix-exec-as): $env when set (-EACCES
+ * when it is not executable), else name beside our own executable (the build tree, a bundle's
+ * bin directory), else in AGENTIX_LIBEXECDIR; -ENOENT when none is. Into buf. */
+int companion_program(const char *name, const char *env, char *buf, size_t size);
 /* Monotonic time in microseconds. */
 unsigned long long now_usec(void);
 /* Keep the first failure's message for a person: *msg gets the formatted text unless it holds

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <limits.h>
 #include <stdarg.h>
 #include <time.h>
 
@@ -58,4 +59,31 @@ int message_set_first(char **msg, int r, const char *fmt, ...) {
                 *msg = NULL;
         va_end(ap);
         return r;
+}
+
+int companion_program(const char *name, const char *env, char *buf, size_t size) {
+        const char *e = env ? getenv(env) : NULL;
+        char self[PATH_MAX];
+        ssize_t n;
+
+        if (e && *e) {
+                if (access(e, X_OK) < 0 || snprintf(buf, size, "%s", e) >= (int) size)
+                        return -EACCES;
+                return 0;
+        }
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                char *slash;
+
+                self[n] = 0;
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = 0;
+                        if (snprintf(buf, size, "%s/%s", self, name) < (int) size && access(buf, X_OK) == 0)
+                                return 0;
+                }
+        }
+        if (snprintf(buf, size, "%s/%s", AGENTIX_LIBEXECDIR, name) < (int) size && access(buf, X_OK) == 0)
+                return 0;
+        return -ENOENT;
 }

@@ -74,37 +74,7 @@ static char helper_path[PATH_MAX];
 static bool helper_found;
 
 static void helper_find(void) {
-        const char *env = getenv("AGENTIX_EXEC_AS");
-        char self[PATH_MAX];
-        ssize_t n;
-
-        if (env && *env) {
-                if (access(env, X_OK) == 0 && strlen(env) < sizeof(helper_path)) {
-                        strcpy(helper_path, env);
-                        helper_found = true;
-                }
-                return;
-        }
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-                char *slash;
-
-                self[n] = 0;
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = 0;
-                        if (snprintf(helper_path, sizeof(helper_path), "%s/%s", self, EXEC_AS_HELPER) <
-                                    (int) sizeof(helper_path) &&
-                            access(helper_path, X_OK) == 0) {
-                                helper_found = true;
-                                return;
-                        }
-                }
-        }
-        if (snprintf(helper_path, sizeof(helper_path), "%s/%s", AGENTIX_LIBEXECDIR, EXEC_AS_HELPER) <
-                    (int) sizeof(helper_path) &&
-            access(helper_path, X_OK) == 0)
-                helper_found = true;
+        helper_found = companion_program(EXEC_AS_HELPER, "AGENTIX_EXEC_AS", helper_path, sizeof(helper_path)) >= 0;
 }
 
 const char *exec_as_helper(void) {
