@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "cgroup-stats.h"
 #include "macro.h"
@@ -224,5 +227,47 @@ int cgroup_stats_read(const char *root, pid_t pid, const char *container_id, Age
         (void) gettimeofday(&tv, NULL);
         s.time = (uint64_t) tv.tv_sec * 1000000u + (uint64_t) tv.tv_usec;
         *ret = s;
+        return 0;
+}
+
+int cgroup_v1_counting_disk(const char *root, dev_t dev, char **ret) {
+        char link[PATH_MAX], disk[PATH_MAX], path[PATH_MAX + 16], name[NAME_MAX + 1] = "", line[256];
+        unsigned maj, min;
+        struct stat st;
+        FILE *f;
+        char *node;
+
+        snprintf(link, sizeof(link), "%s/sys/dev/block/%u:%u", root, major(dev), minor(dev));
+        if (!realpath(link, disk))
+                return -ENODEV;
+        snprintf(path, sizeof(path), "%s/partition", disk);
+        if (access(path, F_OK) == 0)
+                *strrchr(disk, '/') = '\0'; /* a partition's directory sits in its disk's */
+
+        snprintf(path, sizeof(path), "%s/dev", disk);
+        f = fopen(path, "re");
+        if (!f)
+                return -ENODEV;
+        if (fscanf(f, "%u:%u", &maj, &min) != 2)
+                maj = min = 0;
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/uevent", disk);
+        f = fopen(path, "re");
+        if (!f)
+                return -ENODEV;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "DEVNAME=%255[^\n]", name) == 1)
+                        break;
+        fclose(f);
+        if (!name[0] || strstr(name, ".."))
+                return -ENODEV;
+
+        /* The engine resolves the node itself: it must be the disk's, or every create fails. */
+        snprintf(path, sizeof(path), "%s/dev/%s", root, name);
+        if (stat(path, &st) < 0 || !S_ISBLK(st.st_mode) || st.st_rdev != makedev(maj, min))
+                return -ENODEV;
+        if (asprintf(&node, "/dev/%s", name) < 0)
+                return -ENOMEM;
+        *ret = node;
         return 0;
 }

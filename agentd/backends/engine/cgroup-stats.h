@@ -18,3 +18,13 @@
 #include "agentix/agentd-backend.h"
 
 int cgroup_stats_read(const char *root, pid_t pid, const char *container_id, AgentdSandboxStats *ret);
+
+/* Under cgroup v1 the kernel counts a cgroup's block I/O (blkio.throttle.io_service_bytes) only
+ * on a disk whose queue has blk-throttle on, and it turns that on for good once any cgroup has
+ * a throttle rule for the disk: without one, every container reads 0 bytes (`docker stats`
+ * too). agentd gives each sandbox a rule no disk reaches, on the disk below the engine's data.
+ * *ret: that disk's node, "/dev/NAME" (the whole disk where dev is a partition: rules are per
+ * disk). -ENODEV: dev is no block device's (overlay, tmpfs, btrfs' anonymous devices) or its
+ * node is not at /dev/NAME. root as above. */
+#define CGROUP_V1_COUNTING_RATE (UINT64_C(1) << 50) /* bytes/s: 1 PiB/s */
+int cgroup_v1_counting_disk(const char *root, dev_t dev, char **ret);

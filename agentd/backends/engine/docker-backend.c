@@ -2,6 +2,9 @@
 /* The backend object of docker-backend.h: its making and freeing, the runtimes its service
  * has, removing a sandbox. Creates are docker-create.c's. */
 #include <curl/curl.h>
+#include <sys/stat.h>
+
+#include "cgroup-stats.h"
 
 #include "curl-event.h"
 #include "docker-backend.h"
@@ -46,6 +49,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         curl_event_free(b->probes);
         json_decref(b->host_config);
         json_decref(b->runtimes);
+        free(b->counting_disk);
         docker_stats_free_all(b);
         sd_event_unref(b->event);
         free(b->service);
@@ -64,6 +68,29 @@ void docker_backend_set_host_config(DockerBackend *b, json_t *extra) {
 
 /* ---- runtimes ---------------------------------------------------------------------------- */
 
+/* The engine is on this host (a unix socket), so its data directory is a path here too. */
+static void find_counting_disk(DockerBackend *b, json_t *info) {
+        const char *data = json_string_value(json_object_get(info, "DockerRootDir"));
+        struct stat st;
+        int r;
+
+        if (b->counting_disk || !streq_ptr(json_string_value(json_object_get(info, "CgroupVersion")), "1"))
+                return;
+        r = data && stat(data, &st) == 0 ? cgroup_v1_counting_disk("", st.st_dev, &b->counting_disk) : -ENOENT;
+        if (r < 0)
+                log_info("cgroup v1, and %s's data (%s) is on no disk of its own: the kernel may count no "
+                         "block I/O for sandboxes (io_read_bytes, io_write_bytes stay 0).", b->service, strna(data));
+        else
+                log_info("cgroup v1: each sandbox gets a blk-throttle rule of 1 PiB/s on %s (%s's data), "
+                         "without which the kernel counts no block I/O for it.", b->counting_disk, b->service);
+}
+
+void docker_backend_take_info(DockerBackend *b, json_t *info) {
+        json_decref(b->runtimes);
+        b->runtimes = json_incref(json_object_get(info, "Runtimes"));
+        find_counting_disk(b, info);
+}
+
 static void on_runtimes(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         DockerBackend *b = userdata;
 
@@ -73,8 +100,7 @@ static void on_runtimes(DockerClient *d, int status, json_t *body, const char *e
                           b->service, error ?: "refused");
                 return;
         }
-        json_decref(b->runtimes);
-        b->runtimes = json_incref(json_object_get(body, "Runtimes"));
+        docker_backend_take_info(b, body);
 }
 
 void docker_backend_ask_runtimes(DockerBackend *b) {

@@ -52,8 +52,11 @@ int docker_backend_snapshot(DockerBackend *b, const char *sandbox_id, uid_t owne
 int docker_backend_snapshots(DockerBackend *b, agentd_snapshots_t done, void *userdata);
 int docker_backend_delete_snapshot(DockerBackend *b, const char *image, uid_t owner, agentd_done_t done,
                                    void *userdata);
-/* Ask the service which runtimes it has (GET /info), unless known or being asked. */
+/* Ask the service which runtimes it has (GET /info), unless known or being asked; on a
+ * cgroup v1 host, also which disk holds its data (counting_disk). */
 void docker_backend_ask_runtimes(DockerBackend *b);
+/* What GET /info answered (from either asker). */
+void docker_backend_take_info(DockerBackend *b, json_t *info);
 
 /* Requests that take longer than this fail (default 30 s). */
 void docker_backend_set_timeout(DockerBackend *b, uint64_t usec);
@@ -122,4 +125,5 @@ struct AgentdBackend {
         json_t *runtimes;         /* GET /info's Runtimes, once asked; NULL again after a resync */
         DockerRequest *runtimes_request;
         StrMap *stats_pids;       /* sandbox id → its container's init pid (docker-stats.c) */
+        char *counting_disk;      /* cgroup v1: the disk each sandbox gets a rule for (cgroup-stats.h) */
 };

@@ -3,6 +3,7 @@
  * runtime checked, agentd's network made if missing, the bundle's carrier made, the task
  * container made and started, a sandbox's egress rules set, then /health probed until the
  * runtime answers. Any failure removes the container it made. */
+#include "cgroup-stats.h"
 #include "docker-backend.h"
 #include "docker-client.h"
 #include "firewall-helper.h"
@@ -210,6 +211,10 @@ static json_t *task_container_json(CreateJob *j) {
                         json_object_set_new(tmpfs, s->workdir, json_string("mode=0755"));
                 json_object_set_new(host, "Tmpfs", tmpfs);
         }
+        if (c && j->backend->counting_disk)
+                json_object_set_new(json_object_get(c, "HostConfig"), "BlkioDeviceWriteBps",
+                                    json_pack("[{s:s, s:I}]", "Path", j->backend->counting_disk,
+                                              "Rate", (json_int_t) CGROUP_V1_COUNTING_RATE));
         if (c && j->backend->host_config)
                 json_object_update(json_object_get(c, "HostConfig"), j->backend->host_config);
         return c;
@@ -489,7 +494,9 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                         FAIL_DOCKER(j, "looking up the task image", status, body, error);
                 if (docker_snapshot_owner(body, s->owner) == DOCKER_SNAPSHOT_OTHERS)
                         FAIL(j, AGENTD_ERROR_NOT_OWNER, "Image '%s' is a snapshot of another user", s->image);
-                j->step = s->runtime ? STEP_RUNTIME : STEP_NETWORK;
+                /* /info is read before the first container too: it says whether it needs the
+                 * block I/O rule of cgroup-stats.h. */
+                j->step = s->runtime || !j->backend->runtimes ? STEP_RUNTIME : STEP_NETWORK;
                 break;
         case STEP_RUNTIME: {
                 json_t *runtimes = json_object_get(body, "Runtimes");
@@ -500,9 +507,8 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
 
                 if (status != 200)
                         FAIL_DOCKER(j, "asking which runtimes it has", status, body, error);
-                json_decref(j->backend->runtimes);
-                j->backend->runtimes = json_incref(runtimes);
-                if (json_object_get(runtimes, s->runtime)) {
+                docker_backend_take_info(j->backend, body);
+                if (!s->runtime || json_object_get(runtimes, s->runtime)) {
                         j->step = STEP_NETWORK;
                         break;
                 }
@@ -627,7 +633,7 @@ static void step(CreateJob *j) {
                 break;
         case STEP_RUNTIME:
                 /* Asked once; again only for a runtime not seen (registered since, perhaps). */
-                if (json_object_get(j->backend->runtimes, s->runtime)) {
+                if (j->backend->runtimes && (!s->runtime || json_object_get(j->backend->runtimes, s->runtime))) {
                         j->step = STEP_NETWORK;
                         step(j);
                         return;

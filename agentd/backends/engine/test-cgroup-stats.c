@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -120,6 +123,50 @@ static void test_not_the_container(void **state) {
         assert_int_equal(cgroup_stats_read(root, 42, "", &s), -EINVAL);
 }
 
+/* The disk under a filesystem, in a tree laid out as sysfs does: a partition's directory in
+ * its disk's, /sys/dev/block/MAJ:MIN links to either. Nodes made with mknod (the test runs as
+ * root; where it cannot, the node checks alone run). */
+static void test_counting_disk(void **state) {
+        char path[512], *disk = NULL;
+
+        put("sys/devices/virtual/block/sdz/dev", "8:400\n");
+        put("sys/devices/virtual/block/sdz/uevent", "MAJOR=8\nMINOR=400\nDEVNAME=sdz\nDEVTYPE=disk\n");
+        put("sys/devices/virtual/block/sdz/sdz1/dev", "8:401\n");
+        put("sys/devices/virtual/block/sdz/sdz1/partition", "1\n");
+        put("sys/devices/virtual/block/sdz/sdz1/uevent", "MAJOR=8\nMINOR=401\nDEVNAME=sdz1\nDEVTYPE=partition\n");
+        put("sys/devices/virtual/block/ovl/dev", "0:77\n");
+        put("sys/devices/virtual/block/ovl/uevent", "MAJOR=0\nMINOR=77\n"); /* no DEVNAME */
+        put("dev/.keep", "");
+        put("sys/dev/block/.keep", "");
+        snprintf(path, sizeof(path), "%s/sys/dev/block/8:400", root);
+        assert_int_equal(symlink("../../devices/virtual/block/sdz", path), 0);
+        snprintf(path, sizeof(path), "%s/sys/dev/block/8:401", root);
+        assert_int_equal(symlink("../../devices/virtual/block/sdz/sdz1", path), 0);
+        snprintf(path, sizeof(path), "%s/sys/dev/block/0:77", root);
+        assert_int_equal(symlink("../../devices/virtual/block/ovl", path), 0);
+
+        /* No node at /dev/sdz yet: a rule naming it would fail every create. */
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(8, 401), &disk), -ENODEV);
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(0, 77), &disk), -ENODEV);
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(9, 9), &disk), -ENODEV); /* no such device */
+        snprintf(path, sizeof(path), "%s/dev/sdz", root);
+        if (mknod(path, S_IFBLK | 0600, makedev(8, 401)) < 0) {
+                print_message("(cannot mknod here: %m; the node checks alone ran)\n");
+                return;
+        }
+        /* A node of the wrong device is no good either. */
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(8, 401), &disk), -ENODEV);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(mknod(path, S_IFBLK | 0600, makedev(8, 400)), 0);
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(8, 401), &disk), 0);
+        assert_string_equal(disk, "/dev/sdz"); /* the partition's disk, named as the engine sees it */
+        free(disk);
+        disk = NULL;
+        assert_int_equal(cgroup_v1_counting_disk(root, makedev(8, 400), &disk), 0);
+        assert_string_equal(disk, "/dev/sdz");
+        free(disk);
+}
+
 /* This process's own cgroup, on the host's real files: whatever the version, the numbers are
  * there and plausible (the test has used CPU and memory, and holds a pid). */
 static void test_real(void **state) {
@@ -154,6 +201,7 @@ int main(void) {
                 cmocka_unit_test(test_v2),
                 cmocka_unit_test(test_v1_hybrid),
                 cmocka_unit_test(test_not_the_container),
+                cmocka_unit_test(test_counting_disk),
                 cmocka_unit_test(test_real),
         };
 
