@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "metrics-endpoint.h"
 #include "metrics.h"
+#include "sandbox-stats.h"
 #include "strmap.h"
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -91,7 +92,7 @@ static void on_request(HttpConn *c, void *data) {
         while ((sb = strmap_iterate(s->manager->sandboxes, &state)) && asked < SCRAPE_SANDBOXES_MAX) {
                 ScrapeOne *one;
 
-                if ((sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_PAUSED) || !sb->backend->ops->stats)
+                if (sb->state != SANDBOX_RUNNING && (sb->state != SANDBOX_PAUSED || !sb->backend->ops->stats))
                         continue;
                 one = calloc(1, sizeof(*one));
                 if (!one)
@@ -100,7 +101,7 @@ static void on_request(HttpConn *c, void *data) {
                 snprintf(one->id, sizeof(one->id), "%s", sb->id);
                 s->pending++;
                 asked++;
-                if (sb->backend->ops->stats(sb->backend->state, sb->id, on_stats, one) < 0) {
+                if (sandbox_read_stats(s->manager, sb, on_stats, one) < 0) {
                         free(one);
                         s->pending--;
                 }

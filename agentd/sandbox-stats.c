@@ -4,6 +4,7 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
+#include "runtime-stats.h"
 #include "sandbox-stats.h"
 
 typedef struct StatsCall {
@@ -82,6 +83,16 @@ static void on_stats(void *userdata, const AgentdSandboxStats *st, const char *e
         }
 }
 
+int sandbox_read_stats(Manager *m, Sandbox *s, agentd_stats_t done, void *userdata) {
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return -ENOTCONN;
+        if (s->backend->ops->stats)
+                return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
+        if (s->state == SANDBOX_PAUSED)
+                return -EAGAIN; /* its runtime is frozen with it */
+        return runtime_stats_ask(m->event, s->runtime_url, s->token, &s->runtime_stats, done, userdata);
+}
+
 int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
         StatsCall *c;
         int r;
@@ -89,15 +100,22 @@ int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_err
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING, "Sandbox %s is %s: it uses nothing.", s->id,
                                          sandbox_state_to_string(s->state));
-        if (!s->backend->ops->stats)
-                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "The %s backend reads no usage.",
-                                         s->backend->name);
+        if (!s->backend->ops->stats && s->state == SANDBOX_PAUSED)
+                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE,
+                                         "Sandbox %s is paused: the %s backend reads no usage, and its runtime, "
+                                         "which does, is frozen with it.", s->id, s->backend->name);
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
         *c = (StatsCall) { .manager = m, .call = sd_bus_message_ref(call) };
         snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", s->id);
-        r = s->backend->ops->stats(s->backend->state, s->id, on_stats, c);
+        r = sandbox_read_stats(m, s, on_stats, c);
+        if (r == -EBUSY) {
+                sd_bus_message_unref(c->call);
+                free(c);
+                return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE,
+                                         "Too many readings of sandbox %s's usage are waiting; ask again.", s->id);
+        }
         if (r < 0) {
                 sd_bus_message_unref(c->call);
                 free(c);

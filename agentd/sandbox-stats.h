@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Sandbox.GetStats(): what a sandbox uses now, as its backend reads it (stats(), ABI 5), with
+/* Sandbox.GetStats(): what a sandbox uses now, as its backend reads it (stats(), ABI 5) or,
+ * for a backend without stats(), as its runtime does (runtime-stats.h), with
  * cpu_percent worked out here over the interval since the sandbox was last asked (or since it
  * was made, the first time): 100 is one CPU kept busy, as `docker stats` counts. */
 
 #include <systemd/sd-bus.h>
 
 #include "sandbox.h"
+
+/* s's usage, to done() (once, never before this returns): from its backend, else its runtime.
+ * A negative errno when it cannot be asked (done() is not called): -ENOTCONN not running,
+ * -EAGAIN paused with only its runtime to ask, -EBUSY too many askers waiting. */
+int sandbox_read_stats(Manager *m, Sandbox *s, agentd_stats_t done, void *userdata);
 
 /* Ask s's backend; answer call with the a{sv} (a key left out: the backend cannot tell). 1 when
  * the answer is on its way, or a negative errno / error set (no backend support, say). */

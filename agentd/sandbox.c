@@ -6,6 +6,7 @@
 #include "agentd-bus.h"
 #include "agentd-errors.h"
 #include "macro.h"
+#include "runtime-stats.h"
 #include "sandbox-claim.h"
 #include "sandbox.h"
 
@@ -172,6 +173,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->failure_message);
         free(s->pool_name);
         sandbox_claim_free(s->claim);
+        runtime_stats_free(s->runtime_stats);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);

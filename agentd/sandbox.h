@@ -64,6 +64,7 @@ typedef struct Sandbox {
         char *pool_name;          /* the pool it was made for (kept once claimed: the Pool property) */
         struct SandboxClaim *claim; /* runtime::claim on its way */
         SandboxStatsSample stats_sample;
+        struct RuntimeStats *runtime_stats; /* its runtime's reading on its way (runtime-stats.h) */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);

@@ -300,6 +300,64 @@ def the_demos_calls_run_unchanged():
     delete_all()
 
 
+def node_cgroup_file(node, sid, v1_controller, v1_name, v2_name):
+    """A number in a file of a sandbox container's cgroup, read on this host (the nodes share its
+    kernel): the first one, or v2's cpu.stat usage_usec in ns as v1's cpuacct.usage has it."""
+    cid = node_docker(node, "ps", "-q", "--no-trunc", "--filter", f"label=org.agentix.sandbox={sid}").stdout.split()[0]
+    pid = node_docker(node, "inspect", "-f", "{{.State.Pid}}", cid).stdout.strip()
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if v1_controller in controllers.split(","):
+            with open(f"/sys/fs/cgroup/{controllers}{path}/{v1_name}") as f:
+                return int(f.read().split()[0])
+    for n, controllers, path in lines:
+        if n == "0" and not controllers:
+            with open(f"/sys/fs/cgroup{path}/{v2_name}") as f:
+                words = f.read().split()
+            return int(words[1]) * 1000 if words[0] == "usage_usec" else int(words[0])
+    raise AssertionError(lines)
+
+
+@test
+def usage_of_a_sandbox_on_another_node_comes_from_its_runtime():
+    # The manager's API has no stats for containers on other nodes: agentd asks the sandbox's
+    # runtime (sandbox::stats), which reads its own cgroup from inside.
+    a = agentd()
+    path, sid = a.create()
+    url = prop(path, "RuntimeUrl")
+    node = NODE_ADDRS[url.split("//")[1].split(":")[0]]
+    obj = dbus.Interface(a.conn.get_object(NAME, path), SANDBOX)
+    first = {str(k): v for k, v in obj.GetStats(timeout=30).items()}
+    for key in ("time", "cpu_usec", "cpu_percent", "memory_current", "memory_peak", "memory_limit",
+                "pids_current", "net_rx_bytes", "net_tx_bytes"):
+        assert key in first, (key, first)
+    assert first["memory_limit"] == 256 << 20, first  # the create's limit, from inside
+    kernel = node_cgroup_file(node, sid, "memory", "memory.limit_in_bytes", "memory.max")
+    assert kernel == first["memory_limit"], (kernel, first)
+    # Two seconds of busy loop under the 0.1-CPU limit: at least 0.1 s more CPU time, as the
+    # node's kernel counts it.
+    r = run_in(sid, "sh", "-c", "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do :; done")
+    assert r.returncode == 0, r.stderr
+    after = {str(k): v for k, v in obj.GetStats(timeout=30).items()}
+    assert after["cpu_usec"] - first["cpu_usec"] >= 100_000, (first, after)
+    kernel = node_cgroup_file(node, sid, "cpuacct", "cpuacct.usage", "cpu.stat") // 1000
+    assert abs(kernel - after["cpu_usec"]) <= 0.05 * kernel + 50_000, (kernel, after)
+    assert after["net_rx_bytes"] > first["net_rx_bytes"], (first, after)  # the call came in over it
+    # Askers at once share readings; each gets an answer.
+    results = [None] * 8
+
+    def ask(i):
+        results[i] = {str(k): v for k, v in obj.GetStats(timeout=30).items()}
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r and r["memory_limit"] == 256 << 20 for r in results), results
+    delete_all()
+
+
 @test
 def ttl_and_owner_checks_hold_on_the_swarm():
     a = agentd()

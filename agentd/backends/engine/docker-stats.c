@@ -44,10 +44,11 @@ void docker_stats_free_all(DockerBackend *b) {
 /* Read with a kept pid: 0 with done() called, or -ESRCH when the pid is not the container's. */
 static int read_kept(DockerBackend *b, const StatsPid *p, agentd_stats_t done, void *userdata) {
         AgentdSandboxStats s;
+        CgroupStats c;
         char message[160];
         int r;
 
-        r = cgroup_stats_read("", p->pid, p->container_id, &s);
+        r = cgroup_stats_read("", p->pid, p->container_id, &c);
         if (r == -ESRCH)
                 return r;
         if (r < 0) {
@@ -55,6 +56,13 @@ static int read_kept(DockerBackend *b, const StatsPid *p, agentd_stats_t done, v
                 done(userdata, NULL, AGENTD_ERROR_BACKEND_UNAVAILABLE, message);
                 return 0;
         }
+        _Static_assert(CGROUP_STATS_UNKNOWN == AGENTD_STATS_UNKNOWN, "one \"unknown\"");
+        s = (AgentdSandboxStats) {
+                .time = c.time, .cpu_usec = c.cpu_usec, .memory_current = c.memory_current,
+                .memory_peak = c.memory_peak, .memory_limit = c.memory_limit, .pids_current = c.pids_current,
+                .pids_limit = c.pids_limit, .net_rx_bytes = c.net_rx_bytes, .net_tx_bytes = c.net_tx_bytes,
+                .io_read_bytes = c.io_read_bytes, .io_write_bytes = c.io_write_bytes,
+        };
         done(userdata, &s, NULL, NULL);
         return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Built-in module "sandbox": exec, the deepagents `execute` contract, in three shapes.
+/* Built-in module "sandbox": exec, the deepagents `execute` contract, in three shapes; echo, a
+ * probe; stats, what the sandbox uses (sandbox-stats.c).
  *
  *   exec(command: str, timeout: float? = None, cwd: str? = None, env: map? = None,
  *        stdin: str|bytes? = None, max_output: int = 10485760, pty: bool = False,
@@ -29,6 +30,7 @@
 #include "exec.h"
 #include "sandbox-args.h"
 #include "sandbox-inbox.h"
+#include "sandbox-stats.h"
 #include "utf8.h"
 
 /* What the hooks of one run share. */
@@ -211,6 +213,7 @@ static const agentix_function sandbox_functions[] = {
         { "exec", AGENTIX_SHAPE_UNARY, SANDBOX_EXEC_SIGNATURE, sandbox_exec_unary, EXEC_DOC },
         { "exec", AGENTIX_SHAPE_STREAM, SANDBOX_EXEC_SIGNATURE, sandbox_exec_stream, EXEC_STREAM_DOC },
         { "exec", AGENTIX_SHAPE_BIDI, SANDBOX_EXEC_SIGNATURE, sandbox_exec_stream, EXEC_BIDI_DOC },
+        { "stats", AGENTIX_SHAPE_UNARY, SANDBOX_STATS_SIGNATURE, sandbox_stats, SANDBOX_STATS_DOC },
         {},
 };
 

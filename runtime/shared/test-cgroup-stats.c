@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* cgroup_stats_read() on trees of the kernel's files as cgroup v2 and v1 (with the unified
- * hierarchy beside, as a hybrid host has it) lay them out, and on the real ones of this test. */
+/* cgroup_stats_read() and cgroup_stats_read_own() on trees of the kernel's files as cgroup v2
+ * and v1 (with the unified hierarchy beside, as a hybrid host has it) lay them out, and on the
+ * real ones of this test; cgroup_v1_counting_disk() on a tree laid out as sysfs. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -55,7 +56,7 @@ static int teardown(void **state) {
 }
 
 static void test_v2(void **state) {
-        AgentdSandboxStats s;
+        CgroupStats s;
 
         put("proc/42/cgroup", "0::/system.slice/docker-" ID ".scope\n");
         put("sys/fs/cgroup/system.slice/docker-" ID ".scope/cpu.stat", "usage_usec 123456\nuser_usec 100000\nsystem_usec 23456\n");
@@ -73,7 +74,7 @@ static void test_v2(void **state) {
         assert_int_equal(s.memory_peak, 314572800);
         assert_int_equal(s.memory_limit, 536870912);
         assert_int_equal(s.pids_current, 7);
-        assert_true(s.pids_limit == AGENTD_STATS_UNKNOWN); /* max */
+        assert_true(s.pids_limit == CGROUP_STATS_UNKNOWN); /* max */
         assert_int_equal(s.io_read_bytes, 4196);
         assert_int_equal(s.io_write_bytes, 1048576);
         assert_int_equal(s.net_rx_bytes, 1000500); /* lo left out */
@@ -82,7 +83,7 @@ static void test_v2(void **state) {
 }
 
 static void test_v1_hybrid(void **state) {
-        AgentdSandboxStats s;
+        CgroupStats s;
 
         put("proc/42/cgroup",
             "12:pids:/docker/" ID "\n"
@@ -104,7 +105,7 @@ static void test_v1_hybrid(void **state) {
         assert_int_equal(s.cpu_usec, 2500000);
         assert_int_equal(s.memory_current, 1000);
         assert_int_equal(s.memory_peak, 5000);
-        assert_true(s.memory_limit == AGENTD_STATS_UNKNOWN); /* v1's "no limit" */
+        assert_true(s.memory_limit == CGROUP_STATS_UNKNOWN); /* v1's "no limit" */
         assert_int_equal(s.pids_current, 3);
         assert_int_equal(s.pids_limit, 256);
         assert_int_equal(s.io_read_bytes, 8200);
@@ -113,7 +114,7 @@ static void test_v1_hybrid(void **state) {
 }
 
 static void test_not_the_container(void **state) {
-        AgentdSandboxStats s;
+        CgroupStats s;
 
         /* The pid is another process's now, or gone: no numbers of someone else. */
         put("proc/42/cgroup", "0::/user.slice/session-1.scope\n");
@@ -121,6 +122,53 @@ static void test_not_the_container(void **state) {
         assert_int_equal(cgroup_stats_read(root, 43, ID, &s), -ESRCH);
         assert_int_equal(cgroup_stats_read(root, 0, ID, &s), -EINVAL);
         assert_int_equal(cgroup_stats_read(root, 42, "", &s), -EINVAL);
+}
+
+/* From inside: whatever is mounted at /sys/fs/cgroup is the container's own cgroup. */
+static void test_own(void **state) {
+        char v1[128], v2[128], empty[128];
+        CgroupStats s;
+
+        put("own-v2/sys/fs/cgroup/cgroup.controllers", "cpu memory pids io\n");
+        put("own-v2/sys/fs/cgroup/cpu.stat", "usage_usec 5000\n");
+        put("own-v2/sys/fs/cgroup/memory.current", "1048576\n");
+        put("own-v2/sys/fs/cgroup/memory.max", "max\n");
+        put("own-v2/sys/fs/cgroup/pids.current", "3\n");
+        put("own-v2/proc/self/net/dev", "h\nh\n  eth0: 77 1 0 0 0 0 0 0 88 1 0 0 0 0 0 0\n");
+        snprintf(v2, sizeof(v2), "%s/own-v2", root);
+        assert_int_equal(cgroup_stats_read_own(v2, &s), 0);
+        assert_int_equal(s.cpu_usec, 5000);
+        assert_int_equal(s.memory_current, 1048576);
+        assert_true(s.memory_limit == CGROUP_STATS_UNKNOWN);
+        assert_int_equal(s.pids_current, 3);
+        assert_int_equal(s.net_rx_bytes, 77);
+        assert_int_equal(s.net_tx_bytes, 88);
+
+        /* v1, cpuacct mounted with cpu as the engine does. */
+        put("own-v1/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "2000000\n");
+        put("own-v1/sys/fs/cgroup/memory/memory.usage_in_bytes", "4096\n");
+        put("own-v1/sys/fs/cgroup/memory/memory.max_usage_in_bytes", "8192\n");
+        put("own-v1/sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+        put("own-v1/sys/fs/cgroup/pids/pids.max", "100\n");
+        put("own-v1/sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes", "254:0 Read 10\n254:0 Write 20\nTotal 30\n");
+        snprintf(v1, sizeof(v1), "%s/own-v1", root);
+        assert_int_equal(cgroup_stats_read_own(v1, &s), 0);
+        assert_int_equal(s.cpu_usec, 2000);
+        assert_int_equal(s.memory_current, 4096);
+        assert_int_equal(s.memory_peak, 8192);
+        assert_int_equal(s.memory_limit, 536870912);
+        assert_int_equal(s.pids_limit, 100);
+        assert_true(s.pids_current == CGROUP_STATS_UNKNOWN);
+        assert_int_equal(s.io_read_bytes, 10);
+        assert_int_equal(s.io_write_bytes, 20);
+        assert_true(s.net_rx_bytes == CGROUP_STATS_UNKNOWN); /* no /proc/self/net/dev there */
+
+        put("own-none/sys/fs/.keep", "");
+        snprintf(empty, sizeof(empty), "%s/own-none", root);
+        assert_int_equal(cgroup_stats_read_own(empty, &s), -ENOENT);
+        /* This process's real one reads too (a host's root cgroup, or a container's). */
+        assert_int_equal(cgroup_stats_read_own("", &s), 0);
+        assert_true(s.net_rx_bytes != CGROUP_STATS_UNKNOWN);
 }
 
 /* The disk under a filesystem, in a tree laid out as sysfs does: a partition's directory in
@@ -171,7 +219,7 @@ static void test_counting_disk(void **state) {
  * there and plausible (the test has used CPU and memory, and holds a pid). */
 static void test_real(void **state) {
         char path[64], line[512], id[512] = "";
-        AgentdSandboxStats s;
+        CgroupStats s;
         FILE *f;
 
         snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) getpid());
@@ -192,8 +240,8 @@ static void test_real(void **state) {
         if (!id[0])
                 skip(); /* in the root cgroup: nothing of its own to read */
         assert_int_equal(cgroup_stats_read("", getpid(), id, &s), 0);
-        assert_true(s.memory_current != AGENTD_STATS_UNKNOWN && s.memory_current > 0);
-        assert_true(s.cpu_usec != AGENTD_STATS_UNKNOWN);
+        assert_true(s.memory_current != CGROUP_STATS_UNKNOWN && s.memory_current > 0);
+        assert_true(s.cpu_usec != CGROUP_STATS_UNKNOWN);
 }
 
 int main(void) {
@@ -201,6 +249,7 @@ int main(void) {
                 cmocka_unit_test(test_v2),
                 cmocka_unit_test(test_v1_hybrid),
                 cmocka_unit_test(test_not_the_container),
+                cmocka_unit_test(test_own),
                 cmocka_unit_test(test_counting_disk),
                 cmocka_unit_test(test_real),
         };

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,22 +40,22 @@ static uint64_t read_number(const char *dir, const char *name) {
         char buf[64];
 
         if (!f)
-                return AGENTD_STATS_UNKNOWN;
+                return CGROUP_STATS_UNKNOWN;
         if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%llu", &v) != 1)
-                v = AGENTD_STATS_UNKNOWN;
+                v = CGROUP_STATS_UNKNOWN;
         fclose(f);
-        return v >= V1_UNLIMITED ? AGENTD_STATS_UNKNOWN : (uint64_t) v;
+        return v >= V1_UNLIMITED ? CGROUP_STATS_UNKNOWN : (uint64_t) v;
 }
 
 /* KEY VALUE lines (cpu.stat): the value of key. */
 static uint64_t read_keyed(const char *dir, const char *name, const char *key) {
         FILE *f = open_at(dir, name);
         unsigned long long v;
-        uint64_t found = AGENTD_STATS_UNKNOWN;
+        uint64_t found = CGROUP_STATS_UNKNOWN;
         char k[64], line[256];
 
         if (!f)
-                return AGENTD_STATS_UNKNOWN;
+                return CGROUP_STATS_UNKNOWN;
         while (fgets(line, sizeof(line), f))
                 if (sscanf(line, "%63s %llu", k, &v) == 2 && streq(k, key)) {
                         found = v;
@@ -65,7 +66,7 @@ static uint64_t read_keyed(const char *dir, const char *name, const char *key) {
 }
 
 /* v2's io.stat: "MAJ:MIN rbytes=N wbytes=N rios=N …" a device; the bytes summed. */
-static void read_io_v2(const char *dir, AgentdSandboxStats *s) {
+static void read_io_v2(const char *dir, CgroupStats *s) {
         FILE *f = open_at(dir, "io.stat");
         char line[512];
 
@@ -89,7 +90,7 @@ static void read_io_v2(const char *dir, AgentdSandboxStats *s) {
 
 /* v1's blkio: "MAJ:MIN Read N" and "MAJ:MIN Write N" a device (and a "Total" line). Docker's
  * limits use the throttle policy, whose files count every device; the CFQ ones may be empty. */
-static void read_io_v1(const char *dir, AgentdSandboxStats *s) {
+static void read_io_v1(const char *dir, CgroupStats *s) {
         static const char *const names[] = { "blkio.throttle.io_service_bytes_recursive", "blkio.throttle.io_service_bytes",
                                              "blkio.io_service_bytes_recursive" };
         unsigned long long v;
@@ -158,13 +159,12 @@ static int locate(const char *root, pid_t pid, const char *container_id, Where *
         return named ? 0 : -ESRCH;
 }
 
-/* /proc/PID/net/dev: two header lines, then "IFACE: RX_BYTES 7×RX TX_BYTES …" an interface. */
-static void read_net(const char *root, pid_t pid, AgentdSandboxStats *s) {
+/* /proc/PID/net/dev (or /proc/self/net/dev): two header lines, then "IFACE: RX_BYTES 7×RX TX_BYTES …" an interface. */
+static void read_net(const char *path, CgroupStats *s) {
         unsigned long long rx, tx, skip;
-        char path[PATH_MAX], line[512];
+        char line[512];
         FILE *f;
 
-        snprintf(path, sizeof(path), "%s/proc/%d/net/dev", root, (int) pid);
         f = fopen(path, "re");
         if (!f)
                 return;
@@ -187,15 +187,43 @@ static void read_net(const char *root, pid_t pid, AgentdSandboxStats *s) {
         fclose(f);
 }
 
-int cgroup_stats_read(const char *root, pid_t pid, const char *container_id, AgentdSandboxStats *ret) {
-        AgentdSandboxStats s = {
-                .cpu_usec = AGENTD_STATS_UNKNOWN, .memory_current = AGENTD_STATS_UNKNOWN,
-                .memory_peak = AGENTD_STATS_UNKNOWN, .memory_limit = AGENTD_STATS_UNKNOWN,
-                .pids_current = AGENTD_STATS_UNKNOWN, .pids_limit = AGENTD_STATS_UNKNOWN,
-                .net_rx_bytes = AGENTD_STATS_UNKNOWN, .net_tx_bytes = AGENTD_STATS_UNKNOWN,
-                .io_read_bytes = AGENTD_STATS_UNKNOWN, .io_write_bytes = AGENTD_STATS_UNKNOWN,
+static void read_where(const Where *w, const char *net_dev, CgroupStats *ret) {
+        CgroupStats s = {
+                .cpu_usec = CGROUP_STATS_UNKNOWN, .memory_current = CGROUP_STATS_UNKNOWN,
+                .memory_peak = CGROUP_STATS_UNKNOWN, .memory_limit = CGROUP_STATS_UNKNOWN,
+                .pids_current = CGROUP_STATS_UNKNOWN, .pids_limit = CGROUP_STATS_UNKNOWN,
+                .net_rx_bytes = CGROUP_STATS_UNKNOWN, .net_tx_bytes = CGROUP_STATS_UNKNOWN,
+                .io_read_bytes = CGROUP_STATS_UNKNOWN, .io_write_bytes = CGROUP_STATS_UNKNOWN,
         };
         struct timeval tv;
+
+        if (w->v2[0] && !w->memory[0]) {
+                s.cpu_usec = read_keyed(w->v2, "cpu.stat", "usage_usec");
+                s.memory_current = read_number(w->v2, "memory.current");
+                s.memory_peak = read_number(w->v2, "memory.peak");
+                s.memory_limit = read_number(w->v2, "memory.max");
+                s.pids_current = read_number(w->v2, "pids.current");
+                s.pids_limit = read_number(w->v2, "pids.max");
+                read_io_v2(w->v2, &s);
+        } else {
+                uint64_t ns = read_number(w->cpuacct, "cpuacct.usage");
+
+                s.cpu_usec = ns == CGROUP_STATS_UNKNOWN ? ns : ns / 1000;
+                s.memory_current = read_number(w->memory, "memory.usage_in_bytes");
+                s.memory_peak = read_number(w->memory, "memory.max_usage_in_bytes");
+                s.memory_limit = read_number(w->memory, "memory.limit_in_bytes");
+                s.pids_current = read_number(w->pids, "pids.current");
+                s.pids_limit = read_number(w->pids, "pids.max");
+                read_io_v1(w->blkio, &s);
+        }
+        read_net(net_dev, &s);
+        (void) gettimeofday(&tv, NULL);
+        s.time = (uint64_t) tv.tv_sec * 1000000u + (uint64_t) tv.tv_usec;
+        *ret = s;
+}
+
+int cgroup_stats_read(const char *root, pid_t pid, const char *container_id, CgroupStats *ret) {
+        char net_dev[PATH_MAX];
         Where w;
         int r;
 
@@ -204,29 +232,38 @@ int cgroup_stats_read(const char *root, pid_t pid, const char *container_id, Age
         r = locate(root, pid, container_id, &w);
         if (r < 0)
                 return r;
-        if (w.v2[0] && !w.memory[0]) {
-                s.cpu_usec = read_keyed(w.v2, "cpu.stat", "usage_usec");
-                s.memory_current = read_number(w.v2, "memory.current");
-                s.memory_peak = read_number(w.v2, "memory.peak");
-                s.memory_limit = read_number(w.v2, "memory.max");
-                s.pids_current = read_number(w.v2, "pids.current");
-                s.pids_limit = read_number(w.v2, "pids.max");
-                read_io_v2(w.v2, &s);
-        } else {
-                uint64_t ns = read_number(w.cpuacct, "cpuacct.usage");
+        snprintf(net_dev, sizeof(net_dev), "%s/proc/%d/net/dev", root, (int) pid);
+        read_where(&w, net_dev, ret);
+        return 0;
+}
 
-                s.cpu_usec = ns == AGENTD_STATS_UNKNOWN ? ns : ns / 1000;
-                s.memory_current = read_number(w.memory, "memory.usage_in_bytes");
-                s.memory_peak = read_number(w.memory, "memory.max_usage_in_bytes");
-                s.memory_limit = read_number(w.memory, "memory.limit_in_bytes");
-                s.pids_current = read_number(w.pids, "pids.current");
-                s.pids_limit = read_number(w.pids, "pids.max");
-                read_io_v1(w.blkio, &s);
-        }
-        read_net(root, pid, &s);
-        (void) gettimeofday(&tv, NULL);
-        s.time = (uint64_t) tv.tv_sec * 1000000u + (uint64_t) tv.tv_usec;
-        *ret = s;
+int cgroup_stats_read_own(const char *root, CgroupStats *ret) {
+        static const struct {
+                const char *name;
+                size_t offset;
+        } v1[] = {
+                { "cpuacct", offsetof(Where, cpuacct) }, { "cpu,cpuacct", offsetof(Where, cpuacct) },
+                { "memory", offsetof(Where, memory) },   { "pids", offsetof(Where, pids) },
+                { "blkio", offsetof(Where, blkio) },
+        };
+        char path[PATH_MAX + 32], net_dev[PATH_MAX];
+        Where w = {};
+
+        snprintf(path, sizeof(path), "%s/sys/fs/cgroup/cgroup.controllers", root);
+        if (access(path, F_OK) == 0)
+                snprintf(w.v2, sizeof(w.v2), "%s/sys/fs/cgroup", root);
+        else
+                for (size_t i = 0; i < ELEMENTSOF(v1); i++) {
+                        char *dir = (char *) &w + v1[i].offset;
+
+                        if (!dir[0] && snprintf(dir, PATH_MAX, "%s/sys/fs/cgroup/%s", root, v1[i].name) < PATH_MAX &&
+                            access(dir, F_OK) < 0)
+                                dir[0] = 0;
+                }
+        if (!w.v2[0] && !w.memory[0] && !w.cpuacct[0])
+                return -ENOENT;
+        snprintf(net_dev, sizeof(net_dev), "%s/proc/self/net/dev", root);
+        read_where(&w, net_dev, ret);
         return 0;
 }
 
