@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <ini.h>
 #include <math.h>
 #include <strings.h>
 
 #include "agentd-config.h"
+#include "config-dir.h"
 #include "config-values.h"
 #include "macro.h"
 #include "strv.h"
@@ -379,12 +379,6 @@ static int parse_path(AgentdConfig *c, const char *path, char **ret_error) {
         return agentd_config_parse_file(c, f, path, ret_error);
 }
 
-static int drop_in_filter(const struct dirent *d) {
-        size_t n = strlen(d->d_name);
-
-        return d->d_name[0] != '.' && n > 5 && streq(d->d_name + n - 5, ".conf");
-}
-
 /* What no single key can check: the defaults within the maxima, the default backend loaded. */
 static int verify(const AgentdConfig *c, const char *path, char **ret_error) {
         const char *what = NULL;
@@ -476,7 +470,7 @@ static int load_user_quotas(AgentdConfig *c, const char *drop_in_dir, char **ret
 
 int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
         _cleanup_free_ char *dir = NULL;
-        struct dirent **list = NULL;
+        _cleanup_strv_free_ char **drop_ins = NULL;
         int n, r;
 
         r = parse_path(c, path, ret_error);
@@ -484,29 +478,9 @@ int agentd_config_load(AgentdConfig *c, const char *path, char **ret_error) {
                 return r;
         if (asprintf(&dir, "%s.d", path) < 0)
                 return -ENOMEM;
-        n = scandir(dir, &list, drop_in_filter, alphasort);
-        if (n < 0 && errno != ENOENT && errno != ENOTDIR) {
-                r = -errno;
-                if (asprintf(ret_error, "%s: %s", dir, strerror(-r)) < 0)
-                        *ret_error = NULL;
-                return r;
-        }
-        r = 0;
-        for (int i = 0; i < n; i++) {
-                _cleanup_free_ char *file = NULL;
-
-                if (r >= 0 && i >= MAX_DROP_INS) {
-                        if (asprintf(ret_error, "%s: more than %d drop-ins", dir, MAX_DROP_INS) < 0)
-                                *ret_error = NULL;
-                        r = -E2BIG;
-                }
-                if (r >= 0 && asprintf(&file, "%s/%s", dir, list[i]->d_name) < 0)
-                        r = -ENOMEM;
-                if (r >= 0)
-                        r = parse_path(c, file, ret_error);
-                free(list[i]);
-        }
-        free(list);
+        r = config_dir_list(dir, ".conf", MAX_DROP_INS, &drop_ins, &n, ret_error);
+        for (int i = 0; r >= 0 && i < n; i++)
+                r = parse_path(c, drop_ins[i], ret_error);
         if (r >= 0)
                 r = verify(c, path, ret_error);
         if (r >= 0)

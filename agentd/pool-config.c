@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <ini.h>
 
+#include "config-dir.h"
 #include "config-values.h"
 #include "macro.h"
 #include "pool-config.h"
+#include "strv.h"
 
 PoolConfig *pool_config_free(PoolConfig *p) {
         if (!p)
@@ -172,57 +173,34 @@ int pool_config_parse_file(FILE *f, const char *name, const char *path, PoolConf
         return 0;
 }
 
-static int pool_filter(const struct dirent *d) {
-        size_t n = strlen(d->d_name);
-
-        return d->d_name[0] != '.' && n > 5 && streq(d->d_name + n - 5, ".pool");
-}
-
 int pool_configs_load_dir(const char *dir, PoolConfig ***ret, size_t *ret_n, char **ret_error) {
-        struct dirent **list = NULL;
+        _cleanup_strv_free_ char **paths = NULL;
         PoolConfig **pools = NULL;
         size_t n_pools = 0;
-        int n, r = 0;
+        int n, r;
 
-        n = scandir(dir, &list, pool_filter, alphasort);
-        if (n < 0) {
-                if (errno == ENOENT || errno == ENOTDIR) {
-                        *ret = NULL;
-                        *ret_n = 0;
-                        return 0;
-                }
-                r = -errno;
-                if (asprintf(ret_error, "%s: %s", dir, strerror(-r)) < 0)
-                        *ret_error = NULL;
+        r = config_dir_list(dir, ".pool", POOL_MAX_FILES, &paths, &n, ret_error);
+        if (r < 0)
                 return r;
-        }
-        if (n > POOL_MAX_FILES) {
-                if (asprintf(ret_error, "%s: more than %d pools", dir, POOL_MAX_FILES) < 0)
-                        *ret_error = NULL;
-                r = -E2BIG;
-        }
-        if (r >= 0 && n > 0 && !(pools = calloc(n, sizeof(*pools))))
-                r = -ENOMEM;
-        for (int i = 0; i < n; i++) {
-                _cleanup_free_ char *path = NULL, *name = NULL;
+        if (n > 0 && !(pools = calloc(n, sizeof(*pools))))
+                return -ENOMEM;
+        for (int i = 0; r >= 0 && i < n; i++) {
+                const char *file = strrchr(paths[i], '/') + 1;
+                _cleanup_free_ char *name = strndup(file, strlen(file) - 5);
                 _cleanup_fclose_ FILE *f = NULL;
 
-                if (r >= 0 && (asprintf(&path, "%s/%s", dir, list[i]->d_name) < 0 ||
-                               !(name = strndup(list[i]->d_name, strlen(list[i]->d_name) - 5))))
+                if (!name)
                         r = -ENOMEM;
-                if (r >= 0 && !(f = fopen(path, "re"))) {
+                else if (!(f = fopen(paths[i], "re"))) {
                         r = -errno;
-                        if (asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
+                        if (asprintf(ret_error, "%s: %s", paths[i], strerror(-r)) < 0)
                                 *ret_error = NULL;
-                }
-                if (r >= 0) {
-                        r = pool_config_parse_file(f, name, path, &pools[n_pools], ret_error);
+                } else {
+                        r = pool_config_parse_file(f, name, paths[i], &pools[n_pools], ret_error);
                         if (r >= 0)
                                 n_pools++;
                 }
-                free(list[i]);
         }
-        free(list);
         if (r < 0) {
                 pool_configs_free(pools, n_pools);
                 return r;

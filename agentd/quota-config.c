@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <errno.h>
 #include <ini.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config-dir.h"
 #include "config-values.h"
 #include "macro.h"
 #include "quota-config.h"
+#include "strv.h"
 
 int quota_key(Quotas *q, bool set[4], const char *key, const char *value, char **ret_error) {
         uint64_t v;
@@ -74,21 +75,14 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         return quota_key(&p->u->quotas, p->u->set, key, value, &p->error);
 }
 
-static int conf_filter(const struct dirent *d) {
-        size_t n = strlen(d->d_name);
-
-        return d->d_name[0] != '.' && n > 5 && streq(d->d_name + n - 5, ".conf");
-}
-
-static int load_one(const char *dir, const char *file, UserQuotas **ret, char **ret_error) {
-        _cleanup_free_ char *path = NULL;
+/* path: DIR/NAME.conf, NAME's quotas. */
+static int load_one(const char *path, UserQuotas **ret, char **ret_error) {
+        const char *file = strrchr(path, '/') + 1;
         _cleanup_fclose_ FILE *f = NULL;
         UserQuotas *u;
         Parser p;
         int line;
 
-        if (asprintf(&path, "%s/%s", dir, file) < 0)
-                return -ENOMEM;
         f = fopen(path, "re");
         if (!f) {
                 if (asprintf(ret_error, "%s: %s", path, strerror(errno)) < 0)
@@ -115,40 +109,22 @@ static int load_one(const char *dir, const char *file, UserQuotas **ret, char **
 }
 
 int user_quotas_load_dir(const char *dir, UserQuotas ***ret, size_t *ret_n, char **ret_error) {
-        struct dirent **list = NULL;
-        UserQuotas **l = NULL;
+        _cleanup_strv_free_ char **paths = NULL;
+        UserQuotas **l;
         size_t k = 0;
-        int n, r = 0;
+        int n, r;
 
-        n = scandir(dir, &list, conf_filter, alphasort);
-        if (n < 0) {
-                if (errno == ENOENT || errno == ENOTDIR) {
-                        *ret = NULL;
-                        *ret_n = 0;
-                        return 0;
-                }
-                r = -errno;
-                if (asprintf(ret_error, "%s: %s", dir, strerror(-r)) < 0)
-                        *ret_error = NULL;
+        r = config_dir_list(dir, ".conf", QUOTA_MAX_USER_FILES, &paths, &n, ret_error);
+        if (r < 0)
                 return r;
+        l = calloc(MAX(n, 1), sizeof(UserQuotas *));
+        if (!l)
+                return -ENOMEM;
+        for (int i = 0; r >= 0 && i < n; i++) {
+                r = load_one(paths[i], &l[k], ret_error);
+                if (r >= 0)
+                        k++;
         }
-        if (n > QUOTA_MAX_USER_FILES) {
-                if (asprintf(ret_error, "%s: more than %d users' files", dir, QUOTA_MAX_USER_FILES) < 0)
-                        *ret_error = NULL;
-                r = -E2BIG;
-        }
-        l = r >= 0 ? calloc(MAX(n, 1), sizeof(UserQuotas *)) : NULL;
-        if (r >= 0 && !l)
-                r = -ENOMEM;
-        for (int i = 0; i < n; i++) {
-                if (r >= 0) {
-                        r = load_one(dir, list[i]->d_name, &l[k], ret_error);
-                        if (r >= 0)
-                                k++;
-                }
-                free(list[i]);
-        }
-        free(list);
         if (r < 0) {
                 user_quotas_free(l, k);
                 return r;

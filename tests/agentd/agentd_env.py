@@ -229,3 +229,21 @@ def remove_python_data_carriers():
 
 def cleanup():
     shutil.rmtree(WORK, ignore_errors=True)
+
+
+def cgroup_number(pid, v1_controller, v1_name, v2_name):
+    """The kernel's number for the cgroup a process is in, read without agentd (v1: the
+    controller's hierarchy; v2: the unified one): a file's first number, or cpu.stat's
+    usage_usec in ns as v1's cpuacct.usage has it."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if v1_controller in controllers.split(","):
+            with open(f"/sys/fs/cgroup/{controllers}{path}/{v1_name}") as f:
+                return int(f.read().split()[0])
+    for n, controllers, path in lines:
+        if n == "0" and not controllers:
+            with open(f"/sys/fs/cgroup{path}/{v2_name}") as f:
+                words = f.read().split()
+            return int(words[1]) * 1000 if words[0] == "usage_usec" else int(words[0])
+    raise AssertionError(f"no {v1_controller} cgroup for {pid}: {lines}")

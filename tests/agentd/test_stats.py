@@ -17,8 +17,8 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
-from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, cleanup, docker,  # noqa: E402
-                        ensure_users, error_name, remove_users, runtimes)
+from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, cgroup_number,  # noqa: E402
+                        cleanup, docker, ensure_users, error_name, remove_users, runtimes)
 
 MiB = 1024 * 1024
 STATE = {}
@@ -58,20 +58,8 @@ def send_file(sid, size):
 
 
 def cgroup_file(sid, v1_controller, v1_name, v2_name):
-    """The kernel's number for the container, read here without agentd: the cgroup its init is
-    in (v1: the controller's hierarchy; v2: the unified one)."""
     pid = int(docker("inspect", "-f", "{{.State.Pid}}", f"agentix-{sid}").stdout)
-    with open(f"/proc/{pid}/cgroup") as f:
-        lines = [line.rstrip("\n").split(":", 2) for line in f]
-    for _, controllers, path in lines:
-        if v1_controller in controllers.split(","):
-            with open(f"/sys/fs/cgroup/{controllers}{path}/{v1_name}") as f:
-                return int(f.read().split()[0])
-    for n, controllers, path in lines:
-        if n == "0" and not controllers:
-            with open(f"/sys/fs/cgroup{path}/{v2_name}") as f:
-                return int(f.read().split()[0])
-    raise AssertionError(f"no {v1_controller} cgroup for {pid}: {lines}")
+    return cgroup_number(pid, v1_controller, v1_name, v2_name)
 
 
 def cgroup_io_written(sid):

@@ -20,7 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
 from harness import main, test, wait_until  # noqa: E402
-from agentd_env import AGENTIXCTL, BUSYBOX, SANDBOX, WORK, Agentd, bundle, cleanup, error_name  # noqa: E402
+from agentd_env import (AGENTIXCTL, BUSYBOX, SANDBOX, WORK, Agentd, bundle, cgroup_number, cleanup,  # noqa: E402
+                        error_name)
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CLUSTER = os.path.join(HERE, "cluster.sh")
@@ -301,22 +302,10 @@ def the_demos_calls_run_unchanged():
 
 
 def node_cgroup_file(node, sid, v1_controller, v1_name, v2_name):
-    """A number in a file of a sandbox container's cgroup, read on this host (the nodes share its
-    kernel): the first one, or v2's cpu.stat usage_usec in ns as v1's cpuacct.usage has it."""
+    """A number of a sandbox container's cgroup, read on this host (the nodes share its kernel)."""
     cid = node_docker(node, "ps", "-q", "--no-trunc", "--filter", f"label=org.agentix.sandbox={sid}").stdout.split()[0]
     pid = node_docker(node, "inspect", "-f", "{{.State.Pid}}", cid).stdout.strip()
-    with open(f"/proc/{pid}/cgroup") as f:
-        lines = [line.rstrip("\n").split(":", 2) for line in f]
-    for _, controllers, path in lines:
-        if v1_controller in controllers.split(","):
-            with open(f"/sys/fs/cgroup/{controllers}{path}/{v1_name}") as f:
-                return int(f.read().split()[0])
-    for n, controllers, path in lines:
-        if n == "0" and not controllers:
-            with open(f"/sys/fs/cgroup{path}/{v2_name}") as f:
-                words = f.read().split()
-            return int(words[1]) * 1000 if words[0] == "usage_usec" else int(words[0])
-    raise AssertionError(lines)
+    return cgroup_number(pid, v1_controller, v1_name, v2_name)
 
 
 @test

@@ -5,49 +5,37 @@
  * (org.agentix.Agentd1(5)) but cpu_percent, which takes two readings: nil where the files do not
  * tell. */
 #include <errno.h>
+#include <stddef.h>
 
 #include "agentix-module.h"
 #include "cgroup-stats.h"
+#include "macro.h"
 #include "sandbox-stats.h"
 
-static int pack_number(msgpack_packer *pk, const char *key, uint64_t value) {
-        if (agentix_pack_cstr(pk, key) < 0)
-                return -ENOMEM;
-        if (value == CGROUP_STATS_UNKNOWN)
-                return msgpack_pack_nil(pk) < 0 ? -ENOMEM : 0;
-        return msgpack_pack_uint64(pk, value) < 0 ? -ENOMEM : 0;
-}
+#define KEY(name) { #name, offsetof(CgroupStats, name) }
+static const struct {
+        const char *key;
+        size_t offset;
+} keys[] = {
+        KEY(time),         KEY(cpu_usec),     KEY(memory_current), KEY(memory_peak),   KEY(memory_limit),
+        KEY(pids_current), KEY(pids_limit),   KEY(net_rx_bytes),   KEY(net_tx_bytes),  KEY(io_read_bytes),
+        KEY(io_write_bytes),
+};
 
 int sandbox_stats(agentix_call *call, const msgpack_object *argv, size_t argc) {
         msgpack_packer *pk = agentix_call_result(call);
         CgroupStats s;
-        int r;
 
-        r = cgroup_stats_read_own("", &s);
-        if (r < 0)
+        if (cgroup_stats_read_own("", &s) < 0)
                 return agentix_call_raise(call, "OSError", "No cgroup files are mounted at /sys/fs/cgroup here");
-        if (msgpack_pack_map(pk, 11) < 0)
+        if (msgpack_pack_map(pk, ELEMENTSOF(keys)) < 0)
                 return -ENOMEM;
-        r = pack_number(pk, "time", s.time);
-        if (r >= 0)
-                r = pack_number(pk, "cpu_usec", s.cpu_usec);
-        if (r >= 0)
-                r = pack_number(pk, "memory_current", s.memory_current);
-        if (r >= 0)
-                r = pack_number(pk, "memory_peak", s.memory_peak);
-        if (r >= 0)
-                r = pack_number(pk, "memory_limit", s.memory_limit);
-        if (r >= 0)
-                r = pack_number(pk, "pids_current", s.pids_current);
-        if (r >= 0)
-                r = pack_number(pk, "pids_limit", s.pids_limit);
-        if (r >= 0)
-                r = pack_number(pk, "net_rx_bytes", s.net_rx_bytes);
-        if (r >= 0)
-                r = pack_number(pk, "net_tx_bytes", s.net_tx_bytes);
-        if (r >= 0)
-                r = pack_number(pk, "io_read_bytes", s.io_read_bytes);
-        if (r >= 0)
-                r = pack_number(pk, "io_write_bytes", s.io_write_bytes);
-        return r;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                uint64_t v = *(const uint64_t *) ((const uint8_t *) &s + keys[i].offset);
+
+                if (agentix_pack_cstr(pk, keys[i].key) < 0 ||
+                    (v == CGROUP_STATS_UNKNOWN ? msgpack_pack_nil(pk) : msgpack_pack_uint64(pk, v)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
 }
