@@ -326,7 +326,14 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         if (streq(section, "Docker")) {
                 if (streq(key, "Socket"))
                         return set_socket(p, &p->c->docker_socket, key, value);
-                return parser_fail(p, "unknown key %s= in [Docker] (Socket)", key);
+                if (streq(key, "NetworkShardSize")) {
+                        /* (the bounds are the backend's: docker-shards.h) */
+                        if (parse_count(value, 2, 1000, &p->c->network_shard_size) < 0)
+                                return parser_fail(p, "NetworkShardSize=%s: not a number of sandboxes from 2 to 1000",
+                                                   value);
+                        return 1;
+                }
+                return parser_fail(p, "unknown key %s= in [Docker] (Socket, NetworkShardSize)", key);
         }
         if (streq(section, "Podman")) {
                 if (streq(key, "Socket"))
@@ -525,6 +532,8 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
                 fprintf(out, "%s%s", n == c->allowed_runtimes ? "" : " ", *n);
         fprintf(out, "\nDefault=%s\n", c->default_runtime ?: "");
         fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
+        if (c->network_shard_size > 0)
+                fprintf(out, "NetworkShardSize=%llu\n", (unsigned long long) c->network_shard_size);
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
         fprintf(out, "\n[Swarm]\nHost=%s\nCertPath=%s\nRegistry=%s\n", c->swarm_host ?: "", c->swarm_cert_path ?: "",
                 c->swarm_registry ?: "");

@@ -39,6 +39,9 @@ typedef struct AgentdConfig {
         /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
         char *docker_socket;
         char *podman_socket;
+        /* [Docker] NetworkShardSize=: handed to the docker backend as AGENTIX_NETWORK_SHARD_SIZE
+         * (0: not set, the backend's default) */
+        uint64_t network_shard_size;
         /* [Swarm]: handed to the swarm backend as SWARM_HOST, SWARM_CERT_PATH, SWARM_REGISTRY */
         char *swarm_host;
         char *swarm_cert_path;

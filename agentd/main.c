@@ -111,6 +111,13 @@ static int export_backend_settings(const AgentdConfig *c) {
         r = export_socket("CONTAINER_HOST", c->podman_socket);
         if (r < 0)
                 return r;
+        if (c->network_shard_size > 0) {
+                char size[32];
+
+                snprintf(size, sizeof(size), "%llu", (unsigned long long) c->network_shard_size);
+                if (setenv("AGENTIX_NETWORK_SHARD_SIZE", size, 0) < 0)
+                        return -errno;
+        }
         if ((c->swarm_host && setenv("SWARM_HOST", c->swarm_host, 0) < 0) ||
             (c->swarm_cert_path && setenv("SWARM_CERT_PATH", c->swarm_cert_path, 0) < 0) ||
             (c->swarm_registry && setenv("SWARM_REGISTRY", c->swarm_registry, 0) < 0))

@@ -163,6 +163,8 @@ int manager_reload(Manager *m, char **ret_error) {
         KEEP_FOR_RESTART(backend_timeout_usec, old->backend_timeout_usec == new->backend_timeout_usec ||
                          m->timeout_from_command_line, "[Backends] Timeout=");
         KEEP_FOR_RESTART(docker_socket, streq_ptr(old->docker_socket, new->docker_socket), "[Docker] Socket=");
+        KEEP_FOR_RESTART(network_shard_size, old->network_shard_size == new->network_shard_size,
+                         "[Docker] NetworkShardSize=");
         KEEP_FOR_RESTART(podman_socket, streq_ptr(old->podman_socket, new->podman_socket), "[Podman] Socket=");
         KEEP_FOR_RESTART(swarm_host, streq_ptr(old->swarm_host, new->swarm_host), "[Swarm] Host=");
         KEEP_FOR_RESTART(swarm_cert_path, streq_ptr(old->swarm_cert_path, new->swarm_cert_path), "[Swarm] CertPath=");

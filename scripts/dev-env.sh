@@ -23,9 +23,10 @@
 # E2B_SANDBOX_URL and E2B_API_KEY.
 #
 # clean removes, and says so for each: sandbox and carrier containers (with their volumes), the
-# networks agentix-isolated and agentix-egress (and so the bridges agentix0 and agentix1), the
-# firewall rules of agentix-firewall, every bundle image (label org.agentix.bundle), every
-# snapshot (label org.agentix.snapshot.owner), the task images agentix-test/*, the bundle cache,
+# networks agentix-isolated and agentix-egress and their shards (and so the bridges agentix0,
+# agentix1, agentix0-N), the firewall rules of agentix-firewall, every bundle image (label
+# org.agentix.bundle), every snapshot (label org.agentix.snapshot.owner), the task images
+# agentix-test/*, the bundle cache,
 # dev-env's state directory, and the runsc entry scripts/dockerd.sh put in dockerd's
 # daemon.json (the file as it was before is restored). It leaves Debian packages, Docker itself
 # and its other images, and the build directories.
@@ -203,7 +204,8 @@ clean() {
         fi
         remove_listed "sandbox containers" docker ps -aq --filter label=org.agentix.sandbox -- docker rm -f -v
         remove_listed "carrier containers" docker ps -aq --filter label=org.agentix.carrier -- docker rm -f -v
-        for net in agentix-isolated agentix-egress; do
+        # (and their shards: agentix-isolated-1, … on agentix0-1, …)
+        for net in $(docker network ls --format '{{.Name}}' | grep -E '^agentix-(isolated|egress)(-[0-9]+)?$'); do
                 if docker network inspect "$net" >/dev/null 2>&1; then
                         docker network rm "$net" >/dev/null
                         say "removed the Docker network $net (and its bridge)"

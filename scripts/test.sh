@@ -53,7 +53,8 @@ had_networks=no
         had_networks=yes
 cleanup() {
         if [ "$had_networks" = no ]; then
-                docker network rm agentix-isolated agentix-egress >/dev/null 2>&1 || true
+                docker network ls --format '{{.Name}}' | grep -E '^agentix-(isolated|egress)(-[0-9]+)?$' |
+                        xargs -r docker network rm >/dev/null 2>&1 || true
                 ./policy/firewall/agentix-firewall remove agentix0 || true
                 ./policy/firewall/agentix-firewall remove agentix1 || true
         fi

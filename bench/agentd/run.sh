@@ -10,6 +10,9 @@
 # docker commit and docker run of the committed image, a sandbox with 100 MiB written.
 # bench/agentd/run.sh stats [N] [ROUNDS] — GetStats() of N live sandboxes (stats.py, default 250)
 # against `docker stats --no-stream` of the same containers, and a scrape of /metrics with them.
+# bench/agentd/run.sh density [N] [PARALLEL] — N idle sandboxes at once (density.py, default
+# 2000, 8 at a time): errors, create latency, memory per sandbox by process, ListSandboxes beside
+# docker ps, a sample answering exec, the mass delete and what it left.
 # Configures a release build (BUILD, default build-bench), starts dockerd and a private system
 # bus with agentd when they are missing, makes the busybox task image and the example bundle.
 set -euo pipefail
@@ -67,6 +70,12 @@ fi
 if [ "${1:-}" = snapshot ]; then
         shift
         /usr/bin/python3 "$HERE/snapshot.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-5}"
+        exit
+fi
+if [ "${1:-}" = density ]; then
+        shift
+        /usr/bin/python3 "$HERE/density.py" agentix-test/busybox:1 example-bundle:0.1.0 "$agentd_pid" \
+                "$BUILD/client/agentixctl/agentixctl" "${1:-2000}" --parallel "${2:-8}"
         exit
 fi
 if [ "${1:-}" = stats ]; then

@@ -247,3 +247,12 @@ def cgroup_number(pid, v1_controller, v1_name, v2_name):
                 words = f.read().split()
             return int(words[1]) * 1000 if words[0] == "usage_usec" else int(words[0])
     raise AssertionError(f"no {v1_controller} cgroup for {pid}: {lines}")
+
+
+def runtime_url_of(sid):
+    """Where agentd reaches a sandbox on its isolated network: the container's address on the
+    bridge, port 8000 (no port published, no docker-proxy)."""
+    info = json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+    network = info["HostConfig"]["NetworkMode"]
+    assert network.startswith("agentix-isolated"), network
+    return f"http://{info['NetworkSettings']['Networks'][network]['IPAddress']}:8000"

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bundle"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTD, AGENTIXCTL, BUSYBOX, MANAGER, MANAGER_PATH, NAME, SANDBOX, USERS,  # noqa: E402
                         WORK, bundle, busctl_as, carriers, docker, ensure_users, error_name, managed_containers, remove_users,
-                        start_dbus_daemon)
+                        runtime_url_of, start_dbus_daemon)
 
 
 class Bus:
@@ -145,7 +145,7 @@ def busctl_create_call_and_delete():
         state = json.loads(b.busctl("get-property", NAME, path, SANDBOX, "State").stdout)["data"]
         assert state == "running"
         url, token = json.loads(b.busctl("call", NAME, MANAGER_PATH, MANAGER, "GetRuntimeAccess", "s", sid).stdout)["data"]
-        assert url.startswith("http://127.0.0.1:"), url
+        assert url == runtime_url_of(sid), url
         client = RpcClient(url, token, transports=["websocket"])
         try:
             r2 = client.call("sandbox::exec", command="echo hello from $(uname -s); command -v bash")
@@ -168,7 +168,8 @@ def every_sandbox_is_limited_labelled_and_private():
         host = info["HostConfig"]
         # Nothing named by the caller: the defaults, never unlimited.
         assert (host["PidsLimit"], host["Memory"], host["NanoCpus"]) == (1024, 2 << 30, 10**9), host
-        assert host["PortBindings"] == {"8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": ""}]}
+        # Reached at its address on agentd's bridge: no port published (no docker-proxy).
+        assert not host["PortBindings"] and host["NetworkMode"] == "agentix-isolated", host
         assert host["VolumesFrom"][0].startswith("agentix-carrier-")
         labels = info["Config"]["Labels"]
         assert labels["org.agentix.managed"] == "1" and labels["org.agentix.sandbox"] == sid
@@ -464,7 +465,7 @@ def users_see_and_reach_only_their_own_sandboxes():
         r = as_user("bob", "get-property", NAME, f"{MANAGER_PATH}/sandbox/{a}", SANDBOX, "State")
         assert r.returncode != 0, r.stdout
         r = call("alice", "GetRuntimeAccess", "s", a)
-        assert r.returncode == 0 and json.loads(r.stdout)["data"][0].startswith("http://127.0.0.1:"), r.stderr
+        assert r.returncode == 0 and json.loads(r.stdout)["data"][0] == runtime_url_of(a), r.stderr
         # Only root reloads agentd.conf.
         # (busctl prints any AccessDenied as "Access denied": ask with dbus-python to see agentd's.)
         r = subprocess.run(["runuser", "-u", USERS["alice"], "--", "/usr/bin/python3", "-c",

@@ -19,7 +19,7 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, cleanup, docker,  # noqa: E402
-                        ensure_users, error_name, managed_containers, remove_users)
+                        ensure_users, error_name, managed_containers, remove_users, runtime_url_of)
 
 AGENTD = None
 
@@ -81,7 +81,7 @@ def a_paused_sandbox_is_frozen_and_its_calls_wait_for_resume():
             time.sleep(1.5)
             assert not c.events.get(cid), c.events.get(cid)
             # GetRuntimeAccess still answers (calls wait rather than fail).
-            assert str(agentd().manager().GetRuntimeAccess(sid)[0]).startswith("http://127.0.0.1:")
+            assert str(agentd().manager().GetRuntimeAccess(sid)[0]) == runtime_url_of(sid)
             # busctl resumes it.
             r = subprocess.run(["busctl", "--system", "call", NAME, path, SANDBOX, "Resume"], env=agentd().env,
                                capture_output=True, text=True, timeout=60)
@@ -177,7 +177,7 @@ def a_web_server_in_the_sandbox_is_reached_through_its_port_url():
                      "cd /srv && (python3 -m http.server 8080 >/dev/null 2>&1 &)")
         url, token = map(str, agentd().manager().GetPortUrl(sid, dbus.UInt16(8080)))
         _, runtime_token = agentd().manager().GetRuntimeAccess(sid)
-        assert url.endswith("/proxy/8080/") and url.startswith("http://127.0.0.1:"), url
+        assert url == runtime_url_of(sid) + "/proxy/8080/", url
         wait_until(lambda: http_get(url + "index.txt", {"Authorization": f"Bearer {token}"})[0] == 200, 20,
                    what="the server in the sandbox")
         status, body = http_get(url + "index.txt", {"Authorization": f"Bearer {token}"})

@@ -39,7 +39,7 @@ import dbus
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
-from harness import RpcClient, main, test  # noqa: E402
+from harness import RpcClient, health_ok, main, test  # noqa: E402
 from agentd_env import Agentd, bundle, docker, error_name, managed_containers, wait_until  # noqa: E402
 
 # The capabilities a sandbox's commands keep (agentd/backends/engine/docker-backend.c):
@@ -228,6 +228,102 @@ def check_denied_calls(runtime):
 def a_default_sandbox_reaches_no_other_sandbox_and_no_host_address():
     for runtime in RUNTIMES:
         check_denied_network(runtime)
+
+
+def shard_address(s):
+    """A sandbox's network (a shard of agentd's isolated network) and address there."""
+    info = json.loads(docker("inspect", f"agentix-{s.id}").stdout)[0]
+    network = info["HostConfig"]["NetworkMode"]
+    return network, info["NetworkSettings"]["Networks"][network]["IPAddress"]
+
+
+@test
+def sandboxes_on_two_shards_reach_neither_each_other_nor_the_host():
+    # An agentd whose shards hold two sandboxes: a and b on agentix-isolated, c on
+    # agentix-isolated-1 (a bridge of its own, agentix0-1). From c, nothing of a's or b's and no
+    # host address answers; from a, nothing of c's.
+    shards = Agentd("escape-shards", env_extra={"AGENTIX_NETWORK_SHARD_SIZE": "2"})
+    listener = Listener()
+    try:
+        for runtime in RUNTIMES:
+            a, b, c = (Sandbox(via=shards, runtime=runtime) for _ in range(3))
+            try:
+                (net_a, ip_a), (net_b, ip_b), (net_c, ip_c) = map(shard_address, (a, b, c))
+                assert net_a == net_b != net_c and {net_a, net_c} <= {"agentix-isolated", "agentix-isolated-1"}, \
+                    (net_a, net_b, net_c)
+                gateway_c = json.loads(docker("network", "inspect", net_c).stdout)[0]["IPAM"]["Config"][0]["Gateway"]
+                tries = {
+                    c: [f"{ip_a}:8000", f"{ip_b}:8000", f"{gateway_c}:{listener.port}"] +
+                       [f"{ip}:{listener.port}" for ip in host_addresses() if ip != gateway_c],
+                    a: [f"{ip_c}:8000"],
+                }
+                before = listener.accepted
+                for s, targets in tries.items():
+                    rc, out = s.python(CONNECT, *targets)
+                    lines = out.splitlines()
+                    assert rc == 0 and len(lines) == len(targets), out
+                    for line in lines:
+                        assert " reached" not in line, f"{runtime}: a sandbox on another shard reached {line}"
+                assert listener.accepted == before, "the host's listener accepted a connection from a sandbox"
+                # Each answers its own runtime's calls (the host reaches both shards).
+                assert c.run("echo ok")[1].strip() == "ok" and a.run("echo ok")[1].strip() == "ok"
+                print(f"    {runtime}: shards {net_a} and {net_c}: {sum(map(len, tries.values()))} tries, all denied")
+            finally:
+                for s in (a, b, c):
+                    s.delete()
+    finally:
+        listener.close()
+        assert shards.stop() == 0, shards.log_text()[-3000:]
+        docker("network", "rm", "agentix-isolated-1", check=False)
+
+
+OUTSIDE_NS = "agx-escape-outside"
+
+
+def outside(*argv, **kw):
+    return subprocess.run(["ip", "netns", "exec", OUTSIDE_NS, *argv], capture_output=True, text=True, **kw)
+
+
+@test
+def a_machine_routing_through_the_host_cannot_reach_a_runtime():
+    # The runtime of a sandbox on agentd's network listens at its address on the bridge, with no
+    # published port: only the host may open a connection to it. "Another machine" here is a
+    # network namespace with a route through the host to every bridge; the control is a
+    # sandbox on Docker's plain bridge, whose runtime port Docker publishes, so forwarding
+    # through the host works for it.
+    subprocess.run(["ip", "netns", "del", OUTSIDE_NS], capture_output=True)
+    subprocess.run(["ip", "link", "del", "agx-out0"], capture_output=True)
+    setup = [["ip", "netns", "add", OUTSIDE_NS],
+             ["ip", "link", "add", "agx-out0", "type", "veth", "peer", "name", "agx-out1"],
+             ["ip", "link", "set", "agx-out1", "netns", OUTSIDE_NS],
+             ["ip", "addr", "add", "10.250.77.1/30", "dev", "agx-out0"],
+             ["ip", "link", "set", "agx-out0", "up"],
+             ["ip", "-n", OUTSIDE_NS, "addr", "add", "10.250.77.2/30", "dev", "agx-out1"],
+             ["ip", "-n", OUTSIDE_NS, "link", "set", "agx-out1", "up"],
+             ["ip", "-n", OUTSIDE_NS, "link", "set", "lo", "up"],
+             ["ip", "-n", OUTSIDE_NS, "route", "add", "default", "via", "10.250.77.1"]]
+    a = control = None
+    try:
+        for cmd in setup:
+            subprocess.run(cmd, check=True, capture_output=True)
+        a = Sandbox()
+        control = Sandbox(network="bridge")
+        _, ip_a = shard_address(a)
+        ip_control = control.address("bridge")
+        r = outside("/usr/bin/python3", "-c", CONNECT, f"{ip_control}:8000", f"{ip_a}:8000", timeout=60)
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0 and len(lines) == 2, (r.stdout, r.stderr)
+        assert " reached" in lines[0], f"the control is not reachable from outside: {lines[0]}"
+        assert " reached" not in lines[1], f"a runtime on agentd's network was reached from outside: {lines[1]}"
+        # The host itself reaches it (agentd does, at that address).
+        assert health_ok(f"http://{ip_a}:8000")
+        print(f"    from outside: control {lines[0].split()[1]}, agentd's sandbox {' '.join(lines[1].split()[1:])}")
+    finally:
+        for s in (a, control):
+            if s:
+                s.delete()
+        subprocess.run(["ip", "netns", "del", OUTSIDE_NS], capture_output=True)
+        subprocess.run(["ip", "link", "del", "agx-out0"], capture_output=True)
 
 
 @test

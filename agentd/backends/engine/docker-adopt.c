@@ -43,7 +43,7 @@ static const char *label(json_t *labels, const char *key) {
 static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         json_t *config = json_object_get(inspect, "Config"), *labels = json_object_get(config, "Labels"),
                *host = json_object_get(inspect, "HostConfig"), *st = json_object_get(inspect, "State");
-        const char *status = json_string_value(json_object_get(st, "Status")), *port;
+        const char *status = json_string_value(json_object_get(st, "Status")), *network;
         _cleanup_free_ char *url = NULL;
         const char *egress_label = json_string_value(json_object_get(labels, "org.agentix.egress"));
         _cleanup_strv_free_ char **egress = NULL, **caller_labels = NULL;
@@ -86,11 +86,15 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         json_array_foreach(json_object_get(config, "Env"), i, e)
                 if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
                         spec.token = json_string_value(e) + 14;
-        port = json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(
-                json_object_get(inspect, "NetworkSettings"), "Ports"), "8000/tcp"), 0), "HostPort"));
-        if (port && asprintf(&url, "http://127.0.0.1:%s", port) < 0)
+        if (docker_runtime_url(inspect, &url) < 0)
                 url = NULL;
         place.runtime_url = url;
+        /* Counted on its shard of agentd's networks again. */
+        network = json_string_value(json_object_get(host, "NetworkMode"));
+        if (a->backend->isolated)
+                network_shards_found(a->backend->isolated, spec.id, network);
+        if (a->backend->egress)
+                network_shards_found(a->backend->egress, spec.id, network);
         if (!ok || !spec.token || !status || streq(status, "created") || egress_failed)
                 state = AGENTD_FOUND_HALF_MADE;
         else

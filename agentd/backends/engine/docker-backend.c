@@ -43,8 +43,8 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         docker_request_cancel(b->events_probe);
         docker_request_cancel(b->runtimes_request);
         sd_event_source_disable_unref(b->events_retry);
-        docker_network_free(b->isolated); /* their requests go before the client */
-        docker_network_free(b->egress);
+        network_shards_free(b->isolated); /* their requests go before the client */
+        network_shards_free(b->egress);
         docker_client_free(b->docker);
         curl_event_free(b->probes);
         json_decref(b->host_config);
@@ -157,6 +157,10 @@ int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_remov
                 return -ENOMEM;
         *rj = (RemoveJob) { .removed = removed, .userdata = userdata };
         docker_stats_forget(b, sandbox_id);
+        if (b->isolated)
+                network_shards_release(b->isolated, sandbox_id);
+        if (b->egress)
+                network_shards_release(b->egress, sandbox_id);
         snprintf(path, sizeof(path), "/containers/agentix-%s?force=1&v=1", sandbox_id);
         r = docker_request(b->docker, "DELETE", path, NULL, 0, on_remove, rj, &req);
         if (r < 0)

@@ -19,6 +19,7 @@
 #include "docker-client.h"
 #include "engine-util.h"
 #include "docker-network.h"
+#include "docker-shards.h"
 #include "strmap.h"
 
 typedef struct AgentdBackend DockerBackend;
@@ -120,8 +121,8 @@ struct AgentdBackend {
         long long events_since;   /* unix time of the last event seen */
         /* agentd's networks (docker-network.c); Podman's networks are not Docker's: there,
          * sandboxes go on its default network unless asked for another */
-        DockerNetwork *isolated;  /* NULL: this backend has no isolated network */
-        DockerNetwork *egress;    /* NULL: no egress lists here */
+        NetworkShards *isolated;  /* NULL: this backend has no isolated network */
+        NetworkShards *egress;    /* NULL: no egress lists here */
         json_t *runtimes;         /* GET /info's Runtimes, once asked; NULL again after a resync */
         DockerRequest *runtimes_request;
         StrMap *stats_pids;       /* sandbox id → its container's init pid (docker-stats.c) */

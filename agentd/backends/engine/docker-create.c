@@ -75,6 +75,7 @@ struct AgentdJob {
         bool network_retried;     /* it had gone: made again once */
         const char *network;      /* NetworkMode, or NULL: Docker's default */
         DockerNetwork *own;       /* agentd's network it goes on (network is its name), or NULL */
+        NetworkShards *shards;    /* whose shard own is: the place is let go if the create fails */
         FirewallJob *egress;      /* setting its egress rules */
         json_t *inspected;        /* the container as it was when they were asked for */
         bool egress_set;          /* they are in place */
@@ -100,6 +101,8 @@ static void job_free(CreateJob *j) {
 }
 
 void docker_backend_cancel(CreateJob *j) {
+        if (j->shards)
+                network_shards_release(j->shards, j->spec->id);
         job_free(j);
 }
 
@@ -109,6 +112,8 @@ static void job_finish(CreateJob *j) {
         agentd_made_t made = j->made;
         void *userdata = j->userdata;
 
+        if (j->error_name && j->shards)
+                network_shards_release(j->shards, j->spec->id);
         /* The job goes after made(): place's strings are its own. */
         made(userdata, j->error_name ? NULL : &place, j->error_name, j->error_message);
         job_free(j);
@@ -173,7 +178,7 @@ static json_t *task_container_json(CreateJob *j) {
         const AgentdSandboxSpec *s = j->spec;
         json_t *c;
 
-        c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:{s:[{s:s, s:s}]}, s:I, s:I, s:I, s:s?, "
+        c = json_pack("{s:s, s:[s], s:[], s:o, s:o*, s:{s:{}}, s:{s:[s], s:I, s:I, s:I, s:s?, "
                       "s:{s:s}, s:[s], s:[sssssss], s:[s]}}",
                       "Image", s->image,
                       "Entrypoint", SERVER_PATH,
@@ -183,7 +188,6 @@ static json_t *task_container_json(CreateJob *j) {
                       "ExposedPorts", RUNTIME_PORT,
                       "HostConfig",
                       "VolumesFrom", j->carrier,
-                      "PortBindings", RUNTIME_PORT, "HostIp", "127.0.0.1", "HostPort", "",
                       "PidsLimit", (json_int_t) s->pids,
                       "Memory", (json_int_t) s->memory,
                       "NanoCpus", (json_int_t) (s->cpus * 1e9),
@@ -192,6 +196,12 @@ static json_t *task_container_json(CreateJob *j) {
                       "CapDrop", "ALL",
                       "CapAdd", TASK_CAPABILITIES,
                       "SecurityOpt", "no-new-privileges");
+        /* On agentd's own networks the host reaches the runtime at the container's address on
+         * the bridge (agentix-firewall keeps everyone else off it); elsewhere Docker publishes
+         * its port on 127.0.0.1, through a proxy process per sandbox. */
+        if (c && !j->own)
+                json_object_set_new(json_object_get(c, "HostConfig"), "PortBindings",
+                                    json_pack("{s:[{s:s, s:s}]}", RUNTIME_PORT, "HostIp", "127.0.0.1", "HostPort", ""));
         if (c && s->workdir)
                 json_object_set_new(c, "WorkingDir", json_string(s->workdir));
         if (c && s->runtime)
@@ -394,7 +404,7 @@ static void on_stopped_logs(DockerClient *d, int status, const void *data, size_
 
 static void on_inspected(CreateJob *j, json_t *body) {
         json_t *st = json_object_get(body, "State");
-        const char *port;
+        int r;
 
         if (!json_is_true(json_object_get(st, "Running"))) {
                 char path[160];
@@ -412,14 +422,12 @@ static void on_inspected(CreateJob *j, json_t *body) {
                         FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
                 return;
         }
-        port = json_string_value(json_object_get(json_array_get(json_object_get(
-                json_object_get(json_object_get(body, "NetworkSettings"), "Ports"), RUNTIME_PORT), 0), "HostPort"));
-        if (!port)
-                FAIL(j, AGENTD_ERROR_START_FAILED, "%s published no port for the sandbox's runtime", j->backend->service);
-        if (asprintf(&j->runtime_url, "http://127.0.0.1:%s", port) < 0) {
-                j->runtime_url = NULL;
+        r = docker_runtime_url(body, &j->runtime_url);
+        if (r == -ENOMEM)
                 FAIL(j, AGENTD_ERROR_START_FAILED, "Out of memory");
-        }
+        if (r < 0)
+                FAIL(j, AGENTD_ERROR_START_FAILED, "%s gave the sandbox's runtime neither a published port nor an "
+                     "address on network %s", j->backend->service, strna(j->network));
         (void) sd_event_now(j->backend->event, CLOCK_MONOTONIC, &j->deadline);
         j->deadline += HEALTH_TIMEOUT_USEC;
         j->probes = 1;
@@ -700,6 +708,22 @@ static void step(CreateJob *j) {
                          strerror(-r));
 }
 
+/* On a shard of agentd's network of that kind, then on with the steps. */
+static void take_shard(CreateJob *j, NetworkShards *shards) {
+        int r = network_shards_take(shards, j->spec->id, &j->own);
+
+        if (r == -E2BIG)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "Every shard of agentd's networks on %s is full (%u of them): "
+                         "no room for another sandbox on this host", j->backend->service, NETWORK_SHARDS_MAX);
+        else if (r < 0)
+                job_fail(j, AGENTD_ERROR_START_FAILED, "No network for the sandbox: %s", strerror(-r));
+        else {
+                j->shards = shards;
+                j->network = docker_network_name(j->own);
+                step(j);
+        }
+}
+
 int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agentd_made_t made, void *userdata,
                           CreateJob **ret_job) {
         CreateJob *j = calloc(1, sizeof(*j));
@@ -723,11 +747,8 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
                         job_fail(j, AGENTD_ERROR_INVALID_CONFIG, "config key 'egress': no one here sets egress "
                                  "rules for agentd (start agentix-egress.socket, or give agentd CAP_NET_ADMIN and "
                                  "CAP_SYS_ADMIN)");
-                else {
-                        j->own = b->egress;
-                        j->network = docker_network_name(j->own);
-                        step(j);
-                }
+                else
+                        take_shard(j, b->egress);
                 return 0;
         }
         if ((!spec->network && b->isolated) || (spec->network && streq(spec->network, "isolated"))) {
@@ -736,8 +757,8 @@ int docker_backend_create(DockerBackend *b, const AgentdSandboxSpec *spec, agent
                                  "isolated network; name one of its networks, or none", b->service);
                         return 0;
                 }
-                j->own = b->isolated;
-                j->network = docker_network_name(j->own);
+                take_shard(j, b->isolated);
+                return 0;
         }
         step(j);
         return 0;

@@ -47,9 +47,9 @@ static void on_version(DockerClient *d, int status, json_t *body, const char *er
         log_info("%s answers again: following its events, and looking at its containers.", b->service);
         b->events_lost = false;
         if (b->isolated)
-                docker_network_forget(b->isolated); /* a new Docker may have lost them: look again */
+                network_shards_forget(b->isolated); /* a new Docker may have lost them: look again */
         if (b->egress)
-                docker_network_forget(b->egress);
+                network_shards_forget(b->egress);
         json_decref(b->runtimes);                  /* and may have other runtimes */
         b->runtimes = NULL;
         docker_backend_ask_runtimes(b);

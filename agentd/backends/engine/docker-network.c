@@ -12,9 +12,13 @@
  *
  * The network is made once, by the first create that needs it; creates that come meanwhile
  * wait for that one (Docker does not keep two creates of one name apart reliably). */
+#include <ctype.h>
+#include <limits.h>
+
 #include "docker-network.h"
 #include "firewall-helper.h"
 #include "log.h"
+#include "macro.h"
 
 static const struct {
         const char *name, *bridge_env, *bridge_default, *what;
@@ -26,7 +30,8 @@ static const struct {
 struct DockerNetwork {
         DockerClient *docker;
         NetworkKind kind;
-        const char *name;
+        unsigned shard;
+        char *name;
         char *service;
         char *bridge;             /* its interface */
         NetworkState state;
@@ -38,15 +43,18 @@ const char *docker_network_name(const DockerNetwork *n) {
         return n->name;
 }
 
-int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, DockerNetwork **ret,
+int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, unsigned shard, DockerNetwork **ret,
                        char **ret_error) {
         const char *v = getenv(kinds[kind].bridge_env) ?: kinds[kind].bridge_default;
         size_t len = strlen(v);
+        char suffix[16] = "";
         DockerNetwork *n;
 
-        if (len == 0 || len > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len) {
+        if (shard > 0)
+                snprintf(suffix, sizeof(suffix), "-%u", shard);
+        if (len == 0 || len + strlen(suffix) > 15 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_-") != len) {
                 if (asprintf(ret_error, "%s=%s: not an interface name (lowercase letters, digits, '-', '_'; at most "
-                             "15)", kinds[kind].bridge_env, v) < 0)
+                             "15 with a shard's suffix '-N')", kinds[kind].bridge_env, v) < 0)
                         *ret_error = NULL;
                 return -EINVAL;
         }
@@ -55,10 +63,11 @@ int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, D
                 return -ENOMEM;
         n->docker = d;
         n->kind = kind;
-        n->name = kinds[kind].name;
+        n->shard = shard;
         n->service = strdup(service);
-        n->bridge = strdup(v);
-        if (!n->service || !n->bridge) {
+        if (!n->service || asprintf(&n->name, "%s%s", kinds[kind].name, suffix) < 0 ||
+            asprintf(&n->bridge, "%s%s", v, suffix) < 0) {
+                n->name = n->bridge = NULL;
                 docker_network_free(n);
                 return -ENOMEM;
         }
@@ -66,10 +75,32 @@ int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, D
         return 0;
 }
 
+int docker_network_shard_of(NetworkKind kind, const char *name, unsigned *ret) {
+        const char *rest = startswith(name ?: "", kinds[kind].name);
+        char *end;
+        unsigned long k;
+
+        if (!rest)
+                return -ENOENT;
+        if (!rest[0]) {
+                *ret = 0;
+                return 0;
+        }
+        if (rest[0] != '-' || !isdigit((unsigned char) rest[1]))
+                return -ENOENT;
+        errno = 0;
+        k = strtoul(rest + 1, &end, 10);
+        if (errno || *end || k == 0 || k > UINT_MAX)
+                return -ENOENT;
+        *ret = (unsigned) k;
+        return 0;
+}
+
 DockerNetwork *docker_network_free(DockerNetwork *n) {
         if (!n)
                 return NULL;
         docker_request_cancel(n->request);
+        free(n->name);
         free(n->service);
         free(n->bridge);
         free(n->error);
@@ -205,4 +236,22 @@ int docker_network_apply_firewall(DockerNetwork *n) {
         }
         log_info("Applied the firewall rules of %s (bridge %s).", n->name, n->bridge);
         return 0;
+}
+
+int docker_runtime_url(json_t *inspect, char **ret) {
+        json_t *settings = json_object_get(inspect, "NetworkSettings");
+        const char *port = json_string_value(json_object_get(
+                json_array_get(json_object_get(json_object_get(settings, "Ports"), "8000/tcp"), 0), "HostPort"));
+        const char *network = json_string_value(json_object_get(json_object_get(inspect, "HostConfig"), "NetworkMode"));
+        const char *address = json_string_value(json_object_get(
+                json_object_get(json_object_get(settings, "Networks"), network ?: ""), "IPAddress"));
+        int r;
+
+        if (port && port[0])
+                r = asprintf(ret, "http://127.0.0.1:%s", port);
+        else if (address && address[0])
+                r = asprintf(ret, "http://%s:8000", address);
+        else
+                return -ENOENT;
+        return r < 0 ? -ENOMEM : 0;
 }

@@ -24,9 +24,12 @@ typedef struct DockerNetwork DockerNetwork;
 
 /* A network of a backend talking to d (service: what messages call it), its bridge named by
  * $AGENTIX_ISOLATED_BRIDGE or $AGENTIX_EGRESS_BRIDGE (default agentix0, agentix1: one pair per
- * dockerd on a host). On a bad name, *ret_error says why. */
-int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, DockerNetwork **ret,
+ * dockerd on a host). Shard 0 is agentix-isolated on BRIDGE; shard N agentix-isolated-N on
+ * BRIDGE-N (docker-shards.h). On a bad name, *ret_error says why. */
+int docker_network_new(DockerClient *d, const char *service, NetworkKind kind, unsigned shard, DockerNetwork **ret,
                        char **ret_error);
+/* Which shard of kind the Docker network `name` is; -ENOENT: none of kind's. */
+int docker_network_shard_of(NetworkKind kind, const char *name, unsigned *ret);
 DockerNetwork *docker_network_free(DockerNetwork *n);
 
 /* The Docker network's name (for NetworkMode). */
@@ -39,5 +42,11 @@ void docker_network_ensure(DockerNetwork *n);
 /* Look again next time (Docker restarted: it may be gone). */
 void docker_network_forget(DockerNetwork *n);
 /* agentix-firewall apply (--host-only for the egress network), at start, when we may change the
- * firewall (CAP_NET_ADMIN); on failure the network is BROKEN. */
+ * firewall (CAP_NET_ADMIN); on failure the network is BROKEN. The rules of BRIDGE cover its
+ * shards' BRIDGE-N too: shard 0's call is the one needed. */
 int docker_network_apply_firewall(DockerNetwork *n);
+
+/* Where agentd reaches a sandbox's runtime (port 8000 in the container), from its container's
+ * inspect: the port Docker publishes on 127.0.0.1, else (agentd's own networks publish none)
+ * the container's address on its network. *ret: "http://ADDRESS:PORT". -ENOENT: neither. */
+int docker_runtime_url(json_t *inspect, char **ret);

@@ -20,15 +20,15 @@ static int docker_new(AgentdBackend **ret, char **ret_error) {
         /* Sandboxes go on agentd's isolated network unless asked otherwise, on its egress
          * network when they have an egress list. Without its firewall rules none is made on a
          * network (the error says why); other networks still work. */
-        r = docker_network_new((*ret)->docker, "Docker", NETWORK_ISOLATED, &(*ret)->isolated, ret_error);
+        r = network_shards_new((*ret)->docker, "Docker", NETWORK_ISOLATED, &(*ret)->isolated, ret_error);
         if (r >= 0)
-                r = docker_network_new((*ret)->docker, "Docker", NETWORK_EGRESS, &(*ret)->egress, ret_error);
+                r = network_shards_new((*ret)->docker, "Docker", NETWORK_EGRESS, &(*ret)->egress, ret_error);
         if (r < 0) {
                 docker_backend_free(*ret);
                 return r;
         }
-        (void) docker_network_apply_firewall((*ret)->isolated);
-        (void) docker_network_apply_firewall((*ret)->egress);
+        (void) network_shards_apply_firewall((*ret)->isolated);
+        (void) network_shards_apply_firewall((*ret)->egress);
         return 0;
 }
 
