@@ -594,9 +594,14 @@ static int setup(Server *srv, Options *o) {
                 r = sio_server_add_namespace(srv->sio, &main_ns);
                 if (r < 0)
                         return r;
-                r = worker_link_start(srv->worker);
-                if (r < 0)
-                        return r;
+                /* The worker (and the modules it loads) is started by the first connection or
+                 * call: an idle sandbox costs a few MiB less. A pool member starts it now: its
+                 * claim is waited for. */
+                if (server_claimable) {
+                        r = worker_link_start(srv->worker);
+                        if (r < 0)
+                                return r;
+                }
         }
 
         r = proxy_new(srv->event, current_token, srv, &srv->proxy);

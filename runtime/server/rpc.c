@@ -962,6 +962,10 @@ static void on_connected(SioSocket *s, const json_t *auth, void *userdata) {
                 rpc->sockets->prev = o;
         rpc->sockets = o;
         sio_socket_set_userdata(s, o);
+        /* Calls come next: the worker starts while they are on their way (it is started
+         * on demand, main.c). One that died waits for its respawn timer instead. */
+        if (rpc->worker && !rpc->stopping && !rpc->respawn_timer && !worker_link_running(rpc->worker))
+                (void) worker_link_start(rpc->worker);
 }
 
 static void on_disconnect(SioSocket *s, const char *reason, void *userdata) {
