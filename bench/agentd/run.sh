@@ -53,7 +53,7 @@ if [ "${1:-}" = stats ]; then
 fi
 # As units/agentd.service runs it.
 GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" STATE_DIRECTORY="$work/state" \
-        AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" "$BUILD/agentd/agentd" \
+        AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" nice -n -5 "$BUILD/agentd/agentd" \
         --config="$work/etc/agentd.conf" 2>"$work/agentd.log" &
 agentd_pid=$!
 for _ in $(seq 100); do
