@@ -51,6 +51,10 @@ if [ "${1:-}" = stats ]; then
         printf '[Sandboxes]\nDeleteOnStop=yes\n[Metrics]\nListen=127.0.0.1:%s\nPerSandbox=yes\n' "$metrics_port" \
                 >"$work/etc/agentd.conf"
 fi
+# density: room for the N sandboxes of one user (the defaults allow 1,000 and 256 per user).
+if [ "${1:-}" = density ]; then
+        printf '[Sandboxes]\nMaxSandboxes=%s\nMaxSandboxesPerUser=%s\n' "${2:-2000}" "${2:-2000}" >"$work/etc/agentd.conf"
+fi
 # As units/agentd.service runs it.
 GNUTLS_NO_IMPLICIT_INIT=1 AGENTD_BACKEND_DIR="$BUILD/agentd/backends/engine" STATE_DIRECTORY="$work/state" \
         AGENTIX_FIREWALL="$HERE/../../policy/firewall/agentix-firewall" nice -n -5 "$BUILD/agentd/agentd" \

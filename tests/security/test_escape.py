@@ -166,6 +166,16 @@ class Listener:
         self.sock.close()
 
 
+def all_denied(sandbox, targets, runtime):
+    """Connections from inside sandbox to each HOST:PORT: none may reach. The lines said."""
+    rc, out = sandbox.python(CONNECT, *targets)
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == len(targets), out
+    for line in lines:
+        assert " reached" not in line, f"{runtime}: sandbox {sandbox.id} reached {line}"
+    return lines
+
+
 def check_denied_network(runtime):
     listener = Listener()
     a = Sandbox(runtime=runtime)
@@ -181,11 +191,7 @@ def check_denied_network(runtime):
         assert "reached" in out, out
         assert listener.accepted >= 1
         before = listener.accepted
-        rc, out = a.python(CONNECT, *targets)
-        lines = out.splitlines()
-        assert rc == 0 and len(lines) == len(targets), out
-        for line in lines:
-            assert " reached" not in line, f"{runtime}: a sandbox reached {line}"
+        lines = all_denied(a, targets, runtime)
         assert listener.accepted == before, "the host's listener accepted a connection from the sandbox"
         print(f"    {runtime}: {len(targets)} tries from the isolated network, {len(targets)} denied "
               f"({', '.join(lines)})")
@@ -259,11 +265,7 @@ def sandboxes_on_two_shards_reach_neither_each_other_nor_the_host():
                 }
                 before = listener.accepted
                 for s, targets in tries.items():
-                    rc, out = s.python(CONNECT, *targets)
-                    lines = out.splitlines()
-                    assert rc == 0 and len(lines) == len(targets), out
-                    for line in lines:
-                        assert " reached" not in line, f"{runtime}: a sandbox on another shard reached {line}"
+                    all_denied(s, targets, runtime)
                 assert listener.accepted == before, "the host's listener accepted a connection from a sandbox"
                 # Each answers its own runtime's calls (the host reaches both shards).
                 assert c.run("echo ok")[1].strip() == "ok" and a.run("echo ok")[1].strip() == "ok"
