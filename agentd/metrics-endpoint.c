@@ -10,7 +10,7 @@
 #include "manager.h"
 #include "metrics-endpoint.h"
 #include "metrics.h"
-#include "sandbox-stats.h"
+#include "sandbox.h"
 #include "strmap.h"
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -101,7 +101,7 @@ static void on_request(HttpConn *c, void *data) {
                 snprintf(one->id, sizeof(one->id), "%s", sb->id);
                 s->pending++;
                 asked++;
-                if (sandbox_read_stats(s->manager, sb, on_stats, one) < 0) {
+                if (sandbox_read_stats(s->manager->event, sb, on_stats, one) < 0) {
                         free(one);
                         s->pending--;
                 }

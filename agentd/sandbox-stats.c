@@ -4,7 +4,6 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
-#include "runtime-stats.h"
 #include "sandbox-stats.h"
 
 typedef struct StatsCall {
@@ -83,16 +82,6 @@ static void on_stats(void *userdata, const AgentdSandboxStats *st, const char *e
         }
 }
 
-int sandbox_read_stats(Manager *m, Sandbox *s, agentd_stats_t done, void *userdata) {
-        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
-                return -ENOTCONN;
-        if (s->backend->ops->stats)
-                return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
-        if (s->state == SANDBOX_PAUSED)
-                return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(m->event, s->runtime_url, s->token, &s->runtime_stats, done, userdata);
-}
-
 int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
         StatsCall *c;
         int r;
@@ -109,7 +98,7 @@ int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_err
                 return -ENOMEM;
         *c = (StatsCall) { .manager = m, .call = sd_bus_message_ref(call) };
         snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", s->id);
-        r = sandbox_read_stats(m, s, on_stats, c);
+        r = sandbox_read_stats(m->event, s, on_stats, c);
         if (r == -EBUSY) {
                 sd_bus_message_unref(c->call);
                 free(c);

@@ -10,11 +10,6 @@
 
 #include "sandbox.h"
 
-/* s's usage, to done() (once, never before this returns): from its backend, else its runtime.
- * A negative errno when it cannot be asked (done() is not called): -ENOTCONN not running,
- * -EAGAIN paused with only its runtime to ask, -EBUSY too many askers waiting. */
-int sandbox_read_stats(Manager *m, Sandbox *s, agentd_stats_t done, void *userdata);
-
 /* Ask s's backend; answer call with the a{sv} (a key left out: the backend cannot tell). 1 when
  * the answer is on its way, or a negative errno / error set (no backend support, say). */
 int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 #include "agentix/agentd-backend.h"
 #include "log.h"
@@ -68,6 +69,12 @@ typedef struct Sandbox {
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
+
+/* s's usage, to done() (once, never before this returns): from its backend's stats(), else
+ * from its runtime (runtime-stats.h). A negative errno when it cannot be asked (done() is not
+ * called): -ENOTCONN not running, -EAGAIN paused with only its runtime to ask, -EBUSY too many
+ * askers waiting. */
+int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata);
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {

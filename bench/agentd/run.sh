@@ -23,8 +23,15 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 work=$(mktemp -d /tmp/agentix-bench-agentd.XXXXXX)
 agentd_pid=
+carriers_before=
 cleanup() {
         [ -n "$agentd_pid" ] && kill "$agentd_pid" 2>/dev/null && wait "$agentd_pid" 2>/dev/null || true
+        # The carriers the bench's agentd made (agentd keeps them for its next create): the
+        # host is left as the bench found it.
+        if [ -n "$agentd_pid" ]; then
+                docker ps -aq --no-trunc --filter label=org.agentix.carrier | grep -vxF -e "${carriers_before:-none}" |
+                        xargs -r docker rm -f -v >/dev/null 2>&1 || true
+        fi
         "$ROOT/scripts/system-bus.sh" stop "$work/bus"
         "$ROOT/scripts/dockerd.sh" stop "$work/dockerd.pid"
         rm -rf "$work"
@@ -32,6 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$ROOT/scripts/dockerd.sh" start "$work/dockerd.pid"
+carriers_before=$(docker ps -aq --no-trunc --filter label=org.agentix.carrier)
 DOCKER=/usr/bin/docker "$ROOT/tests/bundle/make-task-images.sh" busybox
 AGENTIX_RUNTIME_DIR=$BUILD/runtime/server AGENTIX_INCLUDE_DIR=$ROOT/runtime/include \
         "$BUILD/client/agentixctl/agentixctl" build -q --cache-dir "$work/cache" "$ROOT/examples/bundle-example" >/dev/null
