@@ -152,7 +152,3 @@ void network_shards_forget(NetworkShards *s) {
 int network_shards_apply_firewall(NetworkShards *s) {
         return docker_network_apply_firewall(s->shards[0]);
 }
-
-unsigned network_shards_count(const NetworkShards *s, unsigned k) {
-        return k < NETWORK_SHARDS_MAX ? s->count[k] : 0;
-}

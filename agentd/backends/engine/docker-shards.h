@@ -34,5 +34,3 @@ void network_shards_release(NetworkShards *s, const char *sandbox_id);
 void network_shards_forget(NetworkShards *s);
 /* The firewall rules (shard 0's bridge name covers all): docker_network_apply_firewall(). */
 int network_shards_apply_firewall(NetworkShards *s);
-/* How many sandboxes shard k holds (tests, logs). */
-unsigned network_shards_count(const NetworkShards *s, unsigned k);
