@@ -53,7 +53,10 @@ int ctl_manager_open(agentix_manager **ret) {
         return EXIT_OK;
 }
 
-/* --sandbox=ID: its runtime's URL and token, from agentd. */
+/* agentd's runtime CA, for a sandbox whose runtime serves TLS. */
+static char *sandbox_ca_pem = NULL;
+
+/* --sandbox=ID: its runtime's URL and token (and CA), from agentd. */
 static int resolve_sandbox(void) {
         static char *url = NULL;
         agentix_manager *m = NULL;
@@ -65,6 +68,11 @@ static int resolve_sandbox(void) {
         if (status != EXIT_OK)
                 return status;
         r = agentix_sandbox_access(m, arg_sandbox, &url, &token, &e);
+        if (r >= 0 && (strneq(url, "https://", 8) || strneq(url, "wss://", 6)) && !getenv("AGENTIX_CA_FILE")) {
+                r = agentix_manager_runtime_ca(m, &sandbox_ca_pem, &e);
+                if (r < 0)
+                        token = mfree(token);
+        }
         agentix_manager_free(m);
         if (r < 0) {
                 status = fail_agentix(&e, "cannot reach sandbox %s", arg_sandbox);
@@ -99,8 +107,13 @@ int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret) {
                 .transport = arg_transport,
                 .connect_timeout_usec = arg_connect_timeout_usec,
                 .max_message = max_message,
+                .ca_pem = sandbox_ca_pem,
         };
         r = agentix_client_new(&o, event, &c);
+        if (r == -ENOKEY)
+                return fail(EXIT_USAGE, "cannot connect to %s: an https:// runtime is verified against agentd's runtime "
+                            "CA: give it with --ca-file=FILE (or AGENTIX_CA_FILE), or reach the sandbox with "
+                            "--sandbox=ID", arg_url);
         if (r < 0)
                 return fail_errno(r == -ENOMEM ? EXIT_SOFTWARE : EXIT_USAGE, r, "cannot connect to %s: %m", arg_url);
 

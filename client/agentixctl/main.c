@@ -134,8 +134,10 @@ static void help(void) {
                "     --version            Show the version\n"
                "  -s --sandbox=ID         The sandbox to reach through agentd (default\n"
                "                          $AGENTIX_SANDBOX); or:\n"
-               "     --url=URL            The sandbox's runtime server, http://HOST:PORT\n"
-               "                          (default $AGENTIX_URL)\n"
+               "     --url=URL            The sandbox's runtime server, http://HOST:PORT or\n"
+               "                          https://HOST:PORT (default $AGENTIX_URL)\n"
+               "     --ca-file=FILE       The CA an https:// runtime's certificate must chain to\n"
+               "                          (default $AGENTIX_CA_FILE; with --sandbox, agentd's)\n"
                "     --token=TOKEN        Its access token (default $AGENTIX_TOKEN)\n"
                "     --token-file=FILE    Read the token from FILE (first line)\n"
                "     --transport=auto|websocket|polling\n"
@@ -205,6 +207,7 @@ enum {
         ARG_URL,
         ARG_TOKEN,
         ARG_TOKEN_FILE,
+        ARG_CA_FILE,
         ARG_TRANSPORT,
         ARG_TIMEOUT,
         ARG_USER,
@@ -217,6 +220,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "url", required_argument, NULL, ARG_URL },
                 { "token", required_argument, NULL, ARG_TOKEN },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "ca-file", required_argument, NULL, ARG_CA_FILE },
                 { "transport", required_argument, NULL, ARG_TRANSPORT },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "sandbox", required_argument, NULL, 's' },
@@ -256,6 +260,11 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_TOKEN_FILE:
                         token_file = optarg;
+                        break;
+                case ARG_CA_FILE:
+                        /* libagentix reads it (agentix_options.ca_pem). */
+                        if (setenv("AGENTIX_CA_FILE", optarg, 1) < 0)
+                                return fail_errno(EXIT_SOFTWARE, -errno, "cannot set the CA file: %m");
                         break;
                 case ARG_TRANSPORT:
                         if (streq(optarg, "auto"))

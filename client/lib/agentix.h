@@ -96,13 +96,18 @@ typedef enum agentix_transport {
 } agentix_transport;
 
 typedef struct agentix_options {
-        const char *url;                /* http://host:port or ws://host:port (required) */
+        const char *url;                /* http://, ws://, https:// or wss://host:port (required) */
         const char *token;              /* NULL: none */
         agentix_transport transport;
         uint64_t connect_timeout_usec;  /* 0: 10 s */
         bool no_reconnect;              /* fail calls when the connection drops */
         uint64_t reconnect_timeout_usec;/* give up reconnecting after this; 0: 60 s */
         size_t max_message;             /* 0: 256 MiB */
+        const char *ca_pem;             /* https://, wss://: the CA (PEM) the runtime's certificate
+                                         * must chain to and name the URL's host, the only one
+                                         * trusted (agentd's, agentix_manager_runtime_ca()); NULL:
+                                         * the file $AGENTIX_CA_FILE names. Without either such a
+                                         * URL fails with -ENOKEY. */
 } agentix_options;
 
 /* Create a client. event: the loop to run on, or NULL for a private one (blocking use). */
@@ -488,6 +493,9 @@ AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, con
 AGENTIX_API int agentix_sandbox_port_url(agentix_manager *m, const char *id, uint16_t port, char **ret_url,
                                          char **ret_token, agentix_error *ret_error);
 /* The runtime's URL and token (owner or root only): what agentix_options wants. free() both. */
+/* agentd's runtime CA (Manager.RuntimeCA, PEM; malloc'ed): what agentix_options.ca_pem wants for
+ * an https:// runtime URL. -ENOKEY when agentd has none (TLS=no). */
+AGENTIX_API int agentix_manager_runtime_ca(agentix_manager *m, char **ret_pem, agentix_error *ret_error);
 AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char **ret_url, char **ret_token,
                                        agentix_error *ret_error);
 

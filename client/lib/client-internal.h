@@ -101,7 +101,8 @@ struct agentix_client {
 
         char *url;
         char *auth_json;
-        agentix_options options; /* url/token point at our copies (token: NULL, it is in auth_json) */
+        agentix_options options; /* url/token/ca_pem point at our copies (token: NULL, it is in auth_json) */
+        char *ca_pem;
 
         SioClient *sio;
         bool sio_reconnects;           /* sio retries by itself (after the first drop) */

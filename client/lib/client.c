@@ -11,6 +11,7 @@
 #include "error.h"
 #include "log.h"
 #include "mp-check.h"
+#include "tls.h"
 #include "value.h"
 
 #define USEC_PER_SEC 1000000ULL
@@ -27,6 +28,28 @@ static bool url_is_supported(const char *url) {
                 if (strneq(url, schemes[i], strlen(schemes[i])) && url[strlen(schemes[i])])
                         return true;
         return false;
+}
+
+/* $AGENTIX_CA_FILE's text: the CA of an https:// runtime when the caller gives none. */
+static int read_ca_file(char **ret) {
+        const char *path = getenv("AGENTIX_CA_FILE");
+        _cleanup_fclose_ FILE *f = NULL;
+        char *text = NULL;
+        size_t size = 0;
+        ssize_t n;
+
+        if (strempty(path))
+                return -ENOKEY;
+        f = fopen(path, "re");
+        if (!f)
+                return negative_errno();
+        n = getdelim(&text, &size, '\0', f); /* the whole file: a PEM holds no NUL */
+        if (n <= 0 || n > 1024 * 1024) {
+                free(text);
+                return n < 0 && ferror(f) ? -EIO : -EINVAL;
+        }
+        *ret = text;
+        return 0;
 }
 
 AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, agentix_client **ret) {
@@ -52,6 +75,13 @@ AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, ag
         }
         c->options.url = c->url;
         c->options.token = NULL;
+        c->options.ca_pem = NULL;
+        if (tls_url_is_secure(o->url)) {
+                r = o->ca_pem ? ((c->ca_pem = strdup(o->ca_pem)) ? 0 : -ENOMEM) : read_ca_file(&c->ca_pem);
+                if (r < 0)
+                        goto fail;
+                c->options.ca_pem = c->ca_pem;
+        }
         if (o->token) {
                 json_t *auth = json_pack("{s:s}", "token", o->token);
 
@@ -82,6 +112,7 @@ AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, ag
 
 fail:
         strmap_free(c->calls);
+        free(c->ca_pem);
         free(c->url);
         free(c->auth_json);
         free(c);
@@ -150,6 +181,7 @@ static void client_free_now(agentix_client *c) {
         strmap_free(c->calls);
         sd_event_unref(c->event);
         free(c->url);
+        free(c->ca_pem);
         free(c->auth_json);
         free(c);
 }
@@ -715,6 +747,7 @@ static int client_start_sio(agentix_client *c, bool reconnect) {
                 .reconnect = reconnect,
                 .reconnect_timeout_usec = c->options.reconnect_timeout_usec,
                 .max_message = c->options.max_message,
+                .tls_ca_pem = c->options.ca_pem,
         };
         int r;
 

@@ -441,6 +441,22 @@ AGENTIX_API int agentix_sandbox_access(agentix_manager *m, const char *id, char 
         return 0;
 }
 
+AGENTIX_API int agentix_manager_runtime_ca(agentix_manager *m, char **ret_pem, agentix_error *ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error be = SD_BUS_ERROR_NULL;
+        char *pem = NULL;
+        int r;
+
+        r = sd_bus_get_property_string(m->bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "RuntimeCA", &be, &pem);
+        if (r < 0)
+                return bus_error(ret_error, &be, r, "cannot read agentd's runtime CA");
+        if (strempty(pem)) {
+                free(pem);
+                return error_set(ret_error, AGENTIX_E_SANDBOX, -ENOKEY, "agentd has no runtime CA (TLS is off)");
+        }
+        *ret_pem = pem;
+        return 0;
+}
+
 AGENTIX_API void agentix_sandbox_info_done(agentix_sandbox_info *i) {
         if (!i)
                 return;

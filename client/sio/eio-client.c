@@ -220,7 +220,8 @@ int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClie
                 r = ws_transport_new(event, config->ws_target, config->max_message, &e->queue,
                                      &transport_handlers, e, &e->ws);
         else
-                r = polling_transport_new(event, config->curl, config->polling_url, config->connect_timeout_usec,
+                r = polling_transport_new(event, config->curl, config->polling_url, config->tls_ca_pem,
+                                          config->connect_timeout_usec,
                                           config->max_message, &e->queue, &transport_handlers, e, &e->polling);
         if (r < 0)
                 goto fail;

@@ -34,6 +34,7 @@ typedef struct EioClientConfig {
         const WsTarget *ws_target;   /* WEBSOCKET */
         CurlEvent *curl;             /* POLLING */
         const char *polling_url;     /* POLLING: the endpoint without a query */
+        const char *tls_ca_pem;      /* POLLING over https://: the CA to verify with */
         uint64_t connect_timeout_usec;
         size_t max_message;
 } EioClientConfig;

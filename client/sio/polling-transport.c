@@ -31,6 +31,7 @@ struct PollingTransport {
         sd_event *event;
         CurlEvent *glue;
         char *url;
+        char *ca_pem;       /* https://: the only CA trusted */
         char *sid;
         size_t max_payload; /* the server's, bytes of one POST body */
         uint64_t connect_timeout_usec;
@@ -399,15 +400,22 @@ static int request_init(PollingTransport *t, Request *req, bool post) {
             curl_easy_setopt(req->easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_1_1) != CURLE_OK ||
             curl_easy_setopt(req->easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
                 return -ENOMEM;
+        if (t->ca_pem) {
+                struct curl_blob ca = { .data = t->ca_pem, .len = strlen(t->ca_pem), .flags = CURL_BLOB_NOCOPY };
+                /* The runtime CA alone: not the system's store. */
+                if (curl_easy_setopt(req->easy, CURLOPT_CAINFO_BLOB, &ca) != CURLE_OK ||
+                    curl_easy_setopt(req->easy, CURLOPT_CAPATH, NULL) != CURLE_OK)
+                        return -ENOMEM;
+        }
         if (post && (curl_easy_setopt(req->easy, CURLOPT_POST, 1L) != CURLE_OK ||
                      curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, t->post_headers) != CURLE_OK))
                 return -ENOMEM;
         return 0;
 }
 
-int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, uint64_t connect_timeout_usec,
-                          size_t max_message, OutQueue *queue, const EioTransportHandlers *handlers, void *userdata,
-                          PollingTransport **ret) {
+int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem,
+                          uint64_t connect_timeout_usec, size_t max_message, OutQueue *queue,
+                          const EioTransportHandlers *handlers, void *userdata, PollingTransport **ret) {
         PollingTransport *t;
         int r;
 
@@ -423,7 +431,7 @@ int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, uin
         t->handlers = handlers;
         t->userdata = userdata;
         t->url = strdup(url);
-        if (!t->url) {
+        if (!t->url || (ca_pem && !(t->ca_pem = strdup(ca_pem)))) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -513,6 +521,7 @@ PollingTransport *polling_transport_free(PollingTransport *t) {
         sd_event_unref(t->event);
         free(t->sid);
         free(t->url);
+        free(t->ca_pem);
         free(t);
         return NULL;
 }

@@ -15,9 +15,10 @@ typedef struct PollingTransport PollingTransport;
 
 /* `url` is the Engine.IO endpoint without a query, e.g. "http://127.0.0.1:8000/socket.io/".
  * Handlers run from the event loop, never from inside this call. */
-int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, uint64_t connect_timeout_usec,
-                          size_t max_message, OutQueue *queue, const EioTransportHandlers *handlers, void *userdata,
-                          PollingTransport **ret);
+/* ca_pem: for an https:// url, the CA the server's certificate must chain to (the only one). */
+int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem,
+                          uint64_t connect_timeout_usec, size_t max_message, OutQueue *queue,
+                          const EioTransportHandlers *handlers, void *userdata, PollingTransport **ret);
 
 /* The session from the OPEN packet: the handshake delivers the OPEN packet, the layer above
  * parses it and hands the id (and the server's maxPayload, which bounds a POST body) back

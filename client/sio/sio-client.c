@@ -8,6 +8,7 @@
 #include "sio-client.h"
 #include "sio-packet.h"
 #include "sio-url.h"
+#include "tls.h"
 
 #define USEC_PER_MSEC ((uint64_t) 1000)
 #define USEC_PER_SEC ((uint64_t) 1000000)
@@ -67,6 +68,8 @@ struct SioClient {
         void *userdata;
 
         SioUrl url;
+        SSL_CTX *tls_ctx;  /* url.tls: verifies the server */
+        char *tls_ca_pem;
         char *nsp;
         json_t *auth;
         SioClientTransport transport;
@@ -555,6 +558,12 @@ static void conn_lost(Conn *conn, int error, const char *message, bool upgrade_r
                 attempt_start(c);
                 return;
         }
+        if (error == -EPERM) {
+                /* The server's TLS certificate was refused: no later attempt does better. */
+                set_last_error(c, error, message);
+                give_up(c, error, message);
+                return;
+        }
         schedule_retry(c, error, message);
 }
 
@@ -596,11 +605,14 @@ static void attempt_start(SioClient *c) {
                 .port = c->url.port,
                 .host_header = c->url.host_header,
                 .path = c->url.ws_path,
+                .tls = c->url.tls,
+                .tls_ctx = c->tls_ctx,
         };
         EioClientConfig config = {
                 .transport = pick_transport(c),
                 .ws_target = &target,
                 .polling_url = c->url.polling_url,
+                .tls_ca_pem = c->tls_ca_pem,
                 .connect_timeout_usec = c->connect_timeout,
                 .max_message = c->max_message,
         };
@@ -666,6 +678,21 @@ int sio_client_new(sd_event *event, const SioClientConfig *config, const SioClie
         r = sio_url_parse(config->url, &c->url);
         if (r < 0)
                 goto fail;
+        if (c->url.tls) {
+                /* No CA, no TLS: this client trusts nothing but the CA it is given. */
+                if (strempty(config->tls_ca_pem)) {
+                        r = -ENOKEY;
+                        goto fail;
+                }
+                r = tls_client_context_new(config->tls_ca_pem, strlen(config->tls_ca_pem), &c->tls_ctx, NULL);
+                if (r < 0)
+                        goto fail;
+                c->tls_ca_pem = strdup(config->tls_ca_pem);
+                if (!c->tls_ca_pem) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
         c->nsp = strdup(config->nsp);
         if (!c->nsp) {
                 r = -ENOMEM;
@@ -718,6 +745,8 @@ static void client_destroy(SioClient *c) {
         sd_event_source_disable_unref(c->reaper);
         sd_event_source_disable_unref(c->dispatcher);
         sio_url_done(&c->url);
+        SSL_CTX_free(c->tls_ctx);
+        free(c->tls_ca_pem);
         free(c->nsp);
         json_decref(c->auth);
         sd_event_unref(c->event);

@@ -34,6 +34,8 @@ typedef struct SioClientConfig {
         bool reconnect;                  /* reconnect after a drop */
         uint64_t reconnect_timeout_usec; /* give up after this long without a connection; 0: 60 s */
         size_t max_message;              /* 0: 256 MiB */
+        const char *tls_ca_pem;          /* https:// or wss://: the CA (PEM) the server's
+                                          * certificate must chain to; required for those */
 } SioClientConfig;
 
 typedef struct SioClientCallbacks {

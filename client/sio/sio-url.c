@@ -50,9 +50,10 @@ int sio_url_parse(const char *url, SioUrl *ret) {
             curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK)
                 return -EINVAL;
 
-        if ((strcasecmp(scheme, "https") == 0) || (strcasecmp(scheme, "wss") == 0))
-                return -EPROTONOSUPPORT;
-        if (!(strcasecmp(scheme, "http") == 0) && !(strcasecmp(scheme, "ws") == 0))
+        r.tls = strcasecmp(scheme, "https") == 0 || strcasecmp(scheme, "wss") == 0;
+        if (r.tls)
+                p = 443;
+        else if (!(strcasecmp(scheme, "http") == 0) && !(strcasecmp(scheme, "ws") == 0))
                 return -EINVAL;
 
         if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK) {
@@ -84,7 +85,7 @@ int sio_url_parse(const char *url, SioUrl *ret) {
         if (r.path) {
                 r.ws_path = strdup_printf("%s?EIO=4&transport=websocket", r.path);
                 if (r.host_header)
-                        r.polling_url = strdup_printf("http://%s%s", r.host_header, r.path);
+                        r.polling_url = strdup_printf("%s://%s%s", r.tls ? "https" : "http", r.host_header, r.path);
         }
         if (!r.host || !r.host_header || !r.path || !r.ws_path || !r.polling_url) {
                 sio_url_done(&r);

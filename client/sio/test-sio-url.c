@@ -46,8 +46,24 @@ static void test_bad_urls(void **state) {
         assert_int_equal(sio_url_parse("http://host:0/", &u), -EINVAL);
         assert_int_equal(sio_url_parse("http://host:65536/", &u), -EINVAL);
         assert_int_equal(sio_url_parse("http://:80/", &u), -EINVAL);
-        assert_int_equal(sio_url_parse("https://host/", &u), -EPROTONOSUPPORT);
-        assert_int_equal(sio_url_parse("wss://host/", &u), -EPROTONOSUPPORT);
+}
+
+static void test_tls_urls(void **state) {
+        SioUrl u;
+
+        assert_int_equal(sio_url_parse("https://10.0.0.5:8000", &u), 0);
+        assert_true(u.tls);
+        assert_int_equal(u.port, 8000);
+        assert_string_equal(u.polling_url, "https://10.0.0.5:8000/socket.io/");
+        sio_url_done(&u);
+        assert_int_equal(sio_url_parse("wss://host/", &u), 0);
+        assert_true(u.tls);
+        assert_int_equal(u.port, 443);
+        assert_string_equal(u.polling_url, "https://host:443/socket.io/");
+        sio_url_done(&u);
+        assert_int_equal(sio_url_parse("http://host/", &u), 0);
+        assert_false(u.tls);
+        sio_url_done(&u);
 }
 
 static void push_text(OutQueue *q, const char *s) {
@@ -88,6 +104,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_urls),
                 cmocka_unit_test(test_bad_urls),
+                cmocka_unit_test(test_tls_urls),
                 cmocka_unit_test(test_out_queue),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@
 #include "eio-packet.h"
 #include "log.h"
 #include "resolve.h"
+#include "tls.h"
 #include "ws-frame.h"
 #include "ws-handshake.h"
 #include "ws-receive.h"
@@ -33,6 +34,7 @@
 typedef enum WsState {
         WS_RESOLVING,
         WS_CONNECTING,
+        WS_TLS,
         WS_HANDSHAKE,
         WS_OPEN,
 } WsState;
@@ -60,6 +62,9 @@ struct WsTransport {
         int fd;
         sd_event_source *io;
         uint32_t io_events;
+        SSL_CTX *tls_ctx;    /* wss:// */
+        SSL *ssl;
+        uint32_t tls_wants;  /* what the last TLS read or write waits for beside the usual */
 
         char accept[WS_ACCEPT_LEN + 1];
         Buffer head; /* the handshake answer so far */
@@ -102,9 +107,45 @@ static void update_events(WsTransport *t) {
         if (t->state == WS_CONNECTING)
                 events = EPOLLOUT;
         else
-                events = EPOLLIN | (t->tx_left > 0 || (t->state == WS_OPEN && !out_queue_is_empty(t->queue)) ? EPOLLOUT : 0);
+                events = EPOLLIN | (t->tx_left > 0 || (t->state == WS_OPEN && !out_queue_is_empty(t->queue)) ? EPOLLOUT : 0) |
+                         t->tls_wants;
         if (events != t->io_events && sd_event_source_set_io_events(t->io, events) >= 0)
                 t->io_events = events;
+}
+
+/* ---- the socket, plain or TLS ---------------------------------------------------------------- */
+
+/* send()/recv() as on a plain socket: -1 with errno (EAGAIN when it would block), 0 from a read
+ * at the end of the stream. Over TLS, what the socket must become ready for is kept in
+ * tls_wants (a TLS read may have to write first, and a write to read). */
+static ssize_t sock_send(WsTransport *t, const void *buf, size_t size) {
+        uint32_t wants = 0;
+        ssize_t n;
+
+        if (!t->ssl)
+                return send(t->fd, buf, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = tls_write(t->ssl, buf, size, &wants);
+        t->tls_wants = n == -EAGAIN ? wants : 0;
+        if (n >= 0)
+                return n;
+        errno = (int) -n;
+        return -1;
+}
+
+static ssize_t sock_recv(WsTransport *t, void *buf, size_t size) {
+        uint32_t wants = 0;
+        ssize_t n;
+
+        if (!t->ssl)
+                return recv(t->fd, buf, size, MSG_DONTWAIT);
+        n = tls_read(t->ssl, buf, size, &wants);
+        t->tls_wants = n == -EAGAIN ? wants : 0;
+        if (n >= 0)
+                return n;
+        if (n == -EPIPE)
+                return 0; /* the server ended the TLS session */
+        errno = (int) -n;
+        return -1;
 }
 
 /* ---- sending --------------------------------------------------------------------------------- */
@@ -231,7 +272,7 @@ static int write_pending(WsTransport *t) {
                         if (r == 0)
                                 break;
                 }
-                n = send(t->fd, t->tx_ptr, t->tx_left, MSG_NOSIGNAL | MSG_DONTWAIT);
+                n = sock_send(t, t->tx_ptr, t->tx_left);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -296,7 +337,7 @@ static int on_close(void *userdata, unsigned code, const uint8_t *reason, size_t
 
                 buffer_clear(&t->tx_gather);
                 if (append_frame(t, &t->tx_gather, WS_OP_CLOSE, echo, code ? 2 : 0) >= 0)
-                        (void) send(t->fd, buffer_data(&t->tx_gather), t->tx_gather.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        (void) sock_send(t, buffer_data(&t->tx_gather), t->tx_gather.len);
                 t->close_queued = true;
         }
         if (code)
@@ -340,7 +381,7 @@ static void read_frames(WsTransport *t) {
                 if (r == 0)
                         space = t->read_buf, size = WS_READ_SIZE;
 
-                n = recv(t->fd, space, size, MSG_DONTWAIT);
+                n = sock_recv(t, space, size);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -359,8 +400,9 @@ static void read_frames(WsTransport *t) {
                 if (r < 0)
                         return receive_failed(t, r);
                 budget -= MIN(budget, (size_t) n);
-                /* A short read emptied the socket: epoll says when there is more. */
-                if ((size_t) n < size)
+                /* A short read emptied the socket: epoll says when there is more. (Not so
+                 * over TLS: a read gives one record, and more may be decrypted already.) */
+                if ((size_t) n < size && !t->ssl)
                         break;
         }
         ws_receiver_trim(&t->rx);
@@ -374,7 +416,7 @@ static void read_handshake_answer(WsTransport *t) {
         r = buffer_reserve(&t->head, 4096);
         if (r < 0)
                 return report_errno(t, r, "Failed to read the WebSocket handshake answer of");
-        n = recv(t->fd, buffer_data(&t->head) + t->head.len, t->head.cap - t->head.len, MSG_DONTWAIT);
+        n = sock_recv(t, buffer_data(&t->head) + t->head.len, t->head.cap - t->head.len);
         if (n < 0) {
                 if (errno != EAGAIN && errno != EINTR)
                         report_errno(t, -errno, "WebSocket connection to");
@@ -440,6 +482,30 @@ static int start_handshake(WsTransport *t) {
 
 static void connect_next(WsTransport *t);
 
+/* One step of the TLS handshake; on to the WebSocket handshake once it is done. */
+static void tls_step(WsTransport *t) {
+        uint32_t wants = 0;
+        int r;
+
+        r = tls_handshake_step(t->ssl, &wants);
+        if (r == -EAGAIN) {
+                t->tls_wants = 0;
+                if (sd_event_source_set_io_events(t->io, wants) >= 0)
+                        t->io_events = wants;
+                return;
+        }
+        if (r < 0) {
+                char reason[256], text[400];
+
+                snprintf(text, sizeof(text), "TLS connection to %s refused: %s", t->host_header,
+                         tls_handshake_error(t->ssl, -1, reason, sizeof(reason)));
+                return report_closed(t, -EPERM, text, false);
+        }
+        r = start_handshake(t);
+        if (r < 0)
+                report_errno(t, r, "WebSocket connection to");
+}
+
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         WsTransport *t = userdata;
 
@@ -457,11 +523,29 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         connect_next(t);
                         return 0;
                 }
+                if (t->tls_ctx) {
+                        int r = tls_client_new(t->tls_ctx, t->fd, t->host, &t->ssl);
+                        if (r < 0) {
+                                report_errno(t, r, "TLS connection to");
+                                return 0;
+                        }
+                        t->state = WS_TLS;
+                        tls_step(t);
+                        return 0;
+                }
                 int r = start_handshake(t);
                 if (r < 0)
                         report_errno(t, r, "WebSocket connection to");
                 return 0;
         }
+        if (t->state == WS_TLS) {
+                tls_step(t);
+                return 0;
+        }
+        /* Over TLS a read may wait for the socket to take data, and a write for data: on any
+         * readiness both are tried (each stops at EAGAIN). */
+        if (t->ssl)
+                revents |= EPOLLIN | EPOLLOUT;
 
         if (revents & (EPOLLOUT | EPOLLERR))
                 (void) write_pending(t);
@@ -480,6 +564,9 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 static void drop_socket(WsTransport *t) {
         t->io = sd_event_source_disable_unref(t->io);
         t->io_events = 0;
+        SSL_free(t->ssl);
+        t->ssl = NULL;
+        t->tls_wants = 0;
         if (t->fd >= 0)
                 close(t->fd);
         t->fd = -EBADF;
@@ -563,7 +650,7 @@ int ws_transport_new(sd_event *event, const WsTarget *target, size_t max_message
         WsTransport *t;
         int r;
 
-        if (target->tls)
+        if (target->tls && !target->tls_ctx)
                 return -EPROTONOSUPPORT;
 
         t = calloc(1, sizeof(*t));
@@ -571,6 +658,10 @@ int ws_transport_new(sd_event *event, const WsTarget *target, size_t max_message
                 return -ENOMEM;
         t->event = sd_event_ref(event);
         t->fd = -EBADF;
+        if (target->tls) {
+                t->tls_ctx = target->tls_ctx;
+                SSL_CTX_up_ref(t->tls_ctx);
+        }
         t->port = target->port;
         t->max_message = max_message;
         t->queue = queue;
@@ -632,6 +723,7 @@ WsTransport *ws_transport_free(WsTransport *t) {
         buffer_done(&t->tx_gather);
         buffer_done(&t->control_out);
         free(t->read_buf);
+        SSL_CTX_free(t->tls_ctx);
         free(t->host);
         free(t->host_header);
         free(t->path);

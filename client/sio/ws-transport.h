@@ -4,9 +4,12 @@
 /* The Engine.IO WebSocket transport of the client: one TCP connection of its own on sd-event
  * (name lookup off the loop, resolve.c; the opening handshake, ws-handshake.c; frames read by
  * ws-receive.c and written with ws-frame.c). One Engine.IO packet per message; incoming
- * messages are reassembled from their fragments, bounded by max_message. Plain ws:// only. */
+ * messages are reassembled from their fragments, bounded by max_message. wss:// with tls_ctx
+ * (tls.h: the runtime's certificate is verified against its CA and the host dialled). */
 
 #include <stdbool.h>
+
+#include <openssl/ssl.h>
 
 #include <systemd/sd-event.h>
 
@@ -20,6 +23,7 @@ typedef struct WsTarget {
         const char *host_header; /* as in the URL: "host:port", "[::1]:port" */
         const char *path;        /* with the query, e.g. "/socket.io/?EIO=4&transport=websocket" */
         bool tls;
+        SSL_CTX *tls_ctx;        /* with tls: what verifies the server (required) */
 } WsTarget;
 
 /* Start connecting. Handlers run from the event loop, never from inside this call. */

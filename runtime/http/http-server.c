@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
 #include <libwebsockets.h>
+#include <openssl/ssl.h>
 #include <netdb.h>
 #include <strings.h>
 #include <netinet/in.h>
@@ -9,6 +10,7 @@
 
 #include "http-server.h"
 #include "log.h"
+#include "tls-front.h"
 #include "uv-event.h"
 
 #define MAX_LISTENERS 16
@@ -42,6 +44,10 @@ struct HttpServer {
         unsigned port;
         bool shutting_down;
         HttpTakeover takeover;   /* wants == NULL: none */
+        SSL_CTX *tls;            /* NULL: plain HTTP */
+        TlsFronts fronts;        /* TLS connections: handshakes, and the pumps of served ones */
+        HttpAdmitFn admit;
+        void *admit_userdata;
 };
 
 const HttpServerConfig *http_server_config(const HttpServer *s) {
@@ -112,7 +118,25 @@ static EioServer *route(HttpServer *s, const char *path) {
         return NULL;
 }
 
+void http_server_set_admit(HttpServer *s, HttpAdmitFn fn, void *userdata) {
+        s->admit = fn;
+        s->admit_userdata = userdata;
+}
+
+static const char *refusal(HttpServer *s, HttpConn *c, const char *path) {
+        if (!s->admit || streq(path, "/health"))
+                return NULL;
+        return s->admit(c, path, s->admit_userdata);
+}
+
 void http_server_dispatch(HttpServer *s, HttpConn *c, const char *path) {
+        const char *refused = refusal(s, c, path);
+
+        if (refused) {
+                c->close_after_response = true;
+                (void) http_conn_respond_error(c, 503, 3, refused);
+                return;
+        }
         if (streq(path, "/health")) {
                 _cleanup_buffer_ Buffer b = BUFFER_NULL;
                 if (c->method != HTTP_METHOD_GET) {
@@ -153,7 +177,8 @@ void http_server_set_takeover(HttpServer *s, const HttpTakeover *takeover) {
 }
 
 bool http_server_takeover_wants(HttpServer *s, HttpConn *c, const char *path) {
-        return s->takeover.wants && s->takeover.wants(c, path, s->takeover.userdata);
+        /* A refused request goes on to http_server_dispatch(), which answers it. */
+        return s->takeover.wants && !refusal(s, c, path) && s->takeover.wants(c, path, s->takeover.userdata);
 }
 
 void http_server_takeover(HttpServer *s, HttpConn *c, const uint8_t *head, size_t size) {
@@ -171,6 +196,10 @@ const HttpEioOps *http_server_eio_ops(const HttpServer *s) {
 int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint8_t *head, size_t size) {
         int fd;
 
+        const char *refused = refusal(s, c, path);
+
+        if (refused)
+                return http_conn_respond_error(c, 503, 3, refused), -EPERM;
         /* Engine.IO answers a refused upgrade with its usual error, as for polling. */
         c->eio = route(s, path);
         if (!c->eio || c->method != HTTP_METHOD_GET || strcasecmp(c->upgrade_proto, "websocket") != 0)
@@ -357,6 +386,38 @@ fail:
         return r;
 }
 
+static int on_tls_ready(int fd, void *userdata) {
+        HttpServer *s = userdata;
+        HttpConn *c;
+        int r;
+
+        r = http_conn_new(s, fd, &c);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to set up a connection: %m");
+                safe_close(fd);
+        }
+        return r;
+}
+
+int http_server_set_tls(HttpServer *s, SSL_CTX *ctx) {
+        if (ctx && SSL_CTX_up_ref(ctx) != 1)
+                return -ENOMEM;
+        SSL_CTX_free(s->tls);
+        s->tls = ctx;
+        return 0;
+}
+
+bool http_server_is_tls(const HttpServer *s) {
+        return s->tls;
+}
+
+void http_server_end_connections(HttpServer *s) {
+        for (HttpConn *c = s->conns, *next; c; c = next) {
+                next = c->next;
+                http_conn_shutdown(c);
+        }
+}
+
 static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Listener *l = userdata;
         HttpServer *s = l->server;
@@ -370,11 +431,19 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                         log_warning_errno(errno, "accept() failed: %m");
                         break;
                 }
-                if (s->shutting_down || s->n_connections >= s->config.max_connections) {
+                /* A served TLS connection is counted twice (its pump and its HttpConn): the
+                 * bound holds all the same. */
+                if (s->shutting_down || s->n_connections + s->fronts.n >= s->config.max_connections) {
                         safe_close(cfd);
                         continue;
                 }
                 (void) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
+                if (s->tls) {
+                        r = tls_front_new(s->event, s->tls, cfd, &s->fronts, on_tls_ready, s);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to set up a TLS connection: %m");
+                        continue;
+                }
                 HttpConn *c;
                 r = http_conn_new(s, cfd, &c);
                 if (r < 0) {
@@ -495,6 +564,8 @@ HttpServer *http_server_free(HttpServer *s) {
         http_server_shutdown(s);
         while (s->conns)
                 http_conn_free(s->conns);
+        tls_fronts_free_all(&s->fronts);
+        SSL_CTX_free(s->tls);
         if (s->context) {
                 /* On a foreign loop lws 4.1 stops after the first stage and waits for its uv
                  * handles to close; once the loop has run their close callbacks, the second

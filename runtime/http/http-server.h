@@ -183,6 +183,20 @@ int http_server_add_eio(HttpServer *s, EioServer *eio, const HttpEioOps *ops);
 /* Route requests whose path starts with prefix to fn (after /health, before Engine.IO). */
 int http_server_add_route(HttpServer *s, const char *prefix, HttpRouteFn fn, void *userdata);
 
+/* Serve TLS (tls-front.h) on every connection accepted from now on, with ctx (a reference is
+ * taken); NULL: plain HTTP again. */
+struct ssl_ctx_st;
+int http_server_set_tls(HttpServer *s, struct ssl_ctx_st *ctx);
+bool http_server_is_tls(const HttpServer *s);
+/* End every plain connection (after its current response): a server that now serves TLS
+ * keeps none it accepted in the clear. */
+void http_server_end_connections(HttpServer *s);
+
+/* Asked at each request's head (before the takeover, upgrades and routes, /health aside):
+ * NULL admits it; a message refuses it with 503 and that message. */
+typedef const char *(*HttpAdmitFn)(HttpConn *c, const char *path, void *userdata);
+void http_server_set_admit(HttpServer *s, HttpAdmitFn fn, void *userdata);
+
 /* Stop accepting; idle connections close, the others after their current response. */
 void http_server_shutdown(HttpServer *s);
 

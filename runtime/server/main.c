@@ -22,6 +22,8 @@
 #include "process-tree.h"
 #include "rpc.h"
 #include "sio-server.h"
+#include "tls-install.h"
+#include "tls.h"
 #include "worker-link.h"
 
 #define MIB (1024u * 1024u)
@@ -48,6 +50,7 @@ typedef struct Options {
         unsigned max_processes; /* 0: no bound of our own */
         const char *environment_file; /* NULL: the bundle's, if there is one; "": none */
         bool insecure_no_token;
+        const char *tls_cert, *tls_key;
 } Options;
 
 typedef struct Server {
@@ -64,6 +67,7 @@ typedef struct Server {
         EnvdProcessApi *envd_process; /* /process.Process/…: E2B's envd */
         WorkerLink *worker;
         PidsLimit *pids_limit;
+        TlsInstall *tls_install;
         sd_event_source *shutdown_timer;
         uint64_t shutdown_deadline;
         bool shutting_down;
@@ -109,6 +113,9 @@ static void help(void) {
                "     --environment-file=FILE  NAME=VALUE lines (${NAME} expands) to set before\n"
                "                              anything runs (default %s\n"
                "                              when it exists; empty: none)\n"
+               "     --tls-cert=FILE          Serve HTTPS and WSS with this certificate (PEM, then\n"
+               "                              any intermediates)\n"
+               "     --tls-key=FILE           ... and its private key (PEM, unencrypted)\n"
                "     --insecure-no-token      Listen on addresses other than loopback without\n"
                "                              $AGENTIX_TOKEN: anyone who reaches the port runs\n"
                "                              commands (without it, no token means 127.0.0.1 only)\n"
@@ -117,7 +124,8 @@ static void help(void) {
                "Environment: AGENTIX_TOKEN (clients must present it in the /rpc CONNECT auth as\n"
                "{\"token\": …}), AGENTIX_BIND_HOST, AGENTIX_BIND_PORT, AGENTIX_MODULE_DIR,\n"
                "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err), AGENTIX_DEFAULT_USER (the\n"
-               "account E2B requests that name none run as).\n"
+               "account E2B requests that name none run as), AGENTIX_TLS=1 (serve nothing but\n"
+               "/health until agentd hands over a TLS certificate, then TLS only).\n"
                "\n"
                "See agentix-server(8).\n",
                AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
@@ -164,6 +172,8 @@ enum {
         ARG_MAX_PROCESSES,
         ARG_ENVIRONMENT_FILE,
         ARG_INSECURE_NO_TOKEN,
+        ARG_TLS_CERT,
+        ARG_TLS_KEY,
 };
 
 static int parse_argv(int argc, char *argv[], Options *o) {
@@ -188,6 +198,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 { "max-processes", required_argument, NULL, ARG_MAX_PROCESSES },
                 { "environment-file", required_argument, NULL, ARG_ENVIRONMENT_FILE },
                 { "insecure-no-token", no_argument, NULL, ARG_INSECURE_NO_TOKEN },
+                { "tls-cert", required_argument, NULL, ARG_TLS_CERT },
+                { "tls-key", required_argument, NULL, ARG_TLS_KEY },
                 {}
         };
         bool port_set = false, ping_set = false, timeout_set = false, payload_set = false, connect_set = false;
@@ -273,6 +285,12 @@ static int parse_argv(int argc, char *argv[], Options *o) {
                 case ARG_INSECURE_NO_TOKEN:
                         o->insecure_no_token = true;
                         break;
+                case ARG_TLS_CERT:
+                        o->tls_cert = optarg;
+                        break;
+                case ARG_TLS_KEY:
+                        o->tls_key = optarg;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -281,6 +299,8 @@ static int parse_argv(int argc, char *argv[], Options *o) {
         }
         if (optind < argc)
                 return log_error_errno(EINVAL, "Unexpected argument: %s (see --help)", argv[optind]);
+        if (!o->tls_cert != !o->tls_key)
+                return log_error_errno(EINVAL, "--tls-cert and --tls-key go together.");
 
         if (o->conformance) {
                 /* The reference test suites expect these settings. */
@@ -321,6 +341,8 @@ static char *server_token = NULL;
 /* $AGENTIX_CLAIMABLE=1: agentd made this runtime for a pool; runtime::claim may change its
  * token once (rpc-claim.h). Taken out of the environment too. */
 static bool server_claimable = false;
+/* $AGENTIX_TLS=1: agentd hands over a TLS certificate; nothing but /health until then. */
+static bool server_awaits_tls = false;
 
 /* Keep the token from what the server runs: out of the environment the worker and its commands
  * inherit, and, with the server not dumpable, /proc/<its pid>/environ and mem belong to root,
@@ -337,6 +359,8 @@ static int take_token(void) {
         }
         server_claimable = getenv("AGENTIX_CLAIMABLE") && streq(getenv("AGENTIX_CLAIMABLE"), "1");
         (void) unsetenv("AGENTIX_CLAIMABLE");
+        server_awaits_tls = getenv("AGENTIX_TLS") && streq(getenv("AGENTIX_TLS"), "1");
+        (void) unsetenv("AGENTIX_TLS");
         /* An E2B template's DefaultUser= (agentd sets it): the account envd requests that name
          * none are for. agentd's to set like the two above, and no business of the commands. */
         if (envd_set_default_user(getenv("AGENTIX_DEFAULT_USER")) < 0)
@@ -609,6 +633,25 @@ static int setup(Server *srv, Options *o) {
                 return r;
         http_server_set_takeover(srv->http, &(HttpTakeover) PROXY_TAKEOVER(srv->proxy));
 
+        if (o->tls_cert) {
+                _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = NULL;
+                _cleanup_free_ char *error = NULL;
+
+                r = tls_server_context_from_files(o->tls_cert, o->tls_key, &ctx, &error);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot serve TLS with --tls-cert=%s --tls-key=%s: %s", o->tls_cert,
+                                               o->tls_key, error ?: "out of memory");
+                r = http_server_set_tls(srv->http, ctx);
+                if (r < 0)
+                        return r;
+        }
+        if (!o->conformance && (server_awaits_tls || server_token)) {
+                /* agentd may hand over a certificate (again, after its CA changed) any time. */
+                r = tls_install_new(srv->http, current_token, srv, server_awaits_tls && !o->tls_cert, &srv->tls_install);
+                if (r < 0)
+                        return r;
+        }
+
         for (size_t i = 0; i < o->n_hosts; i++) {
                 r = http_server_listen(srv->http, o->hosts[i], o->port);
                 if (r < 0) {
@@ -618,7 +661,10 @@ static int setup(Server *srv, Options *o) {
                         return r;
                 }
         }
-        log_info("agentix-server %s listening on port %u%s.", AGENTIX_VERSION, http_server_port(srv->http),
+        log_info("agentix-server %s listening on port %u%s%s.", AGENTIX_VERSION, http_server_port(srv->http),
+                 http_server_is_tls(srv->http) ? " (TLS)"
+                 : server_awaits_tls           ? " (waiting for its TLS certificate)"
+                                               : "",
                  o->conformance ? " (conformance mode)" : "");
         return 0;
 }
@@ -646,6 +692,7 @@ static void server_done(Server *srv) {
         srv->envd_fs = envd_filesystem_api_free(srv->envd_fs);
         srv->envd_process = envd_process_api_free(srv->envd_process);
         srv->proxy = proxy_free(srv->proxy);
+        srv->tls_install = tls_install_free(srv->tls_install);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);
         srv->worker = worker_link_free(srv->worker);

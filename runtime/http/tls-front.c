@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "tls-front.h"
+#include "tls.h"
+
+#define PUMP_BUFFER (32u * 1024u)
+#define HANDSHAKE_TIMEOUT_USEC (10u * 1000u * 1000u)
+
+typedef struct Pipe {
+        size_t start, end;
+        uint8_t data[PUMP_BUFFER];
+} Pipe;
+
+struct TlsFront {
+        TlsFronts *set;
+        TlsFront *prev, *next;
+        sd_event *event;
+        SSL *ssl;
+        int net_fd;   /* the TLS socket */
+        int inner_fd; /* our end of the pair; the server has the other */
+        sd_event_source *net_io, *inner_io, *timer;
+        tls_front_ready_t ready;
+        void *userdata;
+        bool established;
+        bool net_eof;        /* the peer ended its stream (close_notify or FIN) */
+        bool inner_eof;      /* the server ended its stream */
+        bool inner_shut;     /* we passed net_eof on (SHUT_WR) */
+        Pipe to_inner, to_net;
+};
+
+static size_t pipe_len(const Pipe *p) {
+        return p->end - p->start;
+}
+
+static size_t pipe_space(const Pipe *p) {
+        return PUMP_BUFFER - p->end;
+}
+
+static void pipe_consumed(Pipe *p, size_t n) {
+        p->start += n;
+        if (p->start == p->end)
+                p->start = p->end = 0;
+}
+
+static void front_free(TlsFront *f) {
+        if (!f)
+                return;
+        if (f->prev)
+                f->prev->next = f->next;
+        else if (f->set->head == f)
+                f->set->head = f->next;
+        if (f->next)
+                f->next->prev = f->prev;
+        if (f->set->n > 0)
+                f->set->n--;
+        f->net_io = sd_event_source_disable_unref(f->net_io);
+        f->inner_io = sd_event_source_disable_unref(f->inner_io);
+        f->timer = sd_event_source_disable_unref(f->timer);
+        SSL_free(f->ssl);
+        f->net_fd = safe_close(f->net_fd);
+        f->inner_fd = safe_close(f->inner_fd);
+        sd_event_unref(f->event);
+        /* The buffers held plain text of the connection. */
+        explicit_bzero(&f->to_inner, sizeof(f->to_inner));
+        explicit_bzero(&f->to_net, sizeof(f->to_net));
+        free(f);
+}
+
+static void set_events(sd_event_source *s, uint32_t events) {
+        if (!s)
+                return;
+        (void) sd_event_source_set_io_events(s, events);
+        (void) sd_event_source_set_enabled(s, events ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+/* Move what can move both ways; 0, or < 0 when the connection is over (f is to be freed). */
+static int pump(TlsFront *f) {
+        uint32_t want_net, want_inner, ev;
+        bool progress;
+        ssize_t n;
+
+        do {
+                progress = false;
+                want_net = want_inner = 0;
+
+                /* peer -> server */
+                if (!f->net_eof && pipe_space(&f->to_inner) > 0) {
+                        n = tls_read(f->ssl, f->to_inner.data + f->to_inner.end, pipe_space(&f->to_inner), &ev);
+                        if (n > 0) {
+                                f->to_inner.end += (size_t) n;
+                                progress = true;
+                        } else if (n == -EAGAIN)
+                                want_net |= ev;
+                        else if (n == -EPIPE) {
+                                f->net_eof = true;
+                                progress = true;
+                        } else
+                                return (int) n;
+                }
+                if (pipe_len(&f->to_inner) > 0) {
+                        n = send(f->inner_fd, f->to_inner.data + f->to_inner.start, pipe_len(&f->to_inner),
+                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+                        if (n > 0) {
+                                pipe_consumed(&f->to_inner, (size_t) n);
+                                progress = true;
+                        } else if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                want_inner |= EPOLLOUT;
+                        else
+                                return -EPIPE; /* the server is gone */
+                }
+                if (f->net_eof && pipe_len(&f->to_inner) == 0 && !f->inner_shut) {
+                        (void) shutdown(f->inner_fd, SHUT_WR);
+                        f->inner_shut = true;
+                }
+
+                /* server -> peer */
+                if (!f->inner_eof && pipe_space(&f->to_net) > 0) {
+                        n = recv(f->inner_fd, f->to_net.data + f->to_net.end, pipe_space(&f->to_net), MSG_DONTWAIT);
+                        if (n > 0) {
+                                f->to_net.end += (size_t) n;
+                                progress = true;
+                        } else if (n == 0) {
+                                f->inner_eof = true;
+                                progress = true;
+                        } else if (errno == EAGAIN || errno == EINTR)
+                                want_inner |= EPOLLIN;
+                        else
+                                f->inner_eof = true;
+                }
+                if (pipe_len(&f->to_net) > 0) {
+                        n = tls_write(f->ssl, f->to_net.data + f->to_net.start, pipe_len(&f->to_net), &ev);
+                        if (n > 0) {
+                                pipe_consumed(&f->to_net, (size_t) n);
+                                progress = true;
+                        } else if (n == -EAGAIN)
+                                want_net |= ev;
+                        else
+                                return (int) n; /* the peer is gone */
+                }
+                if (f->inner_eof && pipe_len(&f->to_net) == 0) {
+                        /* The server is done with the connection: say so, and close. */
+                        (void) SSL_shutdown(f->ssl);
+                        return -ECONNRESET;
+                }
+        } while (progress);
+
+        set_events(f->net_io, want_net);
+        set_events(f->inner_io, want_inner);
+        return 0;
+}
+
+static int on_inner(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        TlsFront *f = userdata;
+
+        if (pump(f) < 0)
+                front_free(f);
+        return 0;
+}
+
+static int establish(TlsFront *f) {
+        int pair[2], r;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) < 0)
+                return negative_errno();
+        f->inner_fd = pair[0];
+        r = sd_event_add_io(f->event, &f->inner_io, f->inner_fd, EPOLLIN, on_inner, f);
+        if (r < 0) {
+                safe_close(pair[1]);
+                return r;
+        }
+        f->established = true;
+        f->timer = sd_event_source_disable_unref(f->timer);
+        r = f->ready(pair[1], f->userdata);
+        if (r < 0)
+                return r;
+        return pump(f);
+}
+
+static int on_net(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        TlsFront *f = userdata;
+        uint32_t ev;
+        int r;
+
+        if (f->established) {
+                r = pump(f);
+        } else {
+                r = tls_handshake_step(f->ssl, &ev);
+                if (r == -EAGAIN) {
+                        set_events(f->net_io, ev);
+                        return 0;
+                }
+                if (r < 0) {
+                        char msg[256];
+                        log_debug("TLS handshake with a client failed: %s", tls_handshake_error(f->ssl, -1, msg,
+                                                                                                 sizeof(msg)));
+                } else
+                        r = establish(f);
+        }
+        if (r < 0)
+                front_free(f);
+        return 0;
+}
+
+static int on_handshake_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        log_debug("A client did not finish its TLS handshake within 10 s: closed.");
+        front_free(userdata);
+        return 0;
+}
+
+int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_front_ready_t ready, void *userdata) {
+        TlsFront *f;
+        int r;
+
+        f = calloc(1, sizeof(*f));
+        if (!f) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        f->set = set;
+        f->next = set->head;
+        if (set->head)
+                set->head->prev = f;
+        set->head = f;
+        set->n++;
+        f->event = sd_event_ref(event);
+        f->net_fd = fd;
+        f->inner_fd = -EBADF;
+        f->ready = ready;
+        f->userdata = userdata;
+        f->ssl = SSL_new(ctx);
+        if (!f->ssl || SSL_set_fd(f->ssl, fd) != 1) {
+                front_free(f);
+                return -ENOMEM;
+        }
+        SSL_set_accept_state(f->ssl);
+        r = sd_event_add_io(event, &f->net_io, fd, EPOLLIN, on_net, f);
+        if (r >= 0)
+                r = sd_event_add_time_relative(event, &f->timer, CLOCK_MONOTONIC, HANDSHAKE_TIMEOUT_USEC, 0,
+                                               on_handshake_timeout, f);
+        if (r < 0) {
+                front_free(f);
+                return r;
+        }
+        return 0;
+}
+
+void tls_fronts_free_all(TlsFronts *set) {
+        while (set->head)
+                front_free(set->head);
+}
