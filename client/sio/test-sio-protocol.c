@@ -605,9 +605,14 @@ static void test_bad_config(void **state) {
         config.nsp = "rpc";
         assert_int_equal(sio_client_new(event, &config, NULL, NULL, &c), -EINVAL);
         config.nsp = "/rpc";
+        /* TLS without a CA to verify the server with: refused, never unverified. */
         config.url = "https://127.0.0.1:1";
-        assert_int_equal(sio_client_new(event, &config, NULL, NULL, &c), -EPROTONOSUPPORT);
+        assert_int_equal(sio_client_new(event, &config, NULL, NULL, &c), -ENOKEY);
         assert_null(c);
+        config.tls_ca_pem = "not a certificate";
+        assert_int_equal(sio_client_new(event, &config, NULL, NULL, &c), -EINVAL);
+        assert_null(c);
+        config.tls_ca_pem = NULL;
         /* Not started: nothing to emit on; closing reports the end. */
         config.url = "http://127.0.0.1:1";
         assert_int_equal(sio_client_new(event, &config, NULL, NULL, &c), 0);
