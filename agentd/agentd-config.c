@@ -287,6 +287,24 @@ static bool listen_address_ok(const char *s) {
         return inet_pton(AF_INET, addr, buf) == 1;
 }
 
+static const char *const tls_modes[] = {
+        [RUNTIME_TLS_AUTO] = "auto",
+        [RUNTIME_TLS_YES] = "yes",
+        [RUNTIME_TLS_NO] = "no",
+};
+
+static int runtime_key(Parser *p, const char *key, const char *value) {
+        if (streq(key, "TLS")) {
+                for (size_t i = 0; i < ELEMENTSOF(tls_modes); i++)
+                        if (streq(value, tls_modes[i])) {
+                                p->c->runtime_tls = (RuntimeTlsMode) i;
+                                return 1;
+                        }
+                return parser_fail(p, "TLS=%s is not auto, yes or no", value);
+        }
+        return parser_fail(p, "unknown key %s= in [Runtime] (TLS)", key);
+}
+
 static int metrics_key(Parser *p, const char *key, const char *value) {
         if (streq(key, "Listen")) {
                 if (strempty(value)) {
@@ -323,6 +341,8 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
                 return backends_key(p, key, value);
         if (streq(section, "Runtimes"))
                 return runtimes_key(p, key, value);
+        if (streq(section, "Runtime"))
+                return runtime_key(p, key, value);
         if (streq(section, "Docker")) {
                 if (streq(key, "Socket"))
                         return set_socket(p, &p->c->docker_socket, key, value);
@@ -355,7 +375,7 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         }
         if (strempty(section))
                 return parser_fail(p, "%s= comes before any [Section]", key);
-        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Quotas, Metrics, Backends, Runtimes, Docker, "
+        return parser_fail(p, "unknown section [%s] (Sandboxes, Limits, Quotas, Metrics, Backends, Runtimes, Runtime, Docker, "
                            "Podman, Swarm)", section);
 }
 
@@ -531,6 +551,7 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         for (char **n = c->allowed_runtimes; n && *n; n++)
                 fprintf(out, "%s%s", n == c->allowed_runtimes ? "" : " ", *n);
         fprintf(out, "\nDefault=%s\n", c->default_runtime ?: "");
+        fprintf(out, "\n[Runtime]\nTLS=%s\n", tls_modes[c->runtime_tls]);
         fprintf(out, "\n[Docker]\nSocket=%s\n", c->docker_socket ?: "");
         if (c->network_shard_size > 0)
                 fprintf(out, "NetworkShardSize=%llu\n", (unsigned long long) c->network_shard_size);

@@ -16,6 +16,12 @@
 
 #include "config-values.h"
 
+typedef enum RuntimeTlsMode {
+        RUNTIME_TLS_AUTO,
+        RUNTIME_TLS_YES,
+        RUNTIME_TLS_NO,
+} RuntimeTlsMode;
+
 typedef struct AgentdConfig {
         /* [Sandboxes] */
         uint64_t default_ttl_sec;
@@ -36,6 +42,9 @@ typedef struct AgentdConfig {
          * it gets when it names none (NULL: the backend's default) */
         char **allowed_runtimes;
         char *default_runtime;
+        /* [Runtime] TLS=: runtimes serve TLS with certificates from agentd's CA (runtime-ca.h);
+         * auto: for backends whose runtimes other machines reach (swarm) */
+        RuntimeTlsMode runtime_tls;
         /* [Docker], [Podman]: handed to the backends as DOCKER_HOST and CONTAINER_HOST */
         char *docker_socket;
         char *podman_socket;

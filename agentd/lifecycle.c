@@ -12,6 +12,8 @@
 #include "pool.h"
 #include "sandbox-claim.h"
 #include "sandbox-setup.h"
+#include "sandbox-tls.h"
+#include "runtime-tls.h"
 #include "strv.h"
 
 /* ---- signals ----------------------------------------------------------------------------- */
@@ -35,6 +37,8 @@ static void stop_making(Sandbox *s) {
                 s->backend->ops->cancel(s->create_job);
         s->create_job = NULL;
         s->setup = sandbox_setup_free(s->setup);
+        s->tls_handover = runtime_tls_free(s->tls_handover);
+        s->tls_done = NULL;
 }
 
 /* A burst of creates leaves the heap as large as its peak (each Docker request and /health
@@ -179,6 +183,18 @@ static int backend_remove(Sandbox *s, agentd_removed_t removed) {
         return s->backend->ops->remove(s->backend->state, s->id, removed, s);
 }
 
+/* Its container runs but it cannot be used: remove it, then answer the create with error. */
+static void start_failed(Sandbox *s, const char *error) {
+        Manager *m = s->manager;
+
+        log_sandbox_warning(s, "Sandbox %s: %s", s->id, error);
+        s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
+        s->failure_message = strdup(error);
+        set_state(m, s, SANDBOX_REMOVING);
+        if (!s->failure_name || !s->failure_message || backend_remove(s, on_failed_removed) < 0)
+                create_done(s, AGENTD_ERROR_START_FAILED, error);
+}
+
 static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata) {
         Manager *m = userdata;
         Sandbox *s = NULL;
@@ -195,12 +211,7 @@ static void on_setup_done(SandboxSetup *setup, const char *error, void *userdata
                 create_done(s, NULL, NULL);
                 return;
         }
-        log_sandbox_warning(s, "Sandbox %s: %s", s->id, error);
-        s->failure_name = strdup(AGENTD_ERROR_START_FAILED);
-        s->failure_message = strdup(error);
-        set_state(m, s, SANDBOX_REMOVING);
-        if (!s->failure_name || !s->failure_message || backend_remove(s, on_failed_removed) < 0)
-                create_done(s, AGENTD_ERROR_START_FAILED, error);
+        start_failed(s, error);
 }
 
 static void create_done(Sandbox *s, const char *error_name, const char *message) {
@@ -209,7 +220,7 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
 
         if (!error_name && s->config->setup && !s->setup_done) {
                 /* Ready: run the setup command before the caller hears of it. */
-                if (sandbox_setup_run(m->event, s->runtime_url, s->token, s->config->setup, on_setup_done, m,
+                if (sandbox_setup_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), s->token, s->config->setup, on_setup_done, m,
                                       &s->setup) >= 0)
                         return;
                 error_name = AGENTD_ERROR_START_FAILED;
@@ -233,6 +244,19 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
         trim_when_idle(m);
 }
 
+/* Its runtime has its TLS certificate (or needs none). */
+static void on_secured(Sandbox *s, const char *error) {
+        _cleanup_free_ char *msg = NULL;
+
+        if (!error) {
+                create_done(s, NULL, NULL);
+                return;
+        }
+        if (asprintf(&msg, "Cannot give the sandbox's runtime its TLS certificate: %s", error) < 0)
+                msg = NULL;
+        start_failed(s, msg ?: "Cannot give the sandbox's runtime its TLS certificate");
+}
+
 /* The backend made it (its runtime answers /health), or failed and removed what it made. */
 static void on_made(void *userdata, const AgentdSandboxPlace *place, const char *error_name, const char *message) {
         Sandbox *s = userdata;
@@ -242,10 +266,14 @@ static void on_made(void *userdata, const AgentdSandboxPlace *place, const char 
                 error_name = AGENTD_ERROR_START_FAILED;
                 message = "Out of memory";
         }
-        if (!error_name)
-                (void) sd_bus_emit_properties_changed(s->manager->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl",
-                                                      "ContainerId", NULL);
-        create_done(s, error_name, message ?: "The backend gave no reason");
+        if (error_name) {
+                create_done(s, error_name, message ?: "The backend gave no reason");
+                return;
+        }
+        (void) sd_bus_emit_properties_changed(s->manager->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl", "ContainerId",
+                                              NULL);
+        if (sandbox_tls_secure(s, false, on_secured) < 0)
+                start_failed(s, "Cannot give the sandbox's runtime its TLS certificate: agentd has no runtime CA");
 }
 
 static int on_caller_gone(sd_bus_track *track, void *userdata) {
@@ -356,7 +384,7 @@ static int claim(Manager *m, Sandbox *s, SandboxConfig *config, uid_t owner, sd_
         sandbox_fill_spec(s);
         emit_new(m, s);
         s->create_call = sd_bus_message_ref(call);
-        r = sandbox_claim_run(m->event, s->runtime_url, start_token, s->token, config->env, config->workdir, on_claimed,
+        r = sandbox_claim_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), start_token, s->token, config->env, config->workdir, on_claimed,
                               s, &s->claim);
         explicit_bzero(start_token, strlen(start_token));
         if (r < 0)
@@ -703,6 +731,32 @@ static void on_claim_finished(SandboxClaim *claim, const char *error, bool alrea
                 log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim: %s", s->id, error);
 }
 
+static void on_adopted_secured(Sandbox *s, const char *error) {
+        if (error)
+                log_sandbox_warning(s, "Sandbox %s: its runtime has no TLS certificate that verifies, and cannot be "
+                                    "given one: %s", s->id, error);
+}
+
+/* A sandbox found at start whose runtime serves TLS: its URL is https://, and its certificate
+ * is checked (and issued again when it does not verify: agentd's CA changed, or agentd
+ * stopped before the runtime had one). */
+static int adopt_tls(Sandbox *s, const AgentdSandboxSpec *spec) {
+        char *url;
+
+        s->spec.tls = spec->tls;
+        if (!spec->tls || !s->runtime_url)
+                return 0;
+        url = runtime_url_https(s->runtime_url);
+        if (!url)
+                return -ENOMEM;
+        free(s->runtime_url);
+        s->runtime_url = url;
+        if (s->state == SANDBOX_RUNNING && sandbox_tls_secure(s, true, on_adopted_secured) < 0)
+                log_sandbox_warning(s, "Sandbox %s: its runtime serves TLS, but agentd's [Runtime] TLS= is off now: "
+                                    "clients verify it against the CA agentd had.", s->id);
+        return 0;
+}
+
 /* A pool's sandbox found at start. With a claim recorded it is the claimer's (owner, token,
  * expiry from the record; the claim is made again, in case agentd died before the runtime
  * had it: a runtime claimed already says so). Without, it goes back to its pool, or away. */
@@ -750,6 +804,11 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
                 return;
         }
         sandbox_fill_spec(s);
+        if (adopt_tls(s, spec) < 0) {
+                claim_state_free(st);
+                sandbox_free(s);
+                return;
+        }
         if (!st) {
                 pools_adopt_member(m, s, spec->pool);
                 return;
@@ -765,7 +824,7 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
         if (s->bound_to)
                 bind_again(m, s);
         if (s->state == SANDBOX_RUNNING &&
-            sandbox_claim_run(m->event, s->runtime_url, spec->token, s->token, s->config->env, s->config->workdir,
+            sandbox_claim_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), spec->token, s->token, s->config->env, s->config->workdir,
                               on_claim_finished, s, &s->claim) < 0)
                 log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim.", s->id);
 }
@@ -872,7 +931,7 @@ static void on_found(void *userdata, const AgentdSandboxSpec *spec, const Agentd
         s->backend = b;
         s->state = state_found(state);
         if (sandbox_set_place(s, place) < 0 || (spec->bound_to && !(s->bound_to = strdup(spec->bound_to))) ||
-            manager_add_sandbox(m, s) < 0) {
+            adopt_tls(s, spec) < 0 || manager_add_sandbox(m, s) < 0) {
                 sandbox_free(s);
                 return;
         }

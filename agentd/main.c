@@ -274,6 +274,22 @@ int main(int argc, char *argv[]) {
                 goto finish;
         m->config_path = arg_config;
         m->timeout_from_command_line = arg_docker_timeout_usec > 0;
+        {
+                _cleanup_free_ char *error = NULL;
+
+                r = manager_setup_tls(m, &error);
+                if (r < 0) {
+                        log_error("Cannot serve runtimes over TLS ([Runtime] TLS= in agentd.conf): %s",
+                                  error ?: strerror(-r));
+                        r = -ENOENT; /* said */
+                        goto finish;
+                }
+                if (m->runtime_ca)
+                        for (size_t i = 0; i < m->n_backends; i++)
+                                if (m->backends[i]->tls)
+                                        log_info("Sandboxes of backend %s serve TLS; runtime CA in %s.",
+                                                 m->backends[i]->name, runtime_ca_default_dir());
+        }
         r = manager_dbus_register(m);
         if (r < 0)
                 goto finish;

@@ -329,6 +329,12 @@ static int property_default_runtime(sd_bus *bus, const char *path, const char *i
         return sd_bus_message_append(reply, "s", m->config->default_runtime ?: "");
 }
 
+/* agentd's runtime CA, PEM: what clients verify https:// runtimes with; "" without TLS. */
+static int property_runtime_ca(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "s", manager_runtime_ca_pem(userdata) ?: "");
+}
+
 static int property_default_backend(sd_bus *bus, const char *path, const char *interface, const char *property,
                                     sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
@@ -356,6 +362,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("Runtimes", "a(ssb)", property_runtimes, 0, 0),
         SD_BUS_PROPERTY("DefaultRuntime", "s", property_default_runtime, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("PoolErrors", "a{ss}", property_pool_errors, 0, 0),
+        SD_BUS_PROPERTY("RuntimeCA", "s", property_runtime_ca, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_NAMES("CreateSandbox", "a{sv}", SD_BUS_PARAM(config), "os", SD_BUS_PARAM(sandbox) SD_BUS_PARAM(id),
                                  method_create_sandbox_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("GetSandbox", "s", SD_BUS_PARAM(id), "o", SD_BUS_PARAM(sandbox), method_get_sandbox_counted,

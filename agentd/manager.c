@@ -49,11 +49,32 @@ Manager *manager_free(Manager *m) {
         sd_event_source_disable_unref(m->reaper);
         backends_free(m->backends, m->n_backends);
         metrics_endpoint_free(m->metrics_endpoint);
+        m->curl = curl_event_free(m->curl);
+        m->runtime_ca = runtime_ca_free(m->runtime_ca);
         sd_bus_unref(m->bus);
         agentd_config_free(m->config);
         sd_event_unref(m->event);
         free(m);
         return NULL;
+}
+
+const char *manager_runtime_ca_pem(const Manager *m) {
+        return m->runtime_ca ? runtime_ca_pem(m->runtime_ca) : NULL;
+}
+
+int manager_setup_tls(Manager *m, char **ret_error) {
+        bool any = false;
+
+        for (size_t i = 0; i < m->n_backends; i++) {
+                Backend *b = m->backends[i];
+
+                b->tls = m->config->runtime_tls == RUNTIME_TLS_YES ||
+                         (m->config->runtime_tls == RUNTIME_TLS_AUTO && b->ops && b->ops->remote_runtimes);
+                any = any || b->tls;
+        }
+        if (!any)
+                return 0;
+        return runtime_ca_open(runtime_ca_default_dir(), &m->runtime_ca, ret_error);
 }
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id) {

@@ -15,6 +15,8 @@
 #include "strmap.h"
 
 #include "backend.h"
+#include "curl-event.h"
+#include "runtime-ca.h"
 
 typedef struct Manager {
         sd_event *event;
@@ -34,6 +36,8 @@ typedef struct Manager {
         sd_event_source *reaper;  /* fires at the earliest ExpiresAt */
         Metrics metrics;          /* counted since the start (metrics.h) */
         struct MetricsEndpoint *metrics_endpoint; /* /metrics, when agentd serves it */
+        RuntimeCA *runtime_ca;    /* when a backend's runtimes serve TLS (runtime-ca.h), else NULL */
+        CurlEvent *curl;          /* handing runtimes their certificates (runtime-tls.h) */
 } Manager;
 
 /* Takes config and the backends. */
@@ -61,5 +65,11 @@ Backend *manager_get_backend(Manager *m, const char *name, sd_bus_error *error);
  * *ret_error names file, line and key. Sandboxes are not touched; the pools follow with
  * pools_sync() (pool.h), which must come next. */
 int manager_reload(Manager *m, char **ret_error);
+/* agentd's runtime CA (PEM) for clients of https:// runtimes, or NULL without TLS. */
+const char *manager_runtime_ca_pem(const Manager *m);
+/* Decide which backends' runtimes serve TLS ([Runtime] TLS=) and open the CA they need;
+ * -errno with *ret_error when it cannot be made (agentd does not start then). */
+int manager_setup_tls(Manager *m, char **ret_error);
+
 /* Tell the service manager (sd_notify STATUS=) how many sandboxes agentd has. */
 void manager_notify_status(Manager *m);

@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "log.h"
 #include "pool.h"
+#include "sandbox-tls.h"
 #include "strv.h"
 
 /* Pool members carry no expiry of their own: a claim sets the claimer's. Docker's label needs
@@ -218,23 +219,18 @@ static void member_failed(Pool *p, const char *message) {
         schedule_retry(p);
 }
 
-static void on_member_made(void *userdata, const AgentdSandboxPlace *place, const char *error_name,
-                           const char *message) {
-        Sandbox *s = userdata;
+static void member_ready(Sandbox *s, const char *error) {
         Pool *p = s->pool;
         Manager *m = p->manager;
 
-        s->create_job = NULL;
         list_remove(p->making, &p->n_making, s);
-        if (!error_name && sandbox_set_place(s, place) < 0) {
-                error_name = "oom";
-                message = "Out of memory";
-        }
-        if (error_name) {
-                /* The backend removed what it made. */
-                member_failed(p, message ?: "the backend gave no reason");
-                sandbox_free(s);
-                pool_free_if_done(p);
+        if (error) {
+                _cleanup_free_ char *msg = NULL;
+
+                if (asprintf(&msg, "cannot give a sandbox's runtime its TLS certificate: %s", error) < 0)
+                        msg = NULL;
+                member_failed(p, msg ?: "cannot give a sandbox's runtime its TLS certificate");
+                pool_member_discard(p, s);
                 pools_refill(m);
                 return;
         }
@@ -259,6 +255,31 @@ static void on_member_made(void *userdata, const AgentdSandboxPlace *place, cons
         log_sandbox_info(s, "Pool %s: sandbox %s is ready (%zu of %llu).", p->name, s->id, p->n_ready,
                          (unsigned long long) p->config->size);
         pools_refill(m);
+}
+
+static void on_member_made(void *userdata, const AgentdSandboxPlace *place, const char *error_name,
+                           const char *message) {
+        Sandbox *s = userdata;
+        Pool *p = s->pool;
+        Manager *m = p->manager;
+
+        s->create_job = NULL;
+        if (!error_name && sandbox_set_place(s, place) < 0) {
+                error_name = "oom";
+                message = "Out of memory";
+        }
+        if (error_name) {
+                /* The backend removed what it made. */
+                list_remove(p->making, &p->n_making, s);
+                member_failed(p, message ?: "the backend gave no reason");
+                sandbox_free(s);
+                pool_free_if_done(p);
+                pools_refill(m);
+                return;
+        }
+        /* Still "making" while its runtime gets its certificate. */
+        if (sandbox_tls_secure(s, false, member_ready) < 0)
+                member_ready(s, "agentd has no runtime CA");
 }
 
 static int member_make(Pool *p) {

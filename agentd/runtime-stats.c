@@ -86,7 +86,8 @@ static void on_connected(agentix_client *c, const agentix_error *error, void *us
                 answer(rs, NULL, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot ask the sandbox's runtime what it uses.");
 }
 
-int runtime_stats_ask(sd_event *event, const char *url, const char *token, RuntimeStats **slot, agentd_stats_t done,
+int runtime_stats_ask(sd_event *event, const char *url, const char *token, const char *ca_pem, RuntimeStats **slot,
+                      agentd_stats_t done,
                       void *userdata) {
         RuntimeStats *rs = *slot;
         int r;
@@ -97,7 +98,9 @@ int runtime_stats_ask(sd_event *event, const char *url, const char *token, Runti
                 rs = calloc(1, sizeof(*rs));
                 if (!rs)
                         return -ENOMEM;
-                r = agentix_client_new(&(agentix_options) { .url = url, .token = token, .no_reconnect = true }, event,
+                r = agentix_client_new(&(agentix_options) { .url = url, .token = token, .ca_pem = ca_pem,
+                                                            .no_reconnect = true },
+                                       event,
                                        &rs->client);
                 if (r >= 0)
                         r = agentix_client_connect_async(rs->client, on_connected, rs);

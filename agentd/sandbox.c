@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "runtime-stats.h"
 #include "sandbox-claim.h"
+#include "runtime-tls.h"
 #include "sandbox.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
@@ -100,6 +101,7 @@ void sandbox_fill_spec(Sandbox *s) {
         const SandboxConfig *c = s->config;
 
         s->spec = (AgentdSandboxSpec) {
+                .tls = s->backend && s->backend->tls,
                 .id = s->id,
                 .token = s->token,
                 .owner = s->owner,
@@ -175,6 +177,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->pool_name);
         sandbox_claim_free(s->claim);
         runtime_stats_free(s->runtime_stats);
+        runtime_tls_free(s->tls_handover);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);
@@ -222,12 +225,13 @@ int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int l
         return r;
 }
 
-int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata) {
+int sandbox_read_stats(sd_event *event, Sandbox *s, const char *ca_pem, agentd_stats_t done, void *userdata) {
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return -ENOTCONN;
         if (s->backend->ops->stats)
                 return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
         if (s->state == SANDBOX_PAUSED)
                 return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, &s->runtime_stats, done, userdata);
+        return runtime_stats_ask(event, s->runtime_url, s->token, ca_pem, &s->runtime_stats,
+                                 done, userdata);
 }

@@ -271,6 +271,10 @@ fail:
         return r;
 }
 
+sd_event *curl_event_event(CurlEvent *g) {
+        return g->event;
+}
+
 CURLM *curl_event_multi(CurlEvent *g) {
         return g->multi;
 }

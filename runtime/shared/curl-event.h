@@ -34,6 +34,7 @@ static inline void curl_event_freep(CurlEvent **g) {
 }
 
 CURLM *curl_event_multi(CurlEvent *g);
+sd_event *curl_event_event(CurlEvent *g);
 
 /* Start a transfer. Must not be called from inside a curl callback (write, read, header,
  * progress): libcurl refuses that (CURLM_RECURSIVE_API_CALL, reported as -EBUSY). */

@@ -60,6 +60,7 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
                 .bundle = label(labels, "org.agentix.bundle"),
                 .bound_to = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.bound-to"))),
                 .pool = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.pool"))),
+                .tls = streq_ptr(json_string_value(json_object_get(labels, "org.agentix.tls")), "1"),
                 .runtime = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.runtime"))),
                 .network = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.network"))),
                 .platform = empty_to_null(json_string_value(json_object_get(labels, "org.agentix.platform"))),

@@ -29,6 +29,8 @@ json_t *sandbox_labels_json(const AgentdSandboxSpec *s, const char *bundle_id) {
         json_object_set_new(l, "org.agentix.bound-to", json_string(s->bound_to ?: ""));
         json_object_set_new(l, "org.agentix.pool", json_string(s->pool ?: ""));
         json_object_set_new(l, "org.agentix.egress", json_string("*")); /* no egress list, unless below */
+        /* Whether its runtime waits for (and then has) a TLS certificate: adoption asks. */
+        json_object_set_new(l, "org.agentix.tls", json_string(s->tls ? "1" : ""));
         if (s->pool) {
                 /* What a pool compares at adoption: the network and runtime as agentd named them. */
                 json_object_set_new(l, "org.agentix.pool", json_string(s->pool));
@@ -52,11 +54,13 @@ json_t *sandbox_env_json(const AgentdSandboxSpec *s) {
 
         snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
         if (!env || json_array_append_new(env, json_string(token)) < 0 ||
-            (s->pool && json_array_append_new(env, json_string("AGENTIX_CLAIMABLE=1")) < 0))
+            (s->pool && json_array_append_new(env, json_string("AGENTIX_CLAIMABLE=1")) < 0) ||
+            (s->tls && json_array_append_new(env, json_string("AGENTIX_TLS=1")) < 0))
                 return json_decref(env), NULL;
         for (const char *const *e = s->env; e && *e; e++)
-                /* The token and claimability are agentd's to set, never the caller's. */
+                /* The token, claimability and TLS are agentd's to set, never the caller's. */
                 if (!strneq(*e, "AGENTIX_TOKEN=", 14) && !strneq(*e, "AGENTIX_CLAIMABLE=", 18) &&
+                    !strneq(*e, "AGENTIX_TLS=", 12) &&
                     json_array_append_new(env, json_string(*e)) < 0)
                         return json_decref(env), NULL;
         return env;

@@ -110,6 +110,7 @@ static int swarm_new(SwarmBackend **ret, char **ret_error) {
 
 AGENTD_BACKEND_DEFINE(.abi = AGENTD_BACKEND_ABI,
                       .name = "swarm",
+                      .remote_runtimes = true,
                       .new = swarm_new,
                       .free = swarm_free,
                       .create = swarm_create,

@@ -45,6 +45,7 @@ static void found(Adopt *a, const SwarmSandbox *sb) {
                 .bundle = label(labels, "org.agentix.bundle"),
                 .bound_to = empty_to_null(label(labels, "org.agentix.bound-to")),
                 .pool = empty_to_null(label(labels, "org.agentix.pool")),
+                .tls = streq_ptr(label(labels, "org.agentix.tls"), "1"),
                 .runtime = empty_to_null(label(labels, "org.agentix.runtime")),
                 .network = empty_to_null(label(labels, "org.agentix.network")),
                 .platform = empty_to_null(label(labels, "org.agentix.platform")),

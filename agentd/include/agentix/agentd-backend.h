@@ -17,7 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 5 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED; 5: stats() */
+#define AGENTD_BACKEND_ABI 6 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED; 5: stats();
+                              * 6: AgentdSandboxSpec.tls, AgentdBackendOps.remote_runtimes */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -65,6 +66,10 @@ typedef struct AgentdSandboxSpec {
                                          * all); NULL: no egress list, the network's own rules */
         const char *pool;               /* made for agentd's warm pool of this name (the runtime gets
                                          * AGENTIX_CLAIMABLE=1), or NULL; given back by adopt() */
+        bool tls;                       /* ABI 6: the runtime serves TLS with a certificate agentd
+                                         * hands it once it answers /health: it gets AGENTIX_TLS=1
+                                         * (agentix-server(8)), and the backend keeps the flag where
+                                         * adopt() gives it back (not where a snapshot takes it) */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */
@@ -199,6 +204,9 @@ typedef struct AgentdBackendOps {
          * (numbers the backend can read at once), never when it returns an error. Cheap enough
          * to be asked for every sandbox every second. */
         int (*stats)(AgentdBackend *b, const char *sandbox_id, agentd_stats_t done, void *userdata);
+        /* ABI 6. Its runtime URLs name addresses other machines reach (a swarm node's): agentd's
+         * [Runtime] TLS=auto turns TLS on for it. */
+        bool remote_runtimes;
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"
