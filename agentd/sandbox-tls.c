@@ -11,22 +11,18 @@ static void on_secured(RuntimeTls *t, const char *https_url, const char *error, 
         Sandbox *s = userdata;
         sandbox_tls_done_t done = s->tls_done;
         Manager *m = s->manager;
-        char *url;
+        _cleanup_free_ char *url = https_url ? strdup(https_url) : NULL, *why = error ? strdup(error) : NULL;
 
+        /* t owns https_url and error: copied before it goes. */
         s->tls_handover = runtime_tls_free(s->tls_handover);
         s->tls_done = NULL;
-        if (!https_url) {
-                done(s, error ?: "the runtime did not take its TLS certificate");
+        if (!https_url || !url) {
+                done(s, why ?: (https_url ? "out of memory" : "the runtime did not take its TLS certificate"));
                 return;
         }
-        if (!streq_ptr(s->runtime_url, https_url)) {
-                url = strdup(https_url);
-                if (!url) {
-                        done(s, "out of memory");
-                        return;
-                }
+        if (!streq_ptr(s->runtime_url, url)) {
                 free(s->runtime_url);
-                s->runtime_url = url;
+                s->runtime_url = TAKE_PTR(url);
                 if (s->path && manager_get_sandbox(m, s->id) == s)
                         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl", NULL);
         }
