@@ -260,10 +260,19 @@ export class SandboxManager {
     }
   }
 
-  /** Connect to a sandbox's runtime. */
+  /** agentd's runtime CA (PEM): what https:// runtime URLs are verified with; "" without TLS. */
+  async runtimeCa(): Promise<string> {
+    const obj = await this.call(() => this.bus.getProxyObject(NAME, PATH));
+    const props = obj.getInterface("org.freedesktop.DBus.Properties");
+    const v = (await this.call(() => props.Get(MANAGER, "RuntimeCA"))) as InstanceType<typeof Variant>;
+    return String(v.value);
+  }
+
+  /** Connect to a sandbox's runtime (over TLS verified against agentd's runtime CA). */
   async connect(id: string, options?: ConnectOptions): Promise<RuntimeClient> {
     const { url, token } = await this.access(id);
-    return RuntimeClient.connect(url, token, options);
+    const ca = options?.ca ?? (/^https:/i.test(url) ? await this.runtimeCa() : undefined);
+    return RuntimeClient.connect(url, token, { ...options, ...(ca ? { ca } : {}) });
   }
 
   close(): void {

@@ -3,6 +3,7 @@
 // agentix-mcp: the MCP server (mcp.ts) on standard input and output, or on Streamable HTTP.
 
 import { randomBytes, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { parseArgs } from "node:util";
 
@@ -24,6 +25,8 @@ through agentd. Sandboxes it creates are yours and go when it exits.
      --sandbox=ID        Attach to this sandbox of agentd's: no create, list or delete tools
      --url=URL           Attach to the runtime at URL instead (with --token)
      --token=TOKEN       The runtime's token, for --url
+     --ca-file=FILE      An https:// --url: the CA its certificate must chain to
+                         (default $AGENTIX_CA_FILE; through agentd: agentd's runtime CA)
      --user             Talk to agentd on the session bus (a per-user agentd)
      --max-output=BYTES  Output execute returns at most (default ${DEFAULT_MAX_OUTPUT})
 `;
@@ -39,7 +42,7 @@ function parse() {
     ({ values } = parseArgs({
       options: {
         help: { type: "boolean", short: "h" }, http: { type: "string" }, host: { type: "string" },
-        sandbox: { type: "string" }, url: { type: "string" }, token: { type: "string" },
+        sandbox: { type: "string" }, url: { type: "string" }, token: { type: "string" }, "ca-file": { type: "string" },
         user: { type: "boolean" }, "max-output": { type: "string" },
       },
       strict: true, allowPositionals: false,
@@ -57,8 +60,16 @@ function parse() {
   if (values.url && values.token === undefined) usage("--url needs --token");
   const maxOutput = values["max-output"] === undefined ? undefined : Number(values["max-output"]);
   if (maxOutput !== undefined && !(Number.isInteger(maxOutput) && maxOutput > 0)) usage(`invalid --max-output '${values["max-output"]}'`);
+  let ca: string | undefined;
+  if (values["ca-file"] !== undefined) {
+    try {
+      ca = readFileSync(values["ca-file"], "utf8");
+    } catch (e) {
+      usage(`cannot read --ca-file: ${(e as Error).message}`);
+    }
+  }
   return { port, host: values.host ?? "127.0.0.1", options: {
-    sandbox: values.sandbox, url: values.url, token: values.token, sessionBus: values.user, maxOutput } };
+    sandbox: values.sandbox, url: values.url, token: values.token, ca, sessionBus: values.user, maxOutput } };
 }
 
 function authorized(req: IncomingMessage, token: string): boolean {

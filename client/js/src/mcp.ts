@@ -24,6 +24,8 @@ export interface McpOptions {
   /** …or to this runtime (URL and token, as GetRuntimeAccess gives them). */
   url?: string;
   token?: string;
+  /** An https:// url: the CA (PEM) it is verified with (default: AGENTIX_CA_FILE's). */
+  ca?: string;
   /** Talk to agentd on the session bus (a per-user agentd). */
   sessionBus?: boolean;
   /** execute's output limit in bytes (default DEFAULT_MAX_OUTPUT). */
@@ -91,7 +93,7 @@ export class McpState {
     } else {
       if (this.runtimes.size >= MAX_RUNTIMES) this.forget(this.runtimes.keys().next().value!);
       r = this.options.url
-        ? RuntimeClient.connect(this.options.url, this.options.token ?? "")
+        ? RuntimeClient.connect(this.options.url, this.options.token ?? "", this.options.ca ? { ca: this.options.ca } : {})
         : this.manager().connect(id);
       r.catch(() => this.runtimes.delete(id));
       this.runtimes.set(id, r);

@@ -5,6 +5,7 @@
 // channel), cancel, deadlines, resume after a reconnect, typed errors.
 
 import { decode, encode } from "@msgpack/msgpack";
+import { readFileSync } from "node:fs";
 import { io, type Socket } from "socket.io-client";
 
 import { Cancelled, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized, remoteError, type RemoteErrorInfo } from "./errors.js";
@@ -20,6 +21,34 @@ export interface ConnectOptions {
   reconnect?: boolean;
   /** How long to wait for the first connection (default 10 s). */
   timeoutMs?: number;
+  /** An https:// runtime: the CA (PEM) its certificate must chain to, the only one trusted
+   * (agentd's Manager.RuntimeCA; default: the file AGENTIX_CA_FILE names). */
+  ca?: string;
+}
+
+/** What the transport said below socket.io-client's "websocket error" / "xhr poll error": the
+ * TLS verdict sits in err.description (ws's ErrorEvent, or the XHR's error). */
+function transportDetail(err: Error & { description?: unknown }): string {
+  const parts: string[] = [];
+  let d: unknown = err.description;
+  for (let i = 0; i < 3 && d && typeof d === "object"; i++) {
+    const o = d as { message?: unknown; code?: unknown; error?: unknown };
+    if (typeof o.message === "string") parts.push(o.message);
+    if (typeof o.code === "string") parts.push(o.code);
+    d = o.error;
+  }
+  return parts.length ? parts.join(": ") : err.message;
+}
+
+/** The CA an https:// runtime is verified with: options.ca, else AGENTIX_CA_FILE's text. */
+function runtimeCa(url: string, ca?: string): string | undefined {
+  if (!/^(https|wss):/i.test(url)) return undefined;
+  if (ca) return ca;
+  const file = process.env.AGENTIX_CA_FILE;
+  if (!file) {
+    throw new ServerUnreachable(`${url} serves TLS: give the CA to verify it with (the ca option, agentd's RuntimeCA, or AGENTIX_CA_FILE)`);
+  }
+  return readFileSync(file, "utf8");
 }
 
 export interface CallOptions {
@@ -318,7 +347,16 @@ export class RuntimeClient {
   /** Connect to the runtime at url (http://HOST:PORT, as agentd's GetRuntimeAccess gives it). */
   static connect(url: string, token: string, options: ConnectOptions = {}): Promise<RuntimeClient> {
     const reconnect = options.reconnect ?? true;
+    let ca: string | undefined;
+    try {
+      ca = runtimeCa(url, options.ca);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const socket = io(new URL("/rpc", url).toString(), {
+      // Over TLS: agentd's CA alone, the certificate checked against the URL's host (Node's
+      // checkServerIdentity, IP addresses included).
+      ...(ca ? { ca, rejectUnauthorized: true } : {}),
       path: "/socket.io/",
       transports: options.transports ?? ["websocket"],
       auth: { token },
@@ -335,6 +373,8 @@ export class RuntimeClient {
         socket.close();
         if (err.message === "unauthorized") {
           reject(new Unauthorized(`The runtime at ${url} refused the token: take the token from GetRuntimeAccess (or AGENTIX_TOKEN of the server).`));
+        } else if (ca && /certificate|self[- ]signed|altnames|issuer|CERT_/i.test(transportDetail(err))) {
+          reject(new ServerUnreachable(`The runtime at ${url} was refused: its TLS certificate does not verify against agentd's runtime CA (${transportDetail(err)})`));
         } else {
           reject(new ServerUnreachable(`No agentix runtime answers at ${url} (${err.message}): is the sandbox running, and is this its RuntimeUrl?`));
         }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // RuntimeClient against a real agentix-server: every call shape, errors, cancel, deadlines,
 // and calls that outlive a dropped connection.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -235,4 +236,60 @@ it("says what is wrong when it cannot connect", async () => {
   await expect(RuntimeClient.connect(server.url, "wrong")).rejects.toBeInstanceOf(Unauthorized);
   const url = `http://127.0.0.1:${await freePort()}`;
   await expect(RuntimeClient.connect(url, TOKEN, { timeoutMs: 2000 })).rejects.toBeInstanceOf(ServerUnreachable);
+});
+
+describe("over TLS", () => {
+  // A CA and a certificate for 127.0.0.1 it signed (as agentd's runtime CA issues), and an
+  // impostor's self-signed one for the same address.
+  const dir = mkdtempSync(join(tmpdir(), "agentix-js-tls-"));
+  const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
+  let tlsServer: Server;
+  let caPem: string;
+  let impostorPem: string;
+  beforeAll(async () => {
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "ca.key"),
+      "-out", join(dir, "ca.crt"), "-days", "1", "-subj", "/CN=test runtime CA", "-addext", "basicConstraints=critical,CA:TRUE");
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "server.key"),
+      "-out", join(dir, "server.csr"), "-subj", "/CN=127.0.0.1");
+    writeFileSync(join(dir, "ext"), "subjectAltName=IP:127.0.0.1\n");
+    openssl("x509", "-req", "-in", join(dir, "server.csr"), "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key"),
+      "-CAcreateserial", "-out", join(dir, "server.crt"), "-days", "1", "-extfile", join(dir, "ext"));
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "impostor.key"),
+      "-out", join(dir, "impostor.crt"), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1");
+    caPem = readFileSync(join(dir, "ca.crt"), "utf8");
+    impostorPem = readFileSync(join(dir, "impostor.crt"), "utf8");
+    tlsServer = await startServer({ cert: join(dir, "server.crt"), key: join(dir, "server.key") });
+  });
+  afterAll(async () => {
+    await tlsServer.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it.each([["websocket"], ["polling"]] as const)("verifies the runtime against its CA over %s", async (transport) => {
+    expect(tlsServer.url.startsWith("https://")).toBe(true);
+    const rt = await RuntimeClient.connect(tlsServer.url, TOKEN, { transports: [transport], ca: caPem, reconnect: false });
+    try {
+      expect((await rt.exec("echo over-tls")).output).toBe("over-tls\n");
+    } finally {
+      rt.close();
+    }
+    // Another CA (an impostor's certificate as the anchor): the real runtime is refused.
+    await expect(RuntimeClient.connect(tlsServer.url, TOKEN, { transports: [transport], ca: impostorPem, reconnect: false, timeoutMs: 3000 }))
+      .rejects.toBeInstanceOf(ServerUnreachable);
+  });
+
+  it("refuses an https:// runtime without a CA", async () => {
+    delete process.env.AGENTIX_CA_FILE;
+    await expect(RuntimeClient.connect(tlsServer.url, TOKEN, { reconnect: false })).rejects.toThrow(/CA/);
+  });
+
+  it("refuses an impostor with a self-signed certificate for the same address", async () => {
+    const impostor = await startServer({ cert: join(dir, "impostor.crt"), key: join(dir, "impostor.key") });
+    try {
+      await expect(RuntimeClient.connect(impostor.url, TOKEN, { ca: caPem, reconnect: false, timeoutMs: 3000 }))
+        .rejects.toThrow(/certificate|refused/i);
+    } finally {
+      await impostor.stop();
+    }
+  });
 });
