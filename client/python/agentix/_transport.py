@@ -123,14 +123,24 @@ class WebSocketProtocol(asyncio.Protocol):
             self.transport.abort()
 
 
-async def open_websocket(url, on_message, on_lost, timeout):
-    """Connect and finish the WebSocket handshake; returns the protocol."""
+def tls_context(ca_pem):
+    """Trust the runtime CA alone (agentd's), and check the certificate names the host dialled
+    (an IP address in the URL against the certificate's IP entries)."""
+    ctx = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl_module.TLSVersion.TLSv1_2
+    ctx.load_verify_locations(cadata=ca_pem)
+    return ctx
+
+
+async def open_websocket(url, on_message, on_lost, timeout, ca_pem=None):
+    """Connect and finish the WebSocket handshake; returns the protocol. wss:// needs ca_pem."""
     loop = asyncio.get_running_loop()
     uri = parse_uri(url)
     proto = WebSocketProtocol(url, on_message, on_lost)
-    ssl = ssl_module.create_default_context() if uri.secure else None
+    ssl = tls_context(ca_pem) if uri.secure else None
     transport, _ = await asyncio.wait_for(
-        loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl), timeout)
+        loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl,
+                               server_hostname=uri.host if uri.secure else None), timeout)
     try:
         await asyncio.wait_for(asyncio.shield(proto.opened), timeout)
     except BaseException:

@@ -84,6 +84,7 @@ class SandboxInfo:
     created_at: int  # µs since the epoch
     expires_at: int
     pool: str = ""  # the agentd warm pool it was claimed from; "" when made for its create
+    ca: str | None = None  # https:// runtime_url: agentd's runtime CA (PEM), to verify it with
 
 
 @dataclasses.dataclass
@@ -151,14 +152,17 @@ class AgentdDeployment:
         conn, manager = self._manager()
         props = self._dbus.Interface(conn.get_object(NAME, path, introspect=False),
                                      "org.freedesktop.DBus.Properties").GetAll(SANDBOX, timeout=30)
-        token = None
+        token = ca = None
         if with_token and props["State"] == "running":
             _, token = manager.GetRuntimeAccess(str(props["Id"]), timeout=30)
+        if str(props["RuntimeUrl"]).startswith("https://"):
+            ca = str(self._dbus.Interface(conn.get_object(NAME, "/org/agentix/Agentd1", introspect=False),
+                                          "org.freedesktop.DBus.Properties").Get(MANAGER, "RuntimeCA", timeout=30))
         return SandboxInfo(id=str(props["Id"]), path=str(path), state=str(props["State"]),
                            runtime_url=str(props["RuntimeUrl"]), token=None if token is None else str(token),
                            image=str(props["Image"]), bundle=str(props["Bundle"]), backend=str(props["Backend"]),
                            owner=int(props["Owner"]), created_at=int(props["CreatedAt"]),
-                           expires_at=int(props["ExpiresAt"]), pool=str(props.get("Pool", "")))
+                           expires_at=int(props["ExpiresAt"]), pool=str(props.get("Pool", "")), ca=ca)
 
     async def create(self, config):
         """Make a sandbox; returns once its runtime answers (SandboxInfo, with its token)."""

@@ -20,6 +20,7 @@ outlive a dropped connection; their results are replayed), and errors as excepti
 import asyncio
 import itertools
 import os
+import ssl
 import time
 import urllib.parse
 
@@ -99,13 +100,22 @@ class Channel(Stream):
 
 class RuntimeClient:
     """One connection to one runtime. url: http(s)://HOST:PORT of agentix-server (as agentd's
-    GetRuntimeAccess gives it); token: its AGENTIX_TOKEN."""
+    GetRuntimeAccess gives it); token: its AGENTIX_TOKEN; ca: for an https:// URL, the CA (PEM)
+    its certificate must chain to, the only one trusted (agentd's Manager.RuntimeCA; default:
+    the file AGENTIX_CA_FILE names)."""
 
-    def __init__(self, url, token, *, reconnect=True, reconnect_for=30.0, connect_timeout=10.0):
+    def __init__(self, url, token, *, reconnect=True, reconnect_for=30.0, connect_timeout=10.0, ca=None):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
             raise ValueError(f"not a runtime URL (http://HOST:PORT): {url!r}")
         scheme = "wss" if parts.scheme in ("https", "wss") else "ws"
+        if scheme == "wss" and ca is None:
+            if not os.environ.get("AGENTIX_CA_FILE"):
+                raise ValueError(f"{url} serves TLS: give the CA to verify it with (ca=, agentd's RuntimeCA, or "
+                                 "AGENTIX_CA_FILE)")
+            with open(os.environ["AGENTIX_CA_FILE"]) as f:
+                ca = f.read()
+        self._ca = ca
         self.url = url
         self._ws_url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}/socket.io/?EIO=4&transport=websocket"
         self._token = token
@@ -142,7 +152,11 @@ class RuntimeClient:
         self._joined = loop.create_future()
         self._pending_event = None
         try:
-            ws = await _transport.open_websocket(self._ws_url, self._on_message, self._on_lost, self._connect_timeout)
+            ws = await _transport.open_websocket(self._ws_url, self._on_message, self._on_lost, self._connect_timeout,
+                                                 self._ca)
+        except ssl.SSLCertVerificationError as e:
+            raise ServerUnreachable(f"The runtime at {self.url} was refused: its TLS certificate does not verify "
+                                    f"against agentd's runtime CA ({e.verify_message})") from None
         except (OSError, asyncio.TimeoutError, websockets.exceptions.InvalidHandshake,
                 websockets.exceptions.InvalidURI) as e:
             raise ServerUnreachable(f"No agentix runtime answers at {self.url} ({e or type(e).__name__}): is the "

@@ -90,12 +90,13 @@ class _LoopThread:
 class AgentixSandbox(BaseSandbox):
     """One sandbox's runtime, as a deepagents sandbox backend.
 
-    AgentixSandbox(url, token, id=None): attach to a running runtime. AgentixSandbox.create(
+    AgentixSandbox(url, token, id=None, ca=None): attach to a running runtime (ca: for an https://
+    url, the CA to verify it with). AgentixSandbox.create(
     deployment, config) makes one through agentd (see agentix.deployment); close() deletes what
     create() made."""
 
-    def __init__(self, url, token, *, id=None, default_timeout=None, on_close=None):
-        self._url, self._token = url, token
+    def __init__(self, url, token, *, id=None, default_timeout=None, on_close=None, ca=None):
+        self._url, self._token, self._ca = url, token, ca
         self._id = id or url
         self._default_timeout = default_timeout
         self._on_close = on_close
@@ -118,7 +119,8 @@ class AgentixSandbox(BaseSandbox):
         """A new sandbox from agentd (deployment: AgentdDeployment), with initial_files
         ([(path, bytes)]) uploaded; deleted again if any of that fails."""
         info = await deployment.create(config)
-        sandbox = cls(info.runtime_url, info.token, id=info.id, on_close=lambda: deployment.delete(info.id))
+        sandbox = cls(info.runtime_url, info.token, id=info.id, on_close=lambda: deployment.delete(info.id),
+                      ca=info.ca)
         try:
             await sandbox.initialize()
             if initial_files:
@@ -133,7 +135,7 @@ class AgentixSandbox(BaseSandbox):
     async def initialize(self):
         """Connect (the second step of a two-step start; create() does it)."""
         if self._client is None:
-            client = RuntimeClient(self._url, self._token)
+            client = RuntimeClient(self._url, self._token, ca=self._ca)
             await client.connect()
             self._client = client
         return self
