@@ -102,7 +102,7 @@ async def test_an_impostor_on_the_same_address_is_refused(pki):
         impostor.stop()
 
 
-def test_no_ca_no_connection(tls_server, monkeypatch):
+async def test_no_ca_no_connection(tls_server, monkeypatch):
     monkeypatch.delenv("AGENTIX_CA_FILE", raising=False)
     with pytest.raises(ValueError) as e:
         RuntimeClient(tls_server.url, TOKEN)
