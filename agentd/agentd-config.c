@@ -71,6 +71,8 @@ AgentdConfig *agentd_config_free(AgentdConfig *c) {
         user_quotas_free(c->user_quotas, c->n_user_quotas);
         free(c->metrics_listen);
         free(c->metrics_listen_where);
+        free(c->metrics_tls_cert);
+        free(c->metrics_tls_key);
         free(c);
         return NULL;
 }
@@ -325,7 +327,18 @@ static int metrics_key(Parser *p, const char *key, const char *value) {
                 p->c->metrics_per_sandbox = b;
                 return 1;
         }
-        return parser_fail(p, "unknown key %s= in [Metrics] (Listen, PerSandbox)", key);
+        if (streq(key, "TLSCertificate") || streq(key, "TLSKey")) {
+                char **where = streq(key, "TLSKey") ? &p->c->metrics_tls_key : &p->c->metrics_tls_cert;
+
+                if (strempty(value)) {
+                        *where = mfree(*where);
+                        return 1;
+                }
+                if (value[0] != '/')
+                        return parser_fail(p, "%s=%s is not an absolute path", key, value);
+                return set_string(p, where, value);
+        }
+        return parser_fail(p, "unknown key %s= in [Metrics] (Listen, PerSandbox, TLSCertificate, TLSKey)", key);
 }
 
 static int on_entry(void *userdata, const char *section, const char *key, const char *value) {
@@ -422,6 +435,8 @@ static int verify(const AgentdConfig *c, const char *path, char **ret_error) {
                 what = "[Backends] Default= names a backend that Load= does not load";
         else if (c->default_runtime && c->allowed_runtimes && !strv_contains(c->allowed_runtimes, c->default_runtime))
                 what = "[Runtimes] Default= names a runtime that Allowed= does not allow";
+        else if (!c->metrics_tls_cert != !c->metrics_tls_key)
+                what = "[Metrics] TLSCertificate= and TLSKey= go together";
         if (!what)
                 return 0;
         if (asprintf(ret_error, "%s (and its drop-ins): %s", path, what) < 0)
@@ -558,8 +573,8 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         fprintf(out, "\n[Podman]\nSocket=%s\n", c->podman_socket ?: "");
         fprintf(out, "\n[Swarm]\nHost=%s\nCertPath=%s\nRegistry=%s\n", c->swarm_host ?: "", c->swarm_cert_path ?: "",
                 c->swarm_registry ?: "");
-        fprintf(out, "\n[Metrics]\nListen=%s\nPerSandbox=%s\n", c->metrics_listen ?: "",
-                c->metrics_per_sandbox ? "yes" : "no");
+        fprintf(out, "\n[Metrics]\nListen=%s\nPerSandbox=%s\nTLSCertificate=%s\nTLSKey=%s\n", c->metrics_listen ?: "",
+                c->metrics_per_sandbox ? "yes" : "no", c->metrics_tls_cert ?: "", c->metrics_tls_key ?: "");
         quotas_format(&c->quotas, out);
         for (size_t i = 0; i < c->n_user_quotas; i++) {
                 /* Each user's file as it applies: the defaults with its keys over them. */

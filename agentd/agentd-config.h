@@ -64,6 +64,8 @@ typedef struct AgentdConfig {
         char *metrics_listen;
         char *metrics_listen_where;      /* "FILE:LINE" it was set at, for an error at bind time */
         bool metrics_per_sandbox;
+        char *metrics_tls_cert;          /* TLSCertificate=, TLSKey=: serve HTTPS (NULL: HTTP) */
+        char *metrics_tls_key;
         /* pools.d/ *.pool beside the file: warm pools, limits resolved against [Limits] */
         PoolConfig **pools;
         size_t n_pools;

@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "manager.h"
 #include "metrics-endpoint.h"
+#include "tls.h"
 #include "metrics.h"
 #include "sandbox.h"
 #include "strmap.h"
@@ -200,6 +201,21 @@ int metrics_endpoint_start(Manager *m, MetricsEndpoint **ret) {
                 metrics_endpoint_free(e);
                 return r;
         }
+        if (m->config->metrics_tls_cert) {
+                _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = NULL;
+                _cleanup_free_ char *error = NULL;
+
+                /* HTTPS, so that /metrics may be scraped from beyond this machine. */
+                r = tls_server_context_from_files(m->config->metrics_tls_cert, m->config->metrics_tls_key, &ctx, &error);
+                if (r >= 0)
+                        r = http_server_set_tls(e->http, ctx);
+                if (r < 0) {
+                        log_error("[Metrics] TLSCertificate=%s TLSKey=%s: %s; agentd runs without /metrics.",
+                                  m->config->metrics_tls_cert, m->config->metrics_tls_key, error ?: strerror(-r));
+                        metrics_endpoint_free(e);
+                        return 0;
+                }
+        }
         if (fd >= 0) {
                 r = http_server_listen_fd(e->http, fd);
                 if (r < 0) {
@@ -226,7 +242,7 @@ int metrics_endpoint_start(Manager *m, MetricsEndpoint **ret) {
                 metrics_endpoint_free(e);
                 return 0;
         }
-        log_info("Serving /metrics on %s.", listen);
+        log_info("Serving /metrics on %s%s.", listen, m->config->metrics_tls_cert ? " over HTTPS" : "");
         *ret = e;
         return 0;
 }

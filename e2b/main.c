@@ -16,6 +16,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandbox-route.h"
+#include "tls.h"
 #include "user-bus.h"
 
 #define E2B_KEYS_DEFAULT "/etc/agentix/e2b-keys"
@@ -25,6 +26,7 @@
 static const char *arg_listen = NULL;
 static const char *arg_keys = E2B_KEYS_DEFAULT;
 static const char *arg_domain = NULL;
+static const char *arg_tls_cert = NULL, *arg_tls_key = NULL;
 
 static void help(void) {
         printf("Usage: agentix-e2b [OPTIONS]\n"
@@ -43,6 +45,9 @@ static void help(void) {
                "     --keys=FILE       API keys, lines of KEY USER (default " E2B_KEYS_DEFAULT ")\n"
                "     --domain=DOMAIN   Also route Host: PORT-ID.DOMAIN to port PORT of sandbox ID\n"
                "                       (what E2B_DOMAIN makes getHost() return)\n"
+               "     --tls-cert=FILE   Serve HTTPS with this certificate (PEM; then E2B's SDK takes\n"
+               "                       https:// URLs), so that it may listen beyond loopback\n"
+               "     --tls-key=FILE    ... and its private key (PEM)\n"
                "     --make-key=USER   Print a new key line for USER (append it to the keys file)\n"
                "\n"
                "Environment: DBUS_SYSTEM_BUS_ADDRESS (the bus agentd is on), AGENTIX_LOG_LEVEL.\n"
@@ -52,7 +57,7 @@ static void help(void) {
 
 /* 1: run; 0: done (help, version, a key printed); <0: error. */
 static int parse_argv(int argc, char *argv[]) {
-        enum { ARG_VERSION = 0x100, ARG_LISTEN, ARG_KEYS, ARG_DOMAIN, ARG_MAKE_KEY };
+        enum { ARG_VERSION = 0x100, ARG_LISTEN, ARG_KEYS, ARG_DOMAIN, ARG_MAKE_KEY, ARG_TLS_CERT, ARG_TLS_KEY };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -60,6 +65,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "keys", required_argument, NULL, ARG_KEYS },
                 { "domain", required_argument, NULL, ARG_DOMAIN },
                 { "make-key", required_argument, NULL, ARG_MAKE_KEY },
+                { "tls-cert", required_argument, NULL, ARG_TLS_CERT },
+                { "tls-key", required_argument, NULL, ARG_TLS_KEY },
                 {}
         };
         char key[45];
@@ -84,6 +91,12 @@ static int parse_argv(int argc, char *argv[]) {
                                 return log_error_errno(EINVAL, "--domain=%s: give a DNS name (e2b.example.com)", optarg);
                         arg_domain = optarg;
                         break;
+                case ARG_TLS_CERT:
+                        arg_tls_cert = optarg;
+                        break;
+                case ARG_TLS_KEY:
+                        arg_tls_key = optarg;
+                        break;
                 case ARG_MAKE_KEY:
                         if (!*optarg || strpbrk(optarg, " \t\n"))
                                 return log_error_errno(EINVAL, "--make-key=%s: give a user name", optarg);
@@ -97,6 +110,8 @@ static int parse_argv(int argc, char *argv[]) {
                 }
         if (optind < argc)
                 return log_error_errno(EINVAL, "agentix-e2b takes no arguments (see --help)");
+        if (!arg_tls_cert != !arg_tls_key)
+                return log_error_errno(EINVAL, "--tls-cert and --tls-key go together.");
         return 1;
 }
 
@@ -202,6 +217,17 @@ int main(int argc, char *argv[]) {
                 r = user_buses_new(g.event, &g.buses);
         if (r >= 0)
                 r = http_server_new(g.event, &config, &g.http);
+        if (r >= 0 && arg_tls_cert) {
+                _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = NULL;
+                _cleanup_free_ char *error = NULL;
+
+                r = tls_server_context_from_files(arg_tls_cert, arg_tls_key, &ctx, &error);
+                if (r < 0)
+                        log_error("Cannot serve TLS with --tls-cert=%s --tls-key=%s: %s", arg_tls_cert, arg_tls_key,
+                                  error ?: "out of memory");
+                else
+                        r = http_server_set_tls(g.http, ctx);
+        }
         if (r >= 0)
                 r = control_api_new(g.http, g.buses, &g.keys, &g.control);
         if (r >= 0)
@@ -219,7 +245,8 @@ int main(int argc, char *argv[]) {
                 gateway_done(&g);
                 return EXIT_FAILURE;
         }
-        log_info("agentix-e2b %s on port %u.", AGENTIX_VERSION, http_server_port(g.http));
+        log_info("agentix-e2b %s on port %u%s.", AGENTIX_VERSION, http_server_port(g.http),
+                 arg_tls_cert ? " (HTTPS)" : "");
         (void) sd_notify(false, "READY=1");
         r = sd_event_loop(g.event);
         gateway_done(&g);

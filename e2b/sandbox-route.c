@@ -3,7 +3,9 @@
  * that names a sandbox is handed here with the bytes read so far. Its runtime (address and
  * token, from agentd's GetRuntimeAccess, kept until agentd says the sandbox went) decides:
  * the access token is checked, the head rewritten for the runtime, and the port proxy
- * (http-proxy.h) moves the bytes from then on. */
+ * (http-proxy.h) moves the bytes from then on. A runtime that serves TLS (https:// URL) is
+ * reached over TLS verified against agentd's runtime CA (Manager.RuntimeCA, read at start and
+ * again after a certificate did not verify: agentd's CA may have changed). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -25,6 +27,8 @@
 #include "proxy-token.h"
 #include "sandbox-route.h"
 #include "strmap.h"
+#include "tls-front.h"
+#include "tls.h"
 
 #define LOOKUP_TIMEOUT_USEC (30ULL * 1000 * 1000)
 #define PENDING_MAX 1024        /* requests waiting for a runtime's address */
@@ -34,6 +38,8 @@
 typedef struct Runtime {
         char id[ID_MAX];
         struct sockaddr_in addr;
+        bool tls;
+        char host[INET_ADDRSTRLEN];
         char token[128];
         char access[65];        /* e2b_access_token(token) */
 } Runtime;
@@ -50,7 +56,97 @@ struct SandboxRoute {
         StrMap *runtimes;       /* id → Runtime */
         Pending *pending;
         unsigned n_pending;
+        SSL_CTX *runtime_tls;   /* verifies runtimes against agentd's CA; NULL: not read (yet) */
+        sd_bus_slot *ca_slot;   /* reading Manager.RuntimeCA */
+        TlsFronts fronts;       /* TLS connections to runtimes */
 };
+
+/* A request on its way to an https:// runtime: the TLS connection is being made. */
+typedef struct Forwarding {
+        SandboxRoute *route;
+        int fd;
+        Buffer out;             /* the head for the runtime, and what followed */
+} Forwarding;
+
+static void refuse(int fd, unsigned status, const char *message);
+
+static int on_runtime_ca(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        SandboxRoute *route = userdata;
+        const char *pem = NULL;
+        SSL_CTX *ctx = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        route->ca_slot = sd_bus_slot_unref(route->ca_slot);
+        if (sd_bus_message_is_method_error(reply, NULL) || sd_bus_message_enter_container(reply, 'v', "s") < 0 ||
+            sd_bus_message_read(reply, "s", &pem) < 0)
+                return 0; /* asked again at the next TLS runtime */
+        if (strempty(pem))
+                return 0; /* agentd serves no runtime over TLS */
+        if (tls_client_context_new(pem, strlen(pem), &ctx, &error) < 0) {
+                log_warning("agentd's runtime CA cannot be used: %s", strna(error));
+                return 0;
+        }
+        SSL_CTX_free(route->runtime_tls);
+        route->runtime_tls = ctx;
+        return 0;
+}
+
+static void read_runtime_ca(SandboxRoute *route) {
+        if (route->ca_slot)
+                return;
+        if (sd_bus_call_method_async(route->bus, &route->ca_slot, AGENTD_NAME, MANAGER_PATH,
+                                     "org.freedesktop.DBus.Properties", "Get", on_runtime_ca, route, "ss",
+                                     MANAGER_IFACE, "RuntimeCA") < 0)
+                log_warning("Cannot ask agentd for its runtime CA.");
+}
+
+static int on_runtime_tls_ready(int plain_fd, void *userdata) {
+        Forwarding *f = userdata;
+
+        proxy_forward_connected(f->route->proxy, f->fd, plain_fd, &f->out);
+        free(f);
+        return 0;
+}
+
+static void on_runtime_tls_failed(const char *why, void *userdata) {
+        Forwarding *f = userdata;
+        _cleanup_free_ char *msg = NULL;
+
+        if (why && asprintf(&msg, "the sandbox's runtime cannot be reached over TLS: %s", why) < 0)
+                msg = NULL;
+        if (why && strstr(why, "certificate"))
+                read_runtime_ca(f->route); /* agentd's CA may be a new one */
+        refuse(f->fd, 502, msg ?: "the sandbox's runtime cannot be reached over TLS");
+        buffer_done(&f->out);
+        free(f);
+}
+
+/* Forward to an https:// runtime: a TLS connection of ours, verified, then the port proxy on
+ * its plain end. fd and out's bytes are taken. */
+static void forward_tls(SandboxRoute *route, int fd, Buffer *out, const Runtime *rt) {
+        Forwarding *f;
+
+        if (!route->runtime_tls) {
+                read_runtime_ca(route);
+                refuse(fd, 503, "agentd's runtime CA is not known yet (the sandbox's runtime serves TLS): try again");
+                buffer_done(out);
+                return;
+        }
+        f = calloc(1, sizeof(*f));
+        if (!f) {
+                refuse(fd, 500, "out of memory");
+                buffer_done(out);
+                return;
+        }
+        *f = (Forwarding) { .route = route, .fd = fd, .out = *out };
+        *out = BUFFER_NULL;
+        if (tls_front_connect(route->event, route->runtime_tls, (const struct sockaddr *) &rt->addr, sizeof(rt->addr),
+                              rt->host, &route->fronts, on_runtime_tls_ready, on_runtime_tls_failed, f) < 0) {
+                refuse(fd, 502, "cannot connect to the sandbox's runtime");
+                buffer_done(&f->out);
+                free(f);
+        }
+}
 
 /* A request waiting for its sandbox's runtime to be looked up. */
 struct Pending {
@@ -217,19 +313,25 @@ static void forward(SandboxRoute *route, int fd, const uint8_t *data, size_t siz
                 refuse(fd, 500, "out of memory");
                 return;
         }
-        proxy_forward(route->proxy, fd, (const struct sockaddr *) &rt->addr, sizeof(rt->addr), &out);
+        if (rt->tls)
+                forward_tls(route, fd, &out, rt);
+        else
+                proxy_forward(route->proxy, fd, (const struct sockaddr *) &rt->addr, sizeof(rt->addr), &out);
 }
 
 /* ---- runtimes --------------------------------------------------------------------------------- */
 
-/* http://ADDR:PORT (what agentd's RuntimeUrl and GetRuntimeAccess say) as an address. */
-static int runtime_address(const char *url, struct sockaddr_in *ret) {
-        const char *host = startswith(url, "http://"), *colon;
-        char addr[INET_ADDRSTRLEN];
+/* http://ADDR:PORT or https://ADDR:PORT (what agentd's RuntimeUrl and GetRuntimeAccess say) as
+ * an address, and whether it serves TLS. */
+static int runtime_address(const char *url, Runtime *rt) {
+        struct sockaddr_in *ret = &rt->addr;
+        const char *host = startswith(url, "http://") ?: startswith(url, "https://"), *colon;
+        char *addr = rt->host;
         unsigned long port;
         char *end;
 
-        if (!host || !(colon = strrchr(host, ':')) || (size_t) (colon - host) >= sizeof(addr))
+        rt->tls = startswith(url, "https://");
+        if (!host || !(colon = strrchr(host, ':')) || (size_t) (colon - host) >= sizeof(rt->host))
                 return -EINVAL;
         memcpy(addr, host, (size_t) (colon - host));
         addr[colon - host] = 0;
@@ -288,7 +390,7 @@ static int on_runtime_access(sd_bus_message *reply, void *userdata, sd_bus_error
         }
         rt = calloc(1, sizeof(Runtime));
         if (!rt || sd_bus_message_read(reply, "ss", &url, &token) < 0 || strlen(token) >= sizeof(rt->token) ||
-            runtime_address(url, &rt->addr) < 0 || e2b_access_token(token, rt->access) < 0) {
+            runtime_address(url, rt) < 0 || e2b_access_token(token, rt->access) < 0) {
                 free(rt);
                 refuse(TAKE_FD(p->fd), 502, "agentd's answer about the sandbox's runtime could not be read");
                 pending_free(p);
@@ -397,6 +499,7 @@ int sandbox_route_new(sd_event *event, HttpServer *http, const char *domain, San
                 return log_error_errno(r, "Cannot set up the sandbox route: %m");
         }
         http_server_set_takeover(http, &(HttpTakeover) { .wants = wants, .take = take, .userdata = route });
+        read_runtime_ca(route);
         *ret = route;
         return 0;
 }
@@ -406,6 +509,9 @@ SandboxRoute *sandbox_route_free(SandboxRoute *route) {
                 return NULL;
         while (route->pending)
                 pending_free(route->pending);
+        tls_fronts_free_all(&route->fronts); /* their requests are refused */
+        sd_bus_slot_unref(route->ca_slot);
+        SSL_CTX_free(route->runtime_tls);
         if (route->runtimes)
                 runtimes_forget_all(route);
         strmap_free(route->runtimes);

@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """The main job's client: a stock python-socketio client calls agentix-server's /rpc namespace
-(every event argument is one binary attachment holding one msgpack map) and prints replies."""
+(every event argument is one binary attachment holding one msgpack map) and prints replies.
+An https:// runtime is verified against the CA file AGENTIX_CA_FILE names (agentd's
+Manager.RuntimeCA), and nothing else."""
 
 import json
+import os
 import sys
 import threading
 import uuid
@@ -12,7 +15,12 @@ import msgpack
 import socketio
 
 url, token, workdir = sys.argv[1:4]
-sio = socketio.Client(reconnection=False)
+session = None
+if url.startswith("https://"):
+    import requests
+    session = requests.Session()
+    session.verify = os.environ["AGENTIX_CA_FILE"]  # polling, and (python-engineio) the WebSocket too
+sio = socketio.Client(reconnection=False, http_session=session)
 # python-engineio 4.3's sync client hands each message to a new thread, which can reorder a
 # binary attachment and its packet under a burst: deliver messages in order on its read thread.
 _trigger = sio.eio._trigger_event

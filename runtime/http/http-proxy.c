@@ -330,7 +330,7 @@ static int start_connect(ProxyConn *c, bool ipv6) {
 /* ---- taking a connection ----------------------------------------------------------------- */
 
 static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
-                       Buffer *upstream);
+                       int upstream_fd, Buffer *upstream);
 
 void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
         _cleanup_(proxy_request_done) ProxyRequest req = {};
@@ -345,25 +345,27 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
                 safe_close(fd);
                 return;
         }
-        conn_start(p, fd, req.port, NULL, 0, &req.upstream);
+        conn_start(p, fd, req.port, NULL, 0, -EBADF, &req.upstream);
 }
 
 /* A connection to pass bytes for: client fd, the upstream at addr (NULL: 127.0.0.1:port, then
- * ::1), first sending `upstream` to it (taken). */
+ * ::1) or upstream_fd (connected already, taken), first sending `upstream` to it (taken). */
 static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
-                       Buffer *upstream) {
+                       int upstream_fd, Buffer *upstream) {
         ProxyConn *c;
         int r;
 
         if (p->n_conns >= PROXY_MAX_CONNECTIONS || addr_len > sizeof(struct sockaddr_storage)) {
                 answer(fd, 503, "Service Unavailable", NULL, "The proxy has as many connections as it takes.\n");
                 safe_close(fd);
+                safe_close(upstream_fd);
                 buffer_done(upstream);
                 return;
         }
         c = calloc(1, sizeof(*c));
         if (!c) {
                 safe_close(fd);
+                safe_close(upstream_fd);
                 buffer_done(upstream);
                 return;
         }
@@ -383,8 +385,16 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
         if (r >= 0)
                 r = sd_event_add_time(p->event, &c->timer, CLOCK_MONOTONIC, c->progress_usec + IDLE_TIMEOUT_USEC,
                                       1000 * 1000, on_timer, c);
-        if (r >= 0)
+        if (r >= 0 && upstream_fd >= 0) {
+                c->upstream = upstream_fd;
+                c->connected = true;
+                r = sd_event_add_io(p->event, &c->upstream_io, upstream_fd, EPOLLOUT, on_upstream, c);
+                if (r >= 0)
+                        conn_update(c);
+        } else if (r >= 0)
                 r = start_connect(c, false);
+        else
+                safe_close(upstream_fd);
         if (r < 0) {
                 log_warning_errno(r, "Proxy to port %u: %m", c->port);
                 answer(fd, 502, "Bad Gateway", NULL, "The proxy could not reach the port.\n");
@@ -393,7 +403,11 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
 }
 
 void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream) {
-        conn_start(p, fd, 0, addr, addr_len, upstream);
+        conn_start(p, fd, 0, addr, addr_len, -EBADF, upstream);
+}
+
+void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream) {
+        conn_start(p, fd, 0, NULL, 0, upstream_fd, upstream);
 }
 
 int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret) {

@@ -35,6 +35,9 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);
  * bytes are the proxy's from now on. */
 struct sockaddr;
 void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream);
+/* The same to an upstream connected already (upstream_fd, taken): the plain end of a TLS
+ * connection to an https:// runtime (tls-front.h). */
+void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream);
 /* A short answer of one's own on fd (body: content_type), which is closed then. */
 void proxy_answer(int fd, unsigned status, const char *reason, const char *content_type, const char *body);
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,7 +31,9 @@ struct TlsFront {
         int inner_fd; /* our end of the pair; the server has the other */
         sd_event_source *net_io, *inner_io, *timer;
         tls_front_ready_t ready;
+        tls_front_failed_t failed; /* client side */
         void *userdata;
+        bool connecting;     /* client side: the TCP connection is being made */
         bool established;
         bool net_eof;        /* the peer ended its stream (close_notify or FIN) */
         bool inner_eof;      /* the server ended its stream */
@@ -53,6 +58,10 @@ static void pipe_consumed(Pipe *p, size_t n) {
 static void front_free(TlsFront *f) {
         if (!f)
                 return;
+        if (f->failed && !f->established) {
+                tls_front_failed_t failed = TAKE_PTR(f->failed);
+                failed(NULL, f->userdata);
+        }
         if (f->prev)
                 f->prev->next = f->next;
         else if (f->set->head == f)
@@ -184,11 +193,35 @@ static int establish(TlsFront *f) {
         return pump(f);
 }
 
+/* A client-side connection that cannot be made: say why, then go. */
+static void front_fail(TlsFront *f, const char *why) {
+        tls_front_failed_t failed = TAKE_PTR(f->failed);
+
+        if (failed)
+                failed(why, f->userdata);
+        front_free(f);
+}
+
 static int on_net(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         TlsFront *f = userdata;
         uint32_t ev;
         int r;
 
+        if (f->connecting) {
+                int error = 0;
+                socklen_t len = sizeof(error);
+                char msg[160];
+
+                if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0)
+                        error = errno;
+                if (error != 0) {
+                        snprintf(msg, sizeof(msg), "cannot connect: %s", strerror(error));
+                        front_fail(f, msg);
+                        return 0;
+                }
+                f->connecting = false;
+                (void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
+        }
         if (f->established) {
                 r = pump(f);
         } else {
@@ -199,8 +232,13 @@ static int on_net(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
                 }
                 if (r < 0) {
                         char msg[256];
-                        log_debug("TLS handshake with a client failed: %s", tls_handshake_error(f->ssl, -1, msg,
-                                                                                                 sizeof(msg)));
+
+                        tls_handshake_error(f->ssl, -1, msg, sizeof(msg));
+                        if (f->failed) {
+                                front_fail(f, msg);
+                                return 0;
+                        }
+                        log_debug("TLS handshake with a client failed: %s", msg);
                 } else
                         r = establish(f);
         }
@@ -210,8 +248,14 @@ static int on_net(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
 }
 
 static int on_handshake_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        TlsFront *f = userdata;
+
+        if (f->failed) {
+                front_fail(f, "no TLS connection within 10 s");
+                return 0;
+        }
         log_debug("A client did not finish its TLS handshake within 10 s: closed.");
-        front_free(userdata);
+        front_free(f);
         return 0;
 }
 
@@ -249,6 +293,50 @@ int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_fro
                 front_free(f);
                 return r;
         }
+        return 0;
+}
+
+int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len, const char *host,
+                      TlsFronts *set, tls_front_ready_t ready, tls_front_failed_t failed, void *userdata) {
+        TlsFront *f;
+        int fd, r;
+
+        fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (connect(fd, addr, addr_len) < 0 && errno != EINPROGRESS) {
+                r = negative_errno();
+                safe_close(fd);
+                return r;
+        }
+        f = calloc(1, sizeof(*f));
+        if (!f) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        f->set = set;
+        f->next = set->head;
+        if (set->head)
+                set->head->prev = f;
+        set->head = f;
+        set->n++;
+        f->event = sd_event_ref(event);
+        f->net_fd = fd;
+        f->inner_fd = -EBADF;
+        f->ready = ready;
+        f->userdata = userdata;
+        f->connecting = true;
+        r = tls_client_new(ctx, fd, host, &f->ssl);
+        if (r >= 0)
+                r = sd_event_add_io(event, &f->net_io, fd, EPOLLOUT, on_net, f);
+        if (r >= 0)
+                r = sd_event_add_time_relative(event, &f->timer, CLOCK_MONOTONIC, HANDSHAKE_TIMEOUT_USEC, 0,
+                                               on_handshake_timeout, f);
+        if (r < 0) {
+                front_free(f); /* (failed is not set yet: not called) */
+                return r;
+        }
+        f->failed = failed;
         return 0;
 }
 

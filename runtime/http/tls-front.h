@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The TLS end of one accepted connection: the handshake, then a pump between the TLS socket
- * and one end of a socket pair whose other end the HTTP server serves as it serves a plain
- * connection. So every path (our HTTP, WebSockets handed to libwebsockets, the port proxy's
- * takeover of the socket) works the same over TLS without knowing of it.
+/* The TLS end of one connection: the handshake, then a pump between the TLS socket and one end
+ * of a socket pair whose other end is served as a plain connection. Accepted (server side): the
+ * HTTP server serves the pair's end as it serves a plain connection, so every path (our HTTP,
+ * WebSockets handed to libwebsockets, the port proxy's takeover of the socket) works the same
+ * over TLS without knowing of it. Made (client side, tls_front_connect()): the port proxy
+ * forwards to the pair's end as to a plain upstream (agentix-e2b to an https:// runtime).
  *
  * Bounded: two 32 KiB buffers per connection (each side stops reading while the other's is
  * full), a handshake has 10 s. Either side closing ends both: the peer closing its TLS session
@@ -27,5 +29,14 @@ typedef int (*tls_front_ready_t)(int plain_fd, void *userdata);
 
 /* Take fd (an accepted TCP socket) and start the handshake. */
 int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_front_ready_t ready, void *userdata);
+
+/* The connection could not be made: why (a refused certificate says so), or NULL when the set
+ * is freed first. Called once, instead of ready. */
+typedef void (*tls_front_failed_t)(const char *why, void *userdata);
+/* Connect to addr and make a TLS connection that verifies the server against ctx (a client
+ * context, tls.h) and host; then ready(), or failed(). A negative errno: neither is called. */
+struct sockaddr;
+int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len, const char *host,
+                      TlsFronts *set, tls_front_ready_t ready, tls_front_failed_t failed, void *userdata);
 /* Close every connection of the set at once (the server stops). */
 void tls_fronts_free_all(TlsFronts *set);

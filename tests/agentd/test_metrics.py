@@ -179,6 +179,39 @@ def bad_metrics_settings_name_file_line_and_key_and_change_nothing():
             d.stop()
 
 
+@test
+def metrics_are_served_over_https_when_given_a_certificate():
+    import ssl
+    import urllib.request
+    d = tempfile.mkdtemp(prefix="metrics-tls-")
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    port = free_port()
+    a = Agentd("metrics-tls", f"[Metrics]\nListen=127.0.0.1:{port}\nTLSCertificate={cert}\nTLSKey={key}\n")
+    try:
+        ctx = ssl.create_default_context(cafile=cert)
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=10) as r:
+            assert r.status == 200 and b"agentix_agentd_open_fds" in r.read()
+        # Plain HTTP gets nothing from it.
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            raise AssertionError("/metrics answered plain HTTP")
+        except (OSError, ValueError) as e:
+            assert "answered" not in str(e), e
+        assert "over HTTPS" in a.log_text()
+    finally:
+        a.stop()
+    # One without the other: agentd does not start, and says why.
+    b = Agentd("metrics-tls-half", f"[Metrics]\nListen=127.0.0.1:{port}\nTLSCertificate={cert}\n", wait=False)
+    try:
+        wait_until(lambda: b.agentd.poll() is not None, 10, what="agentd to refuse the file")
+        assert "TLSCertificate= and TLSKey= go together" in b.log_text(), b.log_text()
+    finally:
+        b.stop()
+
+
 if __name__ == "__main__":
     try:
         main()

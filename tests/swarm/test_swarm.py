@@ -290,8 +290,13 @@ def the_demos_calls_run_unchanged():
     path, sid = a.create(env=dbus.Dictionary({"GREETING": "hello"}, signature="ss"))
     url, token = map(str, a.manager().GetRuntimeAccess(sid))
     assert url.split("//")[1].split(":")[0] in NODE_ADDRS, url
+    # The swarm's runtimes serve TLS (TLS=auto): the client verifies them against agentd's CA.
+    assert url.startswith("https://"), url
+    ca = os.path.join(WORK, "runtime-ca.pem")
+    with open(ca, "w") as f:
+        f.write(str(a.manager_property("RuntimeCA")))
     r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "demo-client.py"), url, token, "/tmp"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, AGENTIX_CA_FILE=ca))
     assert r.returncode == 0, r.stderr
     assert '"exit_code": 3' in r.stdout and "tick 3" in r.stdout and "2nd line" in r.stdout, r.stdout
     assert "call:error" in r.stdout.split("nosuch::fn")[1], r.stdout
@@ -420,9 +425,14 @@ def a_sandbox_on_a_swarm_overlay_network_reaches_another_by_its_address():
         assert overlay, (subnet, b_addrs)
         hosts = {prop(p, "RuntimeUrl").split("//")[1].split(":")[0] for p in (pa, pb)}
         assert len(hosts) == 2, hosts  # the swarm spreads them: two nodes, VXLAN between
-        # a asks b's runtime for /health over the overlay (VXLAN when they are on two nodes).
-        r = run_in(a_id, "sh", "-c", f"printf 'GET /health HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {overlay[0]} 8000")
-        assert r.returncode == 0 and " 200 " in r.stdout.split("\n")[0], (hosts, overlay, r.stdout, r.stderr)
+        # a asks a web server in b for a page over the overlay (VXLAN when they are on two nodes).
+        r = run_in(b_id, "sh", "-c", "mkdir -p /srv && echo overlay-ok > /srv/index.html && "
+                                     "(busybox httpd -p 8081 -h /srv &)")
+        assert r.returncode == 0, r.stderr
+        r = run_in(a_id, "sh", "-c", "for i in 1 2 3 4 5; do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | "
+                                     f"nc -w 3 {overlay[0]} 8081 | grep -q overlay-ok && echo reached && break; "
+                                     "sleep 1; done")
+        assert r.returncode == 0 and r.stdout == "reached\n", (hosts, overlay, r.stdout, r.stderr)
         delete_all()
     finally:
         delete_all()
@@ -449,6 +459,134 @@ def the_python_and_typescript_examples_run_unchanged():
                        capture_output=True, text=True, env=a.env, timeout=300)
     assert r.returncode == 0 and "sum 12" in r.stdout and "tick 3" in r.stdout, (r.stdout, r.stderr)
     assert not a.ids() and not services()
+
+
+class BridgeCapture:
+    """Every frame on the swarm's bridge (agentd's host to the nodes and back), read with a
+    packet socket in this test's network namespace while it runs."""
+
+    def __init__(self, interface="agxswbr"):
+        import socket
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))  # ETH_P_ALL
+        self.sock.bind((interface, 0))
+        self.sock.settimeout(0.2)
+        self.frames, self.running = [], True
+        self.thread = threading.Thread(target=self._read)
+        self.thread.start()
+
+    def _read(self):
+        while self.running:
+            try:
+                self.frames.append(self.sock.recv(65535))
+            except OSError:
+                continue
+
+    def stop(self):
+        """Everything seen: the frames as they were, then each TCP stream put together in order
+        with its WebSocket frames unmasked (a client masks what it sends: without this, only
+        what the runtime sends back would be readable even in the clear)."""
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+        streams = {}
+        for f in self.frames:
+            if len(f) < 34 or f[12:14] != b"\x08\x00" or f[23] != 6:  # IPv4, TCP
+                continue
+            ihl = (f[14] & 0x0F) * 4
+            tcp = 14 + ihl
+            total = int.from_bytes(f[16:18], "big")
+            off = (f[tcp + 12] >> 4) * 4
+            payload = f[tcp + off:14 + total]
+            if payload:
+                key = (f[26:30], f[tcp:tcp + 2], f[30:34], f[tcp + 2:tcp + 4])
+                streams.setdefault(key, {})[int.from_bytes(f[tcp + 4:tcp + 8], "big")] = payload
+        readable = [b"".join(self.frames)]
+        for segments in streams.values():
+            data = b"".join(segments[seq] for seq in sorted(segments))
+            readable.append(unmask_websocket(data))
+        return b"\n".join(readable)
+
+
+def unmask_websocket(data):
+    """The payloads of the WebSocket frames after an HTTP head, unmasked (data unchanged when it
+    holds none)."""
+    head = data.find(b"\r\n\r\n")
+    if head < 0 or b"websocket" not in data[:head].lower():
+        return data
+    i, out = head + 4, []
+    while i + 2 <= len(data):
+        b1 = data[i + 1]
+        n, i = b1 & 0x7F, i + 2
+        if n == 126:
+            n, i = int.from_bytes(data[i:i + 2], "big"), i + 2
+        elif n == 127:
+            n, i = int.from_bytes(data[i:i + 8], "big"), i + 8
+        mask = data[i:i + 4] if b1 & 0x80 else None
+        i += 4 if mask else 0
+        chunk = data[i:i + n]
+        out.append(bytes(c ^ mask[k % 4] for k, c in enumerate(chunk)) if mask else chunk)
+        i += n
+    return b"".join(out)
+
+
+def traffic_with_a_sandbox(sid, token):
+    """A call, exec output, an upload and a download, each carrying a random marker; what the
+    bridge carried meanwhile, and the markers and token to look for in it."""
+    import secrets
+    marks = {k: secrets.token_hex(16) for k in ("exec", "output", "upload", "download")}
+    up = os.path.join(WORK, f"upload-{marks['upload']}.txt")
+    with open(up, "w") as f:
+        f.write(("upload " + marks["upload"] + "\n") * 64)
+    down = os.path.join(WORK, "download.txt")
+    env = agentd().env
+    cap = BridgeCapture()
+    try:
+        r = run_in(sid, "sh", "-c", f"echo {marks['exec']} >/dev/null; echo output-$((1)){marks['output']}; "
+                   f"for i in $(seq 64); do echo download {marks['download']}; done > /tmp/down.txt")
+        assert r.returncode == 0 and marks["output"] in r.stdout, (r.stdout, r.stderr)
+        for args in ((up, ":/tmp/up.txt"), (":/tmp/down.txt", down)):
+            c = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "cp", "-q", *args], capture_output=True, text=True,
+                               env=env, timeout=60)
+            assert c.returncode == 0, c.stderr
+        r = run_in(sid, "sh", "-c", "grep -c upload /tmp/up.txt")
+        assert r.stdout.strip() == "64", (r.stdout, r.stderr)
+    finally:
+        wire = cap.stop()
+    with open(down) as f:
+        assert f.read().count(marks["download"]) == 64
+    return wire, [token, *marks.values()]
+
+
+@test
+def runtime_traffic_across_machines_is_encrypted_and_the_control_is_not():
+    """TLS=auto (on for the swarm): nothing the test sent or got back shows on the bridge;
+    with TLS=no (the control) the same calls show every marker and the token."""
+    global AGENTD
+    delete_all()
+    path, sid = agentd().create()
+    url, token = map(str, agentd().manager().GetRuntimeAccess(sid))
+    assert url.startswith("https://"), url
+    wire, secrets_sent = traffic_with_a_sandbox(sid, token)
+    assert len(wire) > 20000, len(wire)  # the capture saw the traffic (the upload alone is 5 KiB)
+    shown = [s for s in secrets_sent if s.encode() in wire]
+    assert not shown, f"in the clear on the bridge: {shown}"
+    delete_all()
+    # The control: the same with TLS=no.
+    assert AGENTD.stop() == 0, AGENTD.log_text()[-3000:]
+    AGENTD = Agentd("swarm-plain", config() + "\n[Runtime]\nTLS=no\n",
+                    env_extra={"AGENTD_BACKEND_DIR": os.environ["SWARM_BACKEND_DIR"]})
+    try:
+        assert str(AGENTD.manager_property("RuntimeCA")) == ""
+        path, sid = AGENTD.create()
+        url, token = map(str, AGENTD.manager().GetRuntimeAccess(sid))
+        assert url.startswith("http://"), url
+        wire, secrets_sent = traffic_with_a_sandbox(sid, token)
+        shown = [s for s in secrets_sent if s.encode() in wire]
+        assert shown == secrets_sent, f"the control capture missed {set(secrets_sent) - set(shown)}"
+        delete_all()
+    finally:
+        assert AGENTD.stop() == 0, AGENTD.log_text()[-3000:]
+        AGENTD = None  # the next test starts agentd as the others had it (TLS=auto)
 
 
 def can_run_a_swarm():
