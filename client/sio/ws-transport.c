@@ -400,9 +400,9 @@ static void read_frames(WsTransport *t) {
                 if (r < 0)
                         return receive_failed(t, r);
                 budget -= MIN(budget, (size_t) n);
-                /* A short read emptied the socket: epoll says when there is more. (Not so
-                 * over TLS: a read gives one record, and more may be decrypted already.) */
-                if ((size_t) n < size && !t->ssl)
+                /* A short read emptied the socket: epoll says when there is more. (Over TLS a
+                 * read gives one record: only when OpenSSL holds nothing more.) */
+                if ((size_t) n < size && (!t->ssl || !SSL_has_pending(t->ssl)))
                         break;
         }
         ws_receiver_trim(&t->rx);

@@ -324,6 +324,14 @@ static void lws_log_emit(int level, const char *line) {
                 log_debug("lws: %.*s", (int) n, line);
 }
 
+/* A TLS connection's pump gave its plain end bytes: a WebSocket's (libwebsockets on uv) reads
+ * them now rather than at the loop's next turn. */
+static void on_tls_fed(void *userdata) {
+        HttpServer *s = userdata;
+
+        uv_event_run(s->uv);
+}
+
 int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer **ret) {
         struct lws_context_creation_info info = {};
         void *foreign_loops[1];
@@ -379,6 +387,8 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
         }
 
         uv_event_run(s->uv);
+        s->fronts.fed = on_tls_fed;
+        s->fronts.fed_userdata = s;
         *ret = s;
         return 0;
 fail:

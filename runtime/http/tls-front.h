@@ -21,6 +21,10 @@ typedef struct TlsFront TlsFront;
 typedef struct TlsFronts {
         TlsFront *head;
         unsigned n; /* in the handshake or pumping */
+        /* Called after bytes went into a pair's end: the server may read them at once, in the
+         * same turn of the loop (saves a turn per message; NULL: none). */
+        void (*fed)(void *userdata);
+        void *fed_userdata;
 } TlsFronts;
 
 /* The handshake is done: serve plain_fd (non-blocking, CLOEXEC; the callee owns it). A

@@ -48,10 +48,20 @@ static SSL_CTX *context_new(const SSL_METHOD *method) {
                 return NULL;
         }
         /* Writes are non-blocking and may be partial; a retried write may come from a buffer
-         * that has moved (a Buffer grows). */
-        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
+         * that has moved (a Buffer grows). Buffers are kept (releasing them after each record
+         * costs an allocation per record: measured, bench/tls). */
+        SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
         SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+        /* Read what the socket has, not a record header then its body: half the recv() calls.
+         * Readers must then ask SSL_has_pending() before they wait for the socket. */
+        SSL_CTX_set_read_ahead(ctx, 1);
+        /* AES-128-GCM first: as strong as the traffic needs, and a quarter faster than AES-256
+         * with AES-NI (openssl speed here: 4.1 against 3.1 GB/s). */
+        if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                                          "TLS_CHACHA20_POLY1305_SHA256") != 1) {
+                SSL_CTX_free(ctx);
+                return NULL;
+        }
         return ctx;
 }
 
