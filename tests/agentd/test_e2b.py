@@ -319,6 +319,79 @@ def a_client_that_leaves_mid_create_leaves_no_sandbox():
     assert "its creator left before it was made" in open(s["log"]).read()
 
 
+@test
+def over_tls_both_ways_the_gateway_and_https_runtimes():
+    """A gateway serving HTTPS (--tls-cert) in front of an agentd whose runtimes serve TLS
+    ([Runtime] TLS=yes): the control API, envd's paths and a web app's port all work through
+    it, the gateway verifying each runtime against agentd's CA."""
+    import ssl
+    import tempfile
+    s = setup()
+    d = tempfile.mkdtemp(prefix="e2b-tls-", dir=s["agentd"].dir)
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    state = tempfile.mkdtemp(prefix="state-", dir=d)
+    a = Agentd("e2b-tls", "[Runtime]\nTLS=yes\n[Sandboxes]\nDeleteOnStop=yes\n", env_extra={"STATE_DIRECTORY": state})
+    gw = None
+    try:
+        os.makedirs(os.path.join(a.dir, "pools.d"))
+        with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
+            f.write(f"[Pool]\nSize=0\nImage={E2B_BASE}\nBundle={bundle()}\n")
+        a.manager().Reload()
+        port = free_port()
+        log = open(os.path.join(d, "gateway.log"), "ab")
+        gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={s['keys_file']}",
+                               f"--domain={DOMAIN}", f"--tls-cert={cert}", f"--tls-key={key}"],
+                              env=a.env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"https://127.0.0.1:{port}"
+        ctx = ssl.create_default_context(cafile=cert)
+
+        def https(method, path, body=None, headers=None):
+            req = urllib.request.Request(url + path, data=json.dumps(body).encode() if body is not None else None,
+                                         method=method, headers={"X-API-KEY": s["keys"]["alice"],
+                                                                 "Content-Type": "application/json", **(headers or {})})
+            try:
+                with urllib.request.urlopen(req, context=ctx, timeout=150) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+            except (ConnectionError, urllib.error.URLError) as e:
+                return 0, str(e).encode()
+        wait_until(lambda: gw.poll() is not None or https("GET", "/health")[0] == 200, 10, what="the HTTPS gateway")
+        assert gw.poll() is None, open(os.path.join(d, "gateway.log")).read()
+        status, body = https("POST", "/v2/sandboxes", {"templateID": "base"})
+        assert status == 201, body
+        made = json.loads(body)
+        sid, token = made["sandboxID"], made["envdAccessToken"]
+        runtime_url, _ = map(str, a.manager().GetRuntimeAccess(sid))
+        assert runtime_url.startswith("https://"), runtime_url
+        # envd's /health through the gateway, which reaches the runtime over TLS.
+        status, _ = https("GET", "/health", headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983",
+                                                      "X-Access-Token": token})
+        assert status in (200, 204), status
+        # A web app's port.
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "sh", "-c",
+                            "mkdir -p /tmp/site && echo tls-both-ways > /tmp/site/index.txt && cd /tmp/site && "
+                            "(busybox httpd -p 8080 -h /tmp/site &)"], env=a.env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        last = []
+        wait_until(lambda: last.append(https("GET", "/index.txt", headers={"Host": f"8080-{sid}.{DOMAIN}"})) or
+                   last[-1][0] == 200, 20, 0.2, what="the web app through the HTTPS gateway")
+        assert https("GET", "/index.txt", headers={"Host": f"8080-{sid}.{DOMAIN}"}) == (200, b"tls-both-ways\n")
+        # The gateway speaks nothing but TLS.
+        assert http("GET", f"http://127.0.0.1:{port}/health")[0] != 200
+        assert https("DELETE", f"/sandboxes/{sid}")[0] == 204
+    finally:
+        if gw:
+            gw.terminate()
+            rc = gw.wait(10)
+            assert rc == 0, (rc, open(os.path.join(d, "gateway.log")).read()[-3000:])
+        assert a.stop() == 0, a.log_text()[-3000:]
+
+
 def teardown():
     s = STATE
     if s.get("gateway"):
