@@ -20,6 +20,7 @@ typedef struct Backend {
         bool adopt_again;        /* and another was asked for meanwhile */
         bool looked;             /* the first adopt() at start has ended (or could not start) */
         bool tls;                /* its runtimes serve TLS ([Runtime] TLS=, its remote_runtimes) */
+        const char *runtime_ca_pem; /* then agentd's runtime CA (PEM), which verifies them */
         /* Events about sandboxes the walk under way has not reported yet ("ID ACTION"): its
          * listing may be older than them (a destroy seen first would leave a sandbox listed
          * with no container), so each is applied once the walk reports its sandbox. */

@@ -64,6 +64,7 @@ const char *manager_runtime_ca_pem(const Manager *m) {
 
 int manager_setup_tls(Manager *m, char **ret_error) {
         bool any = false;
+        int r;
 
         for (size_t i = 0; i < m->n_backends; i++) {
                 Backend *b = m->backends[i];
@@ -74,7 +75,13 @@ int manager_setup_tls(Manager *m, char **ret_error) {
         }
         if (!any)
                 return 0;
-        return runtime_ca_open(runtime_ca_default_dir(), &m->runtime_ca, ret_error);
+        r = runtime_ca_open(runtime_ca_default_dir(), &m->runtime_ca, ret_error);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m->n_backends; i++)
+                if (m->backends[i]->tls)
+                        m->backends[i]->runtime_ca_pem = runtime_ca_pem(m->runtime_ca);
+        return 0;
 }
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id) {

@@ -102,7 +102,7 @@ static void on_request(HttpConn *c, void *data) {
                 snprintf(one->id, sizeof(one->id), "%s", sb->id);
                 s->pending++;
                 asked++;
-                if (sandbox_read_stats(s->manager->event, sb, manager_runtime_ca_pem(s->manager), on_stats, one) < 0) {
+                if (sandbox_read_stats(s->manager->event, sb, on_stats, one) < 0) {
                         free(one);
                         s->pending--;
                 }

@@ -98,7 +98,7 @@ int sandbox_stats_reply(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_err
                 return -ENOMEM;
         *c = (StatsCall) { .manager = m, .call = sd_bus_message_ref(call) };
         snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", s->id);
-        r = sandbox_read_stats(m->event, s, manager_runtime_ca_pem(m), on_stats, c);
+        r = sandbox_read_stats(m->event, s, on_stats, c);
         if (r == -EBUSY) {
                 sd_bus_message_unref(c->call);
                 free(c);

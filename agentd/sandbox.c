@@ -225,13 +225,13 @@ int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int l
         return r;
 }
 
-int sandbox_read_stats(sd_event *event, Sandbox *s, const char *ca_pem, agentd_stats_t done, void *userdata) {
+int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata) {
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return -ENOTCONN;
         if (s->backend->ops->stats)
                 return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
         if (s->state == SANDBOX_PAUSED)
                 return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, ca_pem, &s->runtime_stats,
-                                 done, userdata);
+        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend ? s->backend->runtime_ca_pem : NULL,
+                                 &s->runtime_stats, done, userdata);
 }

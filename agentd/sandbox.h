@@ -75,8 +75,8 @@ const char *sandbox_state_to_string(SandboxState s);
 /* s's usage, to done() (once, never before this returns): from its backend's stats(), else
  * from its runtime (runtime-stats.h). A negative errno when it cannot be asked (done() is not
  * called): -ENOTCONN not running, -EAGAIN paused with only its runtime to ask, -EBUSY too many
- * askers waiting. ca_pem: agentd's runtime CA, for a runtime that serves TLS. */
-int sandbox_read_stats(sd_event *event, Sandbox *s, const char *ca_pem, agentd_stats_t done, void *userdata);
+ * askers waiting. A runtime that serves TLS is verified against its backend's runtime_ca_pem. */
+int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata);
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {
