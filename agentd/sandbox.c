@@ -232,6 +232,6 @@ int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *u
                 return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
         if (s->state == SANDBOX_PAUSED)
                 return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend ? s->backend->runtime_ca_pem : NULL,
+        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend->runtime_ca_pem,
                                  &s->runtime_stats, done, userdata);
 }

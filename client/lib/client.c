@@ -557,8 +557,9 @@ static void on_sio_connected(SioClient *s, bool reconnected, void *userdata) {
 static void disconnect_error(agentix_client *c, int error, const char *message, agentix_error *ret) {
         char why[512];
 
-        /* The errno says what happened in words everyone knows, the message where it happened. */
-        if (error < 0 && !strempty(message) && !strcasestr(message, strerror(-error)))
+        /* The errno says what happened in words everyone knows, the message where it happened
+         * (a refused TLS certificate, -EPERM, is said by its message alone). */
+        if (error < 0 && error != -EPERM && !strempty(message) && !strcasestr(message, strerror(-error)))
                 snprintf(why, sizeof(why), "%s (%s)", strerror(-error), message);
         else
                 snprintf(why, sizeof(why), "%s",
