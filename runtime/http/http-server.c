@@ -260,10 +260,17 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                         return -1;
                 return s->eio_ops->ws_receive(c, in, len) < 0 ? -1 : 0;
 
-        case LWS_CALLBACK_SERVER_WRITEABLE:
+        case LWS_CALLBACK_SERVER_WRITEABLE: {
+                int r;
+
                 if (!c || !s)
                         return -1;
-                return s->eio_ops->ws_writeable(c) < 0 ? -1 : 0;
+                r = s->eio_ops->ws_writeable(c);
+                /* Over TLS what was written goes on through the pump now, not a turn later. */
+                if (r >= 0 && s->tls)
+                        tls_fronts_written(&s->fronts, lws_get_socket_fd(wsi));
+                return r < 0 ? -1 : 0;
+        }
 
         case LWS_CALLBACK_CLOSED:
                 if (c && s && s->eio_ops)
@@ -324,14 +331,6 @@ static void lws_log_emit(int level, const char *line) {
                 log_debug("lws: %.*s", (int) n, line);
 }
 
-/* A TLS connection's pump gave its plain end bytes: a WebSocket's (libwebsockets on uv) reads
- * them now rather than at the loop's next turn. */
-static void on_tls_fed(void *userdata) {
-        HttpServer *s = userdata;
-
-        uv_event_run(s->uv);
-}
-
 int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer **ret) {
         struct lws_context_creation_info info = {};
         void *foreign_loops[1];
@@ -387,8 +386,6 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
         }
 
         uv_event_run(s->uv);
-        s->fronts.fed = on_tls_fed;
-        s->fronts.fed_userdata = s;
         *ret = s;
         return 0;
 fail:

@@ -29,6 +29,7 @@ struct TlsFront {
         SSL *ssl;
         int net_fd;   /* the TLS socket */
         int inner_fd; /* our end of the pair; the server has the other */
+        int served_fd; /* that other end (the server's to close) */
         sd_event_source *net_io, *inner_io, *timer;
         tls_front_ready_t ready;
         tls_front_failed_t failed; /* client side */
@@ -41,7 +42,6 @@ struct TlsFront {
         bool net_readable;   /* epoll said so, and no read since */
         bool read_wants_out; /* the last TLS read waits for the socket to take data */
         bool inner_readable;
-        bool fed_inner;      /* bytes went to the pair this turn */
         Pipe to_inner, to_net;
 };
 
@@ -133,7 +133,6 @@ static int pump(TlsFront *f) {
                                  MSG_DONTWAIT | MSG_NOSIGNAL);
                         if (n > 0) {
                                 pipe_consumed(&f->to_inner, (size_t) n);
-                                f->fed_inner = true;
                                 progress = true;
                         } else if (n < 0 && (errno == EAGAIN || errno == EINTR))
                                 want_inner |= EPOLLOUT;
@@ -190,13 +189,6 @@ static int pump(TlsFront *f) {
         return 0;
 }
 
-static void feed(TlsFront *f) {
-        if (f->fed_inner && f->set->fed) {
-                f->fed_inner = false;
-                f->set->fed(f->set->fed_userdata);
-        }
-}
-
 static int on_inner(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         TlsFront *f = userdata;
 
@@ -219,6 +211,7 @@ static int establish(TlsFront *f) {
                 return r;
         }
         f->established = true;
+        f->served_fd = pair[1];
         f->net_readable = true; /* the handshake may have read application data along */
         f->timer = sd_event_source_disable_unref(f->timer);
         r = f->ready(pair[1], f->userdata);
@@ -260,10 +253,6 @@ static int on_net(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
                 if ((revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) || (f->read_wants_out && (revents & EPOLLOUT)))
                         f->net_readable = true;
                 r = pump(f);
-                if (r >= 0) {
-                        feed(f); /* last: the server's reading may end this connection */
-                        return 0;
-                }
         } else {
                 r = tls_handshake_step(f->ssl, &ev);
                 if (r == -EAGAIN) {
@@ -316,7 +305,7 @@ int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_fro
         set->n++;
         f->event = sd_event_ref(event);
         f->net_fd = fd;
-        f->inner_fd = -EBADF;
+        f->inner_fd = f->served_fd = -EBADF;
         f->ready = ready;
         f->userdata = userdata;
         f->ssl = SSL_new(ctx);
@@ -362,7 +351,7 @@ int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr
         set->n++;
         f->event = sd_event_ref(event);
         f->net_fd = fd;
-        f->inner_fd = -EBADF;
+        f->inner_fd = f->served_fd = -EBADF;
         f->ready = ready;
         f->userdata = userdata;
         f->connecting = true;
@@ -378,6 +367,16 @@ int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr
         }
         f->failed = failed;
         return 0;
+}
+
+void tls_fronts_written(TlsFronts *set, int served_fd) {
+        for (TlsFront *f = set->head; f; f = f->next)
+                if (f->established && f->served_fd == served_fd) {
+                        f->inner_readable = true;
+                        if (pump(f) < 0)
+                                front_free(f);
+                        return;
+                }
 }
 
 void tls_fronts_free_all(TlsFronts *set) {

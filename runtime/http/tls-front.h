@@ -21,10 +21,6 @@ typedef struct TlsFront TlsFront;
 typedef struct TlsFronts {
         TlsFront *head;
         unsigned n; /* in the handshake or pumping */
-        /* Called after bytes went into a pair's end: the server may read them at once, in the
-         * same turn of the loop (saves a turn per message; NULL: none). */
-        void (*fed)(void *userdata);
-        void *fed_userdata;
 } TlsFronts;
 
 /* The handshake is done: serve plain_fd (non-blocking, CLOEXEC; the callee owns it). A
@@ -42,5 +38,9 @@ typedef void (*tls_front_failed_t)(const char *why, void *userdata);
 struct sockaddr;
 int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len, const char *host,
                       TlsFronts *set, tls_front_ready_t ready, tls_front_failed_t failed, void *userdata);
+/* The server wrote to served_fd (a pair's end it got from ready): move that now, rather than at
+ * the loop's next turn. A no-op for any other fd. */
+void tls_fronts_written(TlsFronts *set, int served_fd);
+
 /* Close every connection of the set at once (the server stops). */
 void tls_fronts_free_all(TlsFronts *set);
