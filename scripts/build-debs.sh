@@ -20,6 +20,14 @@ if ((${#need[@]})); then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The packages' version is the project's: debian/changelog is kept with meson.build.
+project=$(sed -n "s/^ *version : '\([^']*\)'.*/\1/p" "$root/meson.build" | head -n 1)
+changelog=$(cd "$root" && dpkg-parsechangelog -S Version)
+if [ "$project" != "$changelog" ]; then
+        echo "build-debs: debian/changelog says $changelog, meson.build $project: add a changelog entry (dch -v $project)" >&2
+        exit 1
+fi
+
 work=$(mktemp -d /tmp/agentix-debs.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 src=$work/agentix
