@@ -161,7 +161,13 @@ def the_python_package_imports_and_a_c_program_links_with_libagentix():
 
 @test
 def purge_removes_every_file_and_stops_agentd():
+    # Every file the packages installed, as dpkg lists them, and the conffile.
+    owned = [p for p in sh("dpkg -L " + " ".join(PACKAGES)).stdout.split("\n")
+             if p and sh(f"test -f '{p}' && ! test -L '{p}'", check=False).returncode == 0]
+    assert "/usr/libexec/agentd" in owned and "/etc/agentix/agentd.conf" in owned, owned[:20]
     sh("apt-get purge -y -qq " + " ".join(PACKAGES), timeout=300)
+    left = [p for p in owned if sh(f"test -e '{p}'", check=False).returncode == 0]
+    assert not left, left
     assert sh("systemctl is-active agentd.service", check=False).stdout.strip() != "active"
     sh(f"{FIND} > /root/after.txt")
     before = set(sh("cat /root/before.txt").stdout.split("\n"))
