@@ -393,7 +393,7 @@ fail:
         return r;
 }
 
-static int on_tls_ready(int fd, void *userdata) {
+static int serve_connection(int fd, void *userdata) {
         HttpServer *s = userdata;
         HttpConn *c;
         int r;
@@ -446,17 +446,12 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                 }
                 (void) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
                 if (s->tls) {
-                        r = tls_front_new(s->event, s->tls, cfd, &s->fronts, on_tls_ready, s);
+                        r = tls_front_new(s->event, s->tls, cfd, &s->fronts, serve_connection, s);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to set up a TLS connection: %m");
                         continue;
                 }
-                HttpConn *c;
-                r = http_conn_new(s, cfd, &c);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to set up a connection: %m");
-                        safe_close(cfd);
-                }
+                (void) serve_connection(cfd, s);
         }
         return 0;
 }

@@ -288,14 +288,13 @@ static int on_handshake_timeout(sd_event_source *s, uint64_t usec, void *userdat
         return 0;
 }
 
-int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_front_ready_t ready, void *userdata) {
-        TlsFront *f;
-        int r;
+/* A front on fd (taken, closed on failure too), in set. */
+static TlsFront *front_add(sd_event *event, int fd, TlsFronts *set, tls_front_ready_t ready, void *userdata) {
+        TlsFront *f = calloc(1, sizeof(*f));
 
-        f = calloc(1, sizeof(*f));
         if (!f) {
                 safe_close(fd);
-                return -ENOMEM;
+                return NULL;
         }
         f->set = set;
         f->next = set->head;
@@ -308,6 +307,16 @@ int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_fro
         f->inner_fd = f->served_fd = -EBADF;
         f->ready = ready;
         f->userdata = userdata;
+        return f;
+}
+
+int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_front_ready_t ready, void *userdata) {
+        TlsFront *f;
+        int r;
+
+        f = front_add(event, fd, set, ready, userdata);
+        if (!f)
+                return -ENOMEM;
         f->ssl = SSL_new(ctx);
         if (!f->ssl || SSL_set_fd(f->ssl, fd) != 1) {
                 front_free(f);
@@ -338,22 +347,9 @@ int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr
                 safe_close(fd);
                 return r;
         }
-        f = calloc(1, sizeof(*f));
-        if (!f) {
-                safe_close(fd);
+        f = front_add(event, fd, set, ready, userdata);
+        if (!f)
                 return -ENOMEM;
-        }
-        f->set = set;
-        f->next = set->head;
-        if (set->head)
-                set->head->prev = f;
-        set->head = f;
-        set->n++;
-        f->event = sd_event_ref(event);
-        f->net_fd = fd;
-        f->inner_fd = f->served_fd = -EBADF;
-        f->ready = ready;
-        f->userdata = userdata;
         f->connecting = true;
         r = tls_client_new(ctx, fd, host, &f->ssl);
         if (r >= 0)
