@@ -71,6 +71,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 v = s->config->bundle;
         else if (streq(property, "Platform"))
                 v = s->config->platform ?: "";
+        else if (streq(property, "Runtime"))
+                v = s->config->runtime ?: "";
         else if (streq(property, "RuntimeUrl"))
                 v = s->runtime_url ?: "";
         else if (streq(property, "State"))
@@ -279,6 +281,7 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Labels", "a{ss}", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CPUs", "d", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Memory", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Runtime", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD("Delete", "", "", method_delete_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", "", "", method_pause_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Resume", "", "", method_resume_counted, SD_BUS_VTABLE_UNPRIVILEGED),

@@ -24,7 +24,8 @@ packages=(
         podman netavark # the podman backend's test: a real `podman system service` (runc, NOTES.md)
         runsc # gVisor, the runtime=runsc sandboxes (registered with dockerd by scripts/dockerd.sh)
         docker-registry iproute2 # the swarm tests: a registry for the nodes, network namespaces
-        chromium # the browser test (tests/interop/node/test/browser.test.js), driven by playwright-core
+        chromium # the browser tests (tests/interop/node, tests/cockpit), driven by playwright-core
+        esbuild node-xterm # the Cockpit page: xterm.js bundled from Debian's node-xterm
 )
 
 missing=()

@@ -108,6 +108,9 @@ def usage_rises_with_what_a_sandbox_does_and_agrees_with_the_kernel_under_each_r
         print(f"  runtime {rt}")
         path, sid = agentd().create(runtime=rt, memory=dbus.UInt64(512 * MiB), pids=dbus.UInt64(256))
         try:
+            # The Runtime property says which OCI runtime it runs under (the web console shows it).
+            assert dbus.Interface(agentd().conn.get_object(NAME, path), "org.freedesktop.DBus.Properties").Get(
+                SANDBOX, "Runtime") == rt
             first = stats(path)
             for key in ("time", "cpu_usec", "cpu_percent", "memory_current", "memory_peak", "memory_limit",
                         "pids_current", "pids_limit", "net_rx_bytes", "net_tx_bytes"):
