@@ -11,6 +11,7 @@
 #include "metrics-endpoint.h"
 #include "tls.h"
 #include "metrics.h"
+#include "sandbox-stats.h"
 #include "sandbox.h"
 #include "strmap.h"
 

@@ -224,14 +224,3 @@ int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int l
         va_end(ap);
         return r;
 }
-
-int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata) {
-        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
-                return -ENOTCONN;
-        if (s->backend->ops->stats)
-                return s->backend->ops->stats(s->backend->state, s->id, done, userdata);
-        if (s->state == SANDBOX_PAUSED)
-                return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend->runtime_ca_pem,
-                                 &s->runtime_stats, done, userdata);
-}

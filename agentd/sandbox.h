@@ -72,12 +72,6 @@ typedef struct Sandbox {
 
 const char *sandbox_state_to_string(SandboxState s);
 
-/* s's usage, to done() (once, never before this returns): from its backend's stats(), else
- * from its runtime (runtime-stats.h). A negative errno when it cannot be asked (done() is not
- * called): -ENOTCONN not running, -EAGAIN paused with only its runtime to ask, -EBUSY too many
- * askers waiting. A runtime that serves TLS is verified against its backend's runtime_ca_pem. */
-int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata);
-
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {
         return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED || s == SANDBOX_PAUSED;

@@ -63,3 +63,6 @@ async function main() {
 }
 
 main().catch(showError);
+
+// Whatever else goes wrong is said in the banner too, rather than lost in the console.
+window.addEventListener('unhandledrejection', (event) => showError(event.reason));

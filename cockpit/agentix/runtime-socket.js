@@ -127,8 +127,11 @@ export class RuntimeSocket {
             handlers.onError(msg.error || { type: 'Error', message: 'the call failed' });
     }
 
-    // An event with one binary attachment: the msgpack map.
+    // An event with one binary attachment: the msgpack map. Once the connection is gone there
+    // is no one to tell: every call has had its error (closed()), so nothing is sent.
     emit(name, map) {
+        if (!this.ws.open)
+            return;
         this.ws.send('451-' + NAMESPACE + ',' + JSON.stringify([name, { _placeholder: true, num: 0 }]));
         this.ws.send(encode(map));
     }

@@ -74,9 +74,9 @@ export class SandboxDetail {
 
     // The sandbox went away (deleted here or elsewhere): its panel goes too.
     gone() {
-        this.reset();
-        this.sandbox = null;
         $('detail').hidden = true;
+        this.sandbox = null;
+        this.reset();
     }
 
     reset() {

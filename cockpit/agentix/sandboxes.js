@@ -121,7 +121,7 @@ export class SandboxList {
         tbody.replaceChildren(...rows.map((s) => {
             const stats = s.stats || {};
             const state = el('span', s.State, 'state state-' + s.State);
-            const tr = row([s.Id, this.owner(s.Owner), state, s.Image, s.Bundle, s.Runtime || '', s.Pool || '',
+            const tr = row([s.Id, this.owner(s.Owner), state, s.Image, s.Bundle, s.Runtime || 'default', s.Pool || '',
                             usecTime(s.ExpiresAt),
                             stats.cpu_percent !== undefined ? stats.cpu_percent.toFixed(1) + ' %' : '',
                             stats.memory_current !== undefined

@@ -56,7 +56,11 @@ export class SandboxTerminal {
         const ws = new StreamWebSocket(openRuntimeStream(url, ca),
                                        { host: u.host, path: '/socket.io/?EIO=4&transport=websocket' });
         this.rpc = new RuntimeSocket(ws, token);
-        this.rpc.onclose = (reason) => this.status('Disconnected: ' + reason);
+        this.rpc.onclose = (reason) => {
+            this.status('Disconnected: ' + reason);
+            if (this.term)
+                this.term.setOption('disableStdin', true);
+        };
         await this.rpc.connected;
 
         this.term = new AgentixXterm({ rendererType: 'dom', cursorBlink: true, scrollback: 5000 });

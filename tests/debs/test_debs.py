@@ -13,10 +13,8 @@ bundle and the busybox image) and a running dockerd; apt's mirror (the container
 packages' dependencies). The packages are built once per source tree (cached by the tree's
 git hash and the working tree's changes under MESON_BUILD_ROOT/debs-cache)."""
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -25,12 +23,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 from agentd_env import BUSYBOX, bundle, cleanup, docker  # noqa: E402
+from debs_build import ALL_PACKAGES, build, debs  # noqa: E402
 from harness import main, test, wait_until  # noqa: E402
 
 ROOT = os.environ["MESON_SOURCE_ROOT"]
 IMAGE = "agentix-test/systemd:bookworm-4"
 CONTAINER = f"agentix-debs-test-{os.getpid()}"
-CACHE = os.path.join(os.environ["MESON_BUILD_ROOT"], "debs-cache")
+# What this test installs (cockpit-agentix: tests/cockpit).
 PACKAGES = ["agentd", "agentixctl", "libagentix0", "libagentix-dev", "agentix-runtime", "python3-agentix"]
 # Where the file lists before install and after purge are compared: what dpkg owns.
 FIND = ("find / -xdev -type f -not -path '/proc/*' -not -path '/var/cache/*' -not -path '/var/log/*' "
@@ -49,30 +48,6 @@ def sh(command, user=None, check=True, timeout=600):
     return r
 
 
-def tree_key():
-    """The source the packages come from: HEAD's tree and what differs from it."""
-    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD^{tree}"], capture_output=True, text=True).stdout
-    diff = subprocess.run(["git", "-C", ROOT, "diff", "HEAD"], capture_output=True).stdout
-    others = subprocess.run(["git", "-C", ROOT, "ls-files", "--others", "--exclude-standard"], capture_output=True).stdout
-    return hashlib.sha256(head.encode() + diff + others).hexdigest()[:16]
-
-
-def build():
-    out = os.path.join(CACHE, tree_key())
-    if not os.path.exists(os.path.join(out, "lintian.txt")):
-        shutil.rmtree(CACHE, ignore_errors=True)
-        r = subprocess.run([os.path.join(ROOT, "scripts", "build-debs.sh"), out], capture_output=True, text=True,
-                           timeout=2400)
-        print(r.stdout[-1500:])
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return out
-
-
-def debs(out, names):
-    return [os.path.join(out, f) for f in sorted(os.listdir(out))
-            if f.endswith(".deb") and "dbgsym" not in f and f.split("_")[0] in names]
-
-
 @test
 def the_packages_build_and_lintian_finds_no_error():
     out = build()
@@ -84,7 +59,7 @@ def the_packages_build_and_lintian_finds_no_error():
     for line in report:
         print(f"  {line}")
     assert not errors, errors
-    assert sorted({os.path.basename(d).split("_")[0] for d in debs(out, PACKAGES)}) == sorted(PACKAGES)
+    assert sorted({os.path.basename(d).split("_")[0] for d in debs(out, ALL_PACKAGES)}) == sorted(ALL_PACKAGES)
 
 
 @test

@@ -97,8 +97,13 @@ static void on_inspect(DockerClient *d, int status, json_t *body, const char *er
         snprintf(p->container_id, sizeof(p->container_id), "%s", id);
         p->pid = (pid_t) pid;
         if (read_kept(j->backend, p, j->done, j->userdata) == -ESRCH) {
-                /* Gone between the inspect and now. */
-                j->done(j->userdata, NULL, AGENTD_ERROR_NOT_RUNNING, "Its container stopped.");
+                /* Docker says it runs with this pid, and this pid is not its container here:
+                 * agentd sees other processes than dockerd does (another PID namespace, as when
+                 * agentd runs in a container of its own); or it stopped just now. agentd asks
+                 * its runtime then (sandbox_read_stats()). */
+                j->done(j->userdata, NULL, AGENTD_ERROR_BACKEND_UNAVAILABLE,
+                        "Its container's processes are not in agentd's sight (agentd runs in another PID "
+                        "namespace than the container engine), or it stopped just now.");
                 return;
         }
         forget(j->backend, p->sandbox_id);

@@ -3,6 +3,7 @@
 # Run the socket.io-client interop tests against an agentix-server binary.
 #
 #   tests/interop/node/run.sh [AGENTIX_SERVER] [TEST_FILE…]
+#   tests/interop/node/run.sh --deps-only
 #
 # The binary comes from the first argument, else from $AGENTIX_SERVER. Installs the pinned npm
 # packages (package-lock.json) when node_modules is missing or stale. Prints one line per
@@ -10,20 +11,25 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
+deps_only=false
+if [ "${1:-}" = --deps-only ]; then
+        deps_only=true # only install the pinned packages (tests/cockpit uses playwright-core too)
+        shift
+fi
 server=${AGENTIX_SERVER:-}
 if [ $# -gt 0 ]; then
         server=$1
         shift
 fi
-if [ -z "$server" ]; then
+if [ -z "$server" ] && ! $deps_only; then
         echo "usage: $0 AGENTIX_SERVER [TEST_FILE…]  (or set \$AGENTIX_SERVER)" >&2
         exit 2
 fi
-if [ ! -x "$server" ]; then
+if ! $deps_only && [ ! -x "$server" ]; then
         echo "$server: not an executable" >&2
         exit 2
 fi
-server=$(cd "$(dirname "$server")" && pwd)/$(basename "$server")
+$deps_only || server=$(cd "$(dirname "$server")" && pwd)/$(basename "$server")
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
         echo "node and npm are needed for the socket.io-client interop tests (scripts/deps.sh installs them)"
@@ -40,6 +46,9 @@ stamp=node_modules/.agentix-package-lock.json
 if [ ! -d node_modules ] || ! cmp -s package-lock.json "$stamp"; then
         npm ci --no-audit --no-fund --loglevel=error
         cp package-lock.json "$stamp"
+fi
+if $deps_only; then
+        exit 0
 fi
 
 if [ $# -eq 0 ]; then
