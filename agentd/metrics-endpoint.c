@@ -11,7 +11,6 @@
 #include "metrics-endpoint.h"
 #include "tls.h"
 #include "metrics.h"
-#include "sandbox-stats.h"
 #include "sandbox.h"
 #include "strmap.h"
 

@@ -4,7 +4,6 @@
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
-#include "runtime-stats.h"
 #include "sandbox-stats.h"
 
 typedef struct StatsCall {
@@ -12,54 +11,6 @@ typedef struct StatsCall {
         sd_bus_message *call;
         char sandbox_id[32];
 } StatsCall;
-
-/* A backend's reading on its way, with where to turn when the backend cannot read. */
-typedef struct StatsAsk {
-        Manager *manager;
-        sd_event *event;
-        char sandbox_id[32];
-        agentd_stats_t done;
-        void *userdata;
-} StatsAsk;
-
-/* A backend that cannot read a running sandbox's usage (dockerd's processes out of agentd's
- * sight, say: agentd in a container of its own) leaves it to the runtime, which reads its own
- * cgroup from inside, as for a backend without stats(). */
-static void on_backend_stats(void *userdata, const AgentdSandboxStats *stats, const char *error_name,
-                             const char *message) {
-        _cleanup_free_ StatsAsk *a = userdata;
-        Sandbox *s;
-
-        if (error_name && streq(error_name, AGENTD_ERROR_BACKEND_UNAVAILABLE) &&
-            (s = manager_get_sandbox(a->manager, a->sandbox_id)) && s->state == SANDBOX_RUNNING && s->runtime_url &&
-            runtime_stats_ask(a->event, s->runtime_url, s->token, s->backend->runtime_ca_pem, &s->runtime_stats,
-                              a->done, a->userdata) >= 0)
-                return;
-        a->done(a->userdata, stats, error_name, message);
-}
-
-int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata) {
-        StatsAsk *a;
-        int r;
-
-        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
-                return -ENOTCONN;
-        if (s->backend->ops->stats) {
-                a = calloc(1, sizeof(*a));
-                if (!a)
-                        return -ENOMEM;
-                *a = (StatsAsk) { .manager = s->manager, .event = event, .done = done, .userdata = userdata };
-                snprintf(a->sandbox_id, sizeof(a->sandbox_id), "%s", s->id);
-                r = s->backend->ops->stats(s->backend->state, s->id, on_backend_stats, a);
-                if (r < 0)
-                        free(a);
-                return r;
-        }
-        if (s->state == SANDBOX_PAUSED)
-                return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend->runtime_ca_pem,
-                                 &s->runtime_stats, done, userdata);
-}
 
 /* One t entry; AGENTD_STATS_UNKNOWN: none. */
 static int append_t(sd_bus_message *reply, const char *key, uint64_t v) {

@@ -12,6 +12,16 @@
 #include "runtime-tls.h"
 #include "sandbox.h"
 
+/* A backend's reading on its way, with where to turn when the backend cannot read. */
+typedef struct StatsAsk StatsAsk;
+struct StatsAsk {
+        Sandbox *sandbox; /* NULL once it is gone */
+        sd_event *event;
+        agentd_stats_t done;
+        void *userdata;
+        StatsAsk *next;
+};
+
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
         [SANDBOX_CREATING] = "creating",
         [SANDBOX_RUNNING] = "running",
@@ -177,6 +187,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         free(s->pool_name);
         sandbox_claim_free(s->claim);
         runtime_stats_free(s->runtime_stats);
+        for (StatsAsk *a = s->stats_asks; a; a = a->next)
+                a->sandbox = NULL; /* their answers still go to their askers, without a fallback */
         runtime_tls_free(s->tls_handover);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
@@ -223,4 +235,57 @@ int sandbox_log_internal(const char *id, uid_t owner, const char *backend, int l
         r = log_internalv_fields(level, error, file, line, fields, fmt, ap);
         va_end(ap);
         return r;
+}
+
+static void stats_ask_unlink(StatsAsk *a) {
+        if (!a->sandbox)
+                return;
+        for (StatsAsk **p = &a->sandbox->stats_asks; *p; p = &(*p)->next)
+                if (*p == a) {
+                        *p = a->next;
+                        break;
+                }
+}
+
+/* A backend that cannot read a running sandbox's usage (dockerd's processes out of agentd's
+ * sight, say: agentd in a container of its own) leaves it to the runtime, which reads its own
+ * cgroup from inside, as for a backend without stats(). */
+static void on_backend_stats(void *userdata, const AgentdSandboxStats *stats, const char *error_name,
+                             const char *message) {
+        _cleanup_free_ StatsAsk *a = userdata;
+        Sandbox *s = a->sandbox;
+
+        stats_ask_unlink(a);
+        if (error_name && streq(error_name, AGENTD_ERROR_BACKEND_UNAVAILABLE) && s && s->state == SANDBOX_RUNNING &&
+            s->runtime_url &&
+            runtime_stats_ask(a->event, s->runtime_url, s->token, s->backend->runtime_ca_pem, &s->runtime_stats,
+                              a->done, a->userdata) >= 0)
+                return;
+        a->done(a->userdata, stats, error_name, message);
+}
+
+int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata) {
+        StatsAsk *a;
+        int r;
+
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return -ENOTCONN;
+        if (s->backend->ops->stats) {
+                a = calloc(1, sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                *a = (StatsAsk) { .sandbox = s, .event = event, .done = done, .userdata = userdata,
+                                  .next = s->stats_asks };
+                s->stats_asks = a;
+                r = s->backend->ops->stats(s->backend->state, s->id, on_backend_stats, a);
+                if (r < 0) {
+                        stats_ask_unlink(a);
+                        free(a);
+                }
+                return r;
+        }
+        if (s->state == SANDBOX_PAUSED)
+                return -EAGAIN; /* its runtime is frozen with it */
+        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend->runtime_ca_pem,
+                                 &s->runtime_stats, done, userdata);
 }

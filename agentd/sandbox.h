@@ -66,11 +66,19 @@ typedef struct Sandbox {
         struct SandboxClaim *claim; /* runtime::claim on its way */
         SandboxStatsSample stats_sample;
         struct RuntimeStats *runtime_stats; /* its runtime's reading on its way (runtime-stats.h) */
+        struct StatsAsk *stats_asks; /* its backend's readings on their way (sandbox_read_stats()) */
         struct RuntimeTls *tls_handover; /* its runtime's TLS certificate on its way (sandbox-tls.h) */
         void (*tls_done)(struct Sandbox *s, const char *error);
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
+
+/* s's usage, to done() (once, never before this returns): from its backend's stats(), else
+ * from its runtime (runtime-stats.h); from its runtime too when the backend says it cannot
+ * read (BackendUnavailable) while s runs. A negative errno when it cannot be asked (done() is not
+ * called): -ENOTCONN not running, -EAGAIN paused with only its runtime to ask, -EBUSY too many
+ * askers waiting. A runtime that serves TLS is verified against its backend's runtime_ca_pem. */
+int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata);
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {

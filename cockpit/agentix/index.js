@@ -64,5 +64,20 @@ async function main() {
 
 main().catch(showError);
 
-// Whatever else goes wrong is said in the banner too, rather than lost in the console.
-window.addEventListener('unhandledrejection', (event) => showError(event.reason));
+// The D-Bus client goes as root only when it is opened with administrative access on: when the
+// session's access changes, the page starts again with the access it has now.
+const superuser = cockpit.dbus(null, { bus: 'internal' }).proxy('cockpit.Superuser', '/superuser');
+let access = null; // "none", or how root is reached ("sudo"…); "init" while Cockpit finds out
+const followAccess = () => {
+    const now = superuser.Current;
+    if (!now || now === 'init')
+        return;
+    if (access !== null && now !== access)
+        window.location.reload();
+    access = now;
+    document.getElementById('access-line').hidden = access === 'none';
+};
+superuser.wait(() => {
+    followAccess();
+    superuser.addEventListener('changed', followAccess);
+});

@@ -114,6 +114,7 @@ describe('the agentix page in Cockpit', () => {
         assert.ok(frame, 'no frame for the page');
         await frame.locator('body[data-ready="1"]').waitFor({ timeout: 60_000 });
         assert.match(await frame.locator('#host-line').textContent(), /alice/);
+        assert.equal(await frame.locator('#access-line').isVisible(), false); // limited access: alice's own
         assert.equal(await frame.locator('#error').isVisible(), false, await frame.locator('#error').textContent());
     });
 
@@ -251,6 +252,26 @@ describe('the agentix page in Cockpit', () => {
         await shot('07-host');
         await tab('sandboxes');
         await shot('08-sandboxes-at-the-end');
+    });
+
+    step('with administrative access on, alice\'s page shows every sandbox, bob\'s too', async () => {
+        assert.equal(await row(made.bob).count(), 0);
+        await page.getByRole('button', { name: 'Limited access' }).click();
+        await page.locator('.pf-c-modal-box input[type="password"]').fill(PASSWORD);
+        await page.getByRole('button', { name: 'Authenticate' }).click();
+        await page.locator('button', { hasText: 'Administrative access' }).waitFor({ timeout: 60_000 });
+        // The page starts again as root (its frame may be a new one) and lists bob's sandbox.
+        const deadline = Date.now() + 60_000;
+        for (;;) {
+            frame = page.frame({ name: FRAME });
+            if (frame && await row(made.bob).count().catch(() => 0) > 0)
+                break;
+            assert.ok(Date.now() < deadline, "bob's sandbox is not shown with administrative access");
+            await new Promise((r) => setTimeout(r, 250));
+        }
+        assert.match(await row(made.bob).textContent(), new RegExp(sh('bob', 'id -u').trim()));
+        assert.equal(await frame.locator('#access-line').isVisible(), true);
+        await shot('09-administrative-access');
     });
 
     it('the page logged no error and threw nothing', () => {

@@ -71,7 +71,8 @@ def cockpit_and_the_page_install_from_the_packages():
         docker("cp", d, f"{CONTAINER}:/root/debs/")
     # podman satisfies agentd's "docker.io | podman" (the host's Docker is the one driven here);
     # cockpit-system is Cockpit's shell, the frame the page is shown in.
-    sh("apt-get update -qq && apt-get install -y -qq --no-install-recommends podman cockpit-system "
+    # sudo: Cockpit's administrative access, for alice (group sudo), whose page then shows all.
+    sh("apt-get update -qq && apt-get install -y -qq --no-install-recommends podman cockpit-system sudo "
        + " ".join(f"/root/debs/{p}_*.deb" for p in PACKAGES), timeout=900)
     assert sh("test -f /usr/share/cockpit/agentix/manifest.json && test -s /usr/share/cockpit/agentix/xterm.js",
               check=False).returncode == 0
@@ -84,7 +85,7 @@ def cockpit_and_the_page_install_from_the_packages():
     # A warm pool the page shows and creates from.
     sh(f"mkdir -p /etc/agentix/pools.d && printf '[Pool]\\nSize=1\\nImage={BUSYBOX}\\nBundle={bundle()}\\n' "
        "> /etc/agentix/pools.d/warm.pool")
-    sh(f"useradd -m -G agentix alice && useradd -m -G agentix bob && "
+    sh(f"useradd -m -G agentix,sudo alice && useradd -m -G agentix bob && "
        f"printf 'alice:{PASSWORD}\\nbob:{PASSWORD}\\n' | chpasswd")
     # The page lists what cockpit-bridge finds, as alice.
     r = sh("cockpit-bridge --packages", user="alice")
