@@ -58,6 +58,9 @@ async function main() {
     for (const b of $('tabs').querySelectorAll('button'))
         b.addEventListener('click', () => show(b.dataset.view));
 
+    cockpit.file('/etc/passwd').read()
+        .then((passwd) => list.setUserNames(passwd))
+        .catch(() => {}); // owners then show as uids
     await Promise.all([list.reload(), refreshManager()]);
     document.body.dataset.ready = '1'; // for tests: the first load is done
 }

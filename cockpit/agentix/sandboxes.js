@@ -15,6 +15,7 @@ export class SandboxList {
         this.onGone = onGone;
         this.onManagerChanged = onManagerChanged;
         this.sandboxes = new Map(); // path -> properties (+ stats)
+        this.userNames = new Map(); // uid -> login name, where /etc/passwd has it
         this.selected = null;
         this.generation = 0;
         this.unwatch = agentd.watch({
@@ -111,8 +112,20 @@ export class SandboxList {
             this.render();
     }
 
+    // The owner's name where the host's passwd file has it (users from a directory service
+    // show as their uid).
     owner(uid) {
-        return uid === this.myUid ? uid + ' (you)' : String(uid);
+        const name = this.userNames.get(uid) || String(uid);
+        return uid === this.myUid ? name + ' (you)' : name;
+    }
+
+    setUserNames(passwd) {
+        for (const line of (passwd || '').split('\n')) {
+            const [name, , uid] = line.split(':');
+            if (name && /^\d+$/.test(uid || ''))
+                this.userNames.set(Number(uid), name);
+        }
+        this.render();
     }
 
     render() {

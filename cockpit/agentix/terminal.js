@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // A terminal into a sandbox: the runtime's sandbox::exec as a bidi call with a PTY, over the
 // runtime's WebSocket (GetRuntimeAccess gives its URL and token), shown in xterm.js. The bridge
-// opens the TCP (or TLS, verified against agentd's RuntimeCA) connection from the host: the
-// runtime's address is one only the host reaches.
+// opens the connection from the host, the runtime's address being one only the host reaches:
+// TCP, or for an https runtime TLS verified against agentd's RuntimeCA.
 /* global cockpit, AgentixXterm */
 import { StreamWebSocket } from './websocket.js';
 import { RuntimeSocket } from './runtime-socket.js';
@@ -12,27 +12,71 @@ const SHELL = 'if command -v bash >/dev/null 2>&1; then exec bash -il; else exec
 
 const encoder = new TextEncoder();
 
-// A byte stream to ADDRESS:PORT of url, opened by the bridge (see websocket.js).
+// openssl s_client as the TLS end of an https runtime's stream: Cockpit 287's bridge does no TLS
+// on a "stream" channel, and takes a CA only from a file (its "authority": {"data"} is written
+// to a temporary file GLib reads after it is gone). The CA goes in on a pipe (bash's <(…)), the
+// certificate must chain to it and name the URL's address, and anything else ends the stream.
+const TLS_CLIENT = 'exec openssl s_client -quiet -nocommands -verify_return_error -no_ign_eof ' +
+    '"$3" "$4" -CAfile <(printf %s "$1") -connect "$2"';
+
+function isAddress(host) {
+    return host.includes(':') || /^[0-9.]+$/.test(host);
+}
+
+// A byte stream to the runtime of url, opened by the bridge (see websocket.js).
 export function openRuntimeStream(url, ca) {
     const u = new URL(url);
     const https = u.protocol === 'https:';
-    const options = {
-        payload: 'stream',
-        address: u.hostname.replace(/^\[(.*)\]$/, '$1'),
-        port: Number(u.port || (https ? 443 : 80)),
-        binary: true,
-    };
-    if (https)
-        options.tls = { authority: { data: ca }, validate: true };
+    const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+    const port = Number(u.port || (https ? 443 : 80));
+    let options;
+    if (https) {
+        const target = (host.includes(':') ? '[' + host + ']' : host) + ':' + port;
+        options = {
+            payload: 'stream',
+            spawn: ['bash', '-c', TLS_CLIENT, 'bash', ca, target,
+                    isAddress(host) ? '-verify_ip' : '-verify_hostname', host],
+            err: 'message',
+            binary: true,
+        };
+    } else {
+        options = { payload: 'stream', address: host, port, binary: true };
+    }
     const channel = cockpit.channel(options);
     const stream = { onData: null, onClose: null };
-    stream.send = (u8) => channel.send(u8);
-    stream.close = () => channel.close();
-    channel.addEventListener('message', (event, data) => stream.onData && stream.onData(data));
-    channel.addEventListener('close', (event, options) => {
-        const why = options.problem ? 'cannot reach the runtime at ' + u.host + ': ' + (options.message || cockpit.message(options)) : null;
+    let heard = false;
+    let ended = false;
+    const end = (why) => {
+        if (ended)
+            return;
+        ended = true;
         if (stream.onClose)
             stream.onClose(why);
+    };
+    stream.send = (u8) => channel.send(u8);
+    stream.close = () => {
+        ended = true;
+        channel.close();
+    };
+    channel.addEventListener('message', (event, data) => {
+        heard = true;
+        if (stream.onData)
+            stream.onData(data);
+    });
+    // The far end is done: for https before a byte came, the TLS handshake failed.
+    channel.addEventListener('control', (event, message) => {
+        if (message.command !== 'done')
+            return;
+        end(https && !heard
+            ? 'no TLS connection to the runtime at ' + u.host + ': its certificate is not one agentd\'s ' +
+              'runtime CA issued for that address, or nothing answers there'
+            : 'the runtime at ' + u.host + ' closed the connection');
+        channel.close();
+    });
+    channel.addEventListener('close', (event, options) => {
+        end(options.problem || options.message
+            ? 'cannot reach the runtime at ' + u.host + ': ' + (options.message || cockpit.message(options))
+            : null);
     });
     return stream;
 }

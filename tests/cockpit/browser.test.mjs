@@ -125,7 +125,7 @@ describe('the agentix page in Cockpit', () => {
         await waitState(made.cli, 'running');
         // bob's SandboxNew came before alice's: had the page shown it, it would be there now.
         assert.equal(await row(made.bob).count(), 0, "bob's sandbox is shown to alice");
-        assert.match(await row(made.cli).textContent(), /\(you\)/);
+        assert.match(await row(made.cli).textContent(), /alice \(you\)/);
     });
 
     step('creates a sandbox from the page', async () => {
@@ -187,6 +187,15 @@ describe('the agentix page in Cockpit', () => {
 
         await frame.locator('#action-logs').click();
         await frame.locator('#logs').waitFor({ state: 'visible' });
+
+        // A port link: GetPortUrl's address with its token, for a browser.
+        await frame.locator('#port-number').fill('8080');
+        await frame.locator('#action-port').click();
+        const link = frame.locator('#port-link a');
+        await link.waitFor({ state: 'visible' });
+        const href = new globalThis.URL(await link.getAttribute('href'));
+        assert.match(href.pathname, /^\/proxy\/8080\/$/);
+        assert.ok(href.searchParams.get('agentix_token'), href.toString());
 
         await frame.locator('#action-snapshot').click();
         await frame.locator('#detail-message', { hasText: /^Snapshot \S+ taken/ }).waitFor({ timeout: LONG });
@@ -254,6 +263,27 @@ describe('the agentix page in Cockpit', () => {
         await shot('08-sandboxes-at-the-end');
     });
 
+    step('a runtime that serves TLS: the terminal verifies it against agentd\'s RuntimeCA', async () => {
+        sh('root', "mkdir -p /etc/agentix/agentd.conf.d && printf '[Runtime]\\nTLS=yes\\n' > " +
+                   '/etc/agentix/agentd.conf.d/50-tls.conf && systemctl restart agentd');
+        // Limits no pool has: made now, with TLS, not claimed from the pool made before.
+        made.tls = JSON.parse(sh('alice', `agentixctl --json -q create --image=${IMAGE} --bundle=${BUNDLE} --memory=300M`)).id;
+        assert.match(property('alice', made.tls, 'RuntimeUrl'), /^https:\/\//);
+        await tab('sandboxes');
+        await waitState(made.tls, 'running'); // after agentd's restart, from its signals again
+        await row(made.tls).click();
+        await frame.locator('#detail-id', { hasText: made.tls }).waitFor();
+        await frame.locator('#action-terminal').click();
+        await frame.locator('#terminal-status', { hasText: 'Connected.' }).waitFor({ timeout: 60_000 });
+        const rows = frame.locator('#terminal .xterm-rows');
+        await rows.filter({ hasText: /#|\$/ }).waitFor({ timeout: 30_000 });
+        await frame.locator('#terminal .xterm-helper-textarea').focus();
+        await page.keyboard.type('echo tls-$((6*7))');
+        await page.keyboard.press('Enter');
+        await rows.locator(':scope > div', { hasText: /^\s*tls-42\s*$/ }).waitFor({ timeout: 30_000 });
+        await shot('09-terminal-over-tls');
+    });
+
     step('with administrative access on, alice\'s page shows every sandbox, bob\'s too', async () => {
         assert.equal(await row(made.bob).count(), 0);
         await page.getByRole('button', { name: 'Limited access' }).click();
@@ -269,9 +299,9 @@ describe('the agentix page in Cockpit', () => {
             assert.ok(Date.now() < deadline, "bob's sandbox is not shown with administrative access");
             await new Promise((r) => setTimeout(r, 250));
         }
-        assert.match(await row(made.bob).textContent(), new RegExp(sh('bob', 'id -u').trim()));
+        assert.match(await row(made.bob).locator('td:nth-child(2)').textContent(), /^bob$/);
         assert.equal(await frame.locator('#access-line').isVisible(), true);
-        await shot('09-administrative-access');
+        await shot('10-administrative-access');
     });
 
     it('the page logged no error and threw nothing', () => {

@@ -10,6 +10,7 @@ busybox image), a running dockerd, chromium and npm (scripts/deps.sh), apt's mir
 Screenshots of the main views go to MESON_BUILD_ROOT/meson-logs/cockpit-screenshots."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -94,7 +95,8 @@ def cockpit_and_the_page_install_from_the_packages():
 
 @test
 def the_page_in_a_browser():
-    os.makedirs(SCREENSHOTS, exist_ok=True)
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    os.makedirs(SCREENSHOTS)
     r = subprocess.run([os.path.join(NODE_DIR, "run.sh"), "--deps-only"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     env = dict(os.environ, COCKPIT_URL=KEPT["url"], COCKPIT_CONTAINER=CONTAINER, COCKPIT_PASSWORD=PASSWORD,
