@@ -4,7 +4,7 @@
 // caller's usage against their quotas (GetUsage).
 import { $, el, row, dl, bytes, secTime, showError, clearError } from './ui.js';
 
-export async function renderPools(agentd, pools, poolErrors) {
+export function renderPools(pools, poolErrors) {
     const tbody = $('pools').querySelector('tbody');
     tbody.replaceChildren(...pools.map((p) => {
         const tr = row([p.name, p.ready, p.size, (poolErrors || {})[p.name] || '']);

@@ -26,7 +26,7 @@ async function main() {
             return;
         }
         form.offer(manager.Runtimes, pools);
-        await renderPools(agentd, pools, manager.PoolErrors);
+        renderPools(pools, manager.PoolErrors);
         await renderHost(agentd, manager);
     };
 

@@ -98,7 +98,20 @@ export class SandboxList {
             this.onSelect(s, true);
     }
 
+    // One round at a time: with many sandboxes (an administrator sees them all) a slow round
+    // is skipped over rather than piled up.
     async refreshStats() {
+        if (this.statsBusy)
+            return;
+        this.statsBusy = true;
+        try {
+            await this.readStats();
+        } finally {
+            this.statsBusy = false;
+        }
+    }
+
+    async readStats() {
         const running = [...this.sandboxes.values()].filter((s) => s.State === 'running' || s.State === 'paused');
         await Promise.all(running.map(async (s) => {
             try {
