@@ -9,6 +9,7 @@ Needs what agentd_env.py needs and a running dockerd."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -219,6 +220,42 @@ def agentixctl_stats_and_status_show_the_numbers():
         assert r.returncode != 0 and "bffffffffffffff0" in r.stderr, (r.returncode, r.stderr)
     finally:
         a.manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def an_agentd_that_does_not_see_the_engines_processes_reads_usage_from_the_runtime():
+    """agentd in a PID namespace of its own (as in a container, or under systemd-nspawn): the pid
+    Docker gives is no process agentd sees, so the docker backend cannot read the cgroup, and
+    GetStats asks the sandbox's runtime instead of answering that it stopped."""
+    if "agentd" in STATE:  # one agentd at a time on this Docker: the other adopts what it sees
+        assert STATE.pop("agentd").stop() == 0
+    a = Agentd("stats-pidns", wrapper=["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGTERM"])
+    try:
+        path, sid = a.create(memory=dbus.UInt64(300 * MiB))
+        try:
+            # The namespace is real: agentd is its PID 1 and the container's init is not there.
+            assert subprocess.run(["nsenter", "-t", str(pidns_child(a.agentd.pid)), "-p", "-m", "--",
+                                   "cat", "/proc/1/comm"], capture_output=True, text=True).stdout.strip() == "agentd"
+            s = dbus.Interface(a.conn.get_object(NAME, path), SANDBOX).GetStats(timeout=30)
+            s = {str(k): int(v) if not isinstance(v, dbus.Double) else float(v) for k, v in s.items()}
+            # The runtime's reading of its own cgroup: the limit it was made with, something in use.
+            assert s["memory_limit"] == 300 * MiB and 0 < s["memory_current"] < 300 * MiB, s
+            assert s["cpu_usec"] > 0 and s["pids_current"] >= 1, s
+        finally:
+            a.manager().DeleteSandbox(sid, timeout=60)
+    finally:
+        # unshare waits for its child and leaves SIGTERM to it: agentd gets it, unshare gives
+        # back its status.
+        if a.agentd.poll() is None:
+            os.kill(pidns_child(a.agentd.pid), signal.SIGTERM)
+            a.agentd.wait(20)
+        assert a.stop() == 0, a.log_text()
+
+
+def pidns_child(pid):
+    """The process unshare --fork started (agentd, PID 1 of its namespace), seen from here."""
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return int(f.read().split()[0])
 
 
 if __name__ == "__main__":
