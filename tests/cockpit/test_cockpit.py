@@ -21,10 +21,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 sys.path.insert(0, os.path.join(HERE, "..", "debs"))
 from agentd_env import BUSYBOX, bundle, cleanup, docker  # noqa: E402
 from debs_build import build, debs  # noqa: E402
-from harness import main, test, wait_until  # noqa: E402
+from harness import main, test  # noqa: E402
+from packaged_host import boot, shell  # noqa: E402
 
 ROOT = os.environ["MESON_SOURCE_ROOT"]
-IMAGE = "agentix-test/systemd:bookworm-4"
 CONTAINER = f"agentix-cockpit-test-{os.getpid()}"
 PACKAGES = ["agentd", "agentixctl", "libagentix0", "agentix-runtime", "cockpit-agentix"]
 NODE_DIR = os.path.join(ROOT, "tests", "interop", "node")  # playwright-core, pinned there
@@ -34,13 +34,7 @@ KEPT = {}
 
 
 def sh(command, user=None, check=True, timeout=600):
-    argv = ["docker", "exec", "-e", "DEBIAN_FRONTEND=noninteractive", CONTAINER]
-    if user:
-        argv += ["runuser", "-u", user, "--"]
-    r = subprocess.run(argv + ["sh", "-c", command], capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{command!r} (as {user or 'root'}) exited {r.returncode}: {r.stdout}{r.stderr}")
-    return r
+    return shell(CONTAINER, command, user, check, timeout)
 
 
 def sandbox_containers():
@@ -58,15 +52,8 @@ def free_port():
 def cockpit_and_the_page_install_from_the_packages():
     out = build()
     KEPT["containers_before"] = sandbox_containers()
-    r = subprocess.run([os.path.join(ROOT, "tests", "systemd", "make-image.sh"), IMAGE], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
     bundle()  # the example bundle and busybox, in the host's Docker the installed agentd uses
-    docker("create", "--name", CONTAINER, "--network=host", "--cgroupns=host", "--cap-add=SYS_ADMIN",
-           "--cap-add=NET_ADMIN", "--security-opt", "seccomp=unconfined", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/var/run/docker.sock:/var/run/docker.sock", IMAGE)
-    docker("start", CONTAINER)
-    wait_until(lambda: sh("systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"), 90,
-               0.5, what="systemd in the container")
+    boot(ROOT, CONTAINER)
     sh("mkdir -p /root/debs")
     for d in debs(out, PACKAGES):
         docker("cp", d, f"{CONTAINER}:/root/debs/")

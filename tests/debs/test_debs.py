@@ -15,19 +15,17 @@ git hash and the working tree's changes under MESON_BUILD_ROOT/debs-cache)."""
 
 import json
 import os
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agentd"))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
 from agentd_env import BUSYBOX, bundle, cleanup, docker  # noqa: E402
 from debs_build import ALL_PACKAGES, build, debs  # noqa: E402
-from harness import main, test, wait_until  # noqa: E402
+from harness import main, test  # noqa: E402
+from packaged_host import boot, shell  # noqa: E402
 
 ROOT = os.environ["MESON_SOURCE_ROOT"]
-IMAGE = "agentix-test/systemd:bookworm-4"
 CONTAINER = f"agentix-debs-test-{os.getpid()}"
 # What this test installs (cockpit-agentix: tests/cockpit).
 PACKAGES = ["agentd", "agentixctl", "libagentix0", "libagentix-dev", "agentix-runtime", "python3-agentix"]
@@ -39,13 +37,7 @@ KEPT = {}
 
 
 def sh(command, user=None, check=True, timeout=600):
-    argv = ["docker", "exec", "-e", "DEBIAN_FRONTEND=noninteractive", CONTAINER]
-    if user:
-        argv += ["runuser", "-u", user, "--"]
-    r = subprocess.run(argv + ["sh", "-c", command], capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{command!r} (as {user or 'root'}) exited {r.returncode}: {r.stdout}{r.stderr}")
-    return r
+    return shell(CONTAINER, command, user, check, timeout)
 
 
 @test
@@ -64,15 +56,8 @@ def the_packages_build_and_lintian_finds_no_error():
 
 @test
 def apt_installs_them_with_their_dependencies_in_a_booted_system():
-    r = subprocess.run([os.path.join(ROOT, "tests", "systemd", "make-image.sh"), IMAGE], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
     bundle()  # the example bundle and busybox, in the host's Docker the installed agentd uses
-    docker("create", "--name", CONTAINER, "--network=host", "--cgroupns=host", "--cap-add=SYS_ADMIN",
-           "--cap-add=NET_ADMIN", "--security-opt", "seccomp=unconfined", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/var/run/docker.sock:/var/run/docker.sock", IMAGE)
-    docker("start", CONTAINER)
-    wait_until(lambda: sh("systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"), 90,
-               0.5, what="systemd in the container")
+    boot(ROOT, CONTAINER)
     sh("mkdir -p /root/debs")
     for d in debs(KEPT["out"], PACKAGES):
         docker("cp", d, f"{CONTAINER}:/root/debs/")
