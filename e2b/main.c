@@ -2,6 +2,7 @@
 /* agentix-e2b: E2B's API on your own machine. E2B's SDKs, pointed at it with E2B_API_URL and
  * E2B_SANDBOX_URL, create and drive agentd's sandboxes, each owned by the user its API key
  * names. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #define E2B_KEYS_DEFAULT "/etc/agentix/e2b-keys"
 #define E2B_LISTEN_DEFAULT "127.0.0.1:49982"
 #define E2B_MAX_CONNECTIONS 4096
+#define EXIT_NOT_PERMITTED 4    /* LSB's "user had insufficient privilege" */
 
 static const char *arg_listen = NULL;
 static const char *arg_keys = E2B_KEYS_DEFAULT;
@@ -132,6 +134,13 @@ static int load_keys(Gateway *g) {
         r = api_keys_load(arg_keys, &keys, &error);
         if (r < 0)
                 return log_error_errno(r, "%s", error ?: "Cannot read the API keys");
+        /* Found out now rather than at a request: a gateway that cannot act for a key's user
+         * would fail every request with it. */
+        r = user_buses_check_keys(keys, &error);
+        if (r < 0) {
+                api_keys_free(keys);
+                return log_error_errno(r, "%s: %s", arg_keys, error ?: "a key's user cannot be acted for");
+        }
         api_keys_free(g->keys);
         g->keys = keys;
         log_info("%zu API key%s from %s.", keys->n, keys->n == 1 ? "" : "s", arg_keys);
@@ -211,6 +220,12 @@ int main(int argc, char *argv[]) {
         signal(SIGPIPE, SIG_IGN);
 
         r = load_keys(&g);
+        if (r == -EPERM) {
+                /* A keys file others may read, or a key the gateway may not act for: not a failure a
+                 * restart mends (the unit says RestartPreventExitStatus=4). */
+                gateway_done(&g);
+                return EXIT_NOT_PERMITTED;
+        }
         if (r >= 0)
                 r = sd_event_default(&g.event);
         if (r >= 0)

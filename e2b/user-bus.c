@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <grp.h>
+#include <linux/capability.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -51,22 +54,76 @@ UserBuses *user_buses_free(UserBuses *b) {
         return NULL;
 }
 
-/* This thread's credentials become the user's, or (become == false) its own again. Raw system
- * calls: glibc's wrappers would change every thread of the process. */
-static int switch_credentials(const ApiKey *key, bool become, uid_t own_uid, gid_t own_gid, const gid_t *own_groups,
-                              int n_own_groups) {
-        if (become) {
-                if (syscall(SYS_setgroups, (size_t) key->n_groups, key->groups) < 0 ||
-                    syscall(SYS_setresgid, (gid_t) -1, key->gid, (gid_t) -1) < 0 ||
-                    syscall(SYS_setresuid, (uid_t) -1, key->uid, (uid_t) -1) < 0)
-                        return -errno;
+/* The gateway's own credentials, taken back after each connect. */
+typedef struct Credentials {
+        uid_t uid;
+        gid_t gid;
+        gid_t groups[API_KEY_MAX_GROUPS];
+        int n_groups;
+} Credentials;
+
+static int credentials_save(Credentials *ret) {
+        int n = getgroups(ELEMENTSOF(ret->groups), ret->groups);
+
+        if (n < 0)
+                return log_error_errno(errno, "Cannot read the gateway's own groups: %m");
+        ret->uid = geteuid();
+        ret->gid = getegid();
+        ret->n_groups = n;
+        return 0;
+}
+
+/* This thread takes key's user's groups, gid and uid. Raw system calls: glibc's wrappers would
+ * change every thread of the process. On failure some steps may have been taken:
+ * credentials_restore() undoes them. */
+static int become_user(const ApiKey *key) {
+        if (syscall(SYS_setgroups, (size_t) key->n_groups, key->groups) < 0)
+                return log_warning_errno(errno, "Cannot take user %s's groups (setgroups): %m", key->user);
+        if (syscall(SYS_setresgid, (gid_t) -1, key->gid, (gid_t) -1) < 0)
+                return log_warning_errno(errno, "Cannot take user %s's group id (setresgid): %m", key->user);
+        if (syscall(SYS_setresuid, (uid_t) -1, key->uid, (uid_t) -1) < 0)
+                return log_warning_errno(errno, "Cannot take user %s's user id (setresuid): %m", key->user);
+        return 0;
+}
+
+/* This thread's credentials are the gateway's own again. The uid first: only it gives back the
+ * right to set the others. */
+static int credentials_restore(const Credentials *own) {
+        if (syscall(SYS_setresuid, (uid_t) -1, own->uid, (uid_t) -1) < 0)
+                return log_error_errno(errno, "Cannot take back the gateway's own user id (setresuid): %m");
+        if (syscall(SYS_setresgid, (gid_t) -1, own->gid, (gid_t) -1) < 0)
+                return log_error_errno(errno, "Cannot take back the gateway's own group id (setresgid): %m");
+        if (syscall(SYS_setgroups, (size_t) own->n_groups, own->groups) < 0)
+                return log_error_errno(errno, "Cannot take back the gateway's own groups (setgroups): %m");
+        return 0;
+}
+
+/* Whether this process may take other users' credentials: CAP_SETUID and CAP_SETGID in its
+ * effective set. */
+static bool may_switch_credentials(void) {
+        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+        uint32_t need = (UINT32_C(1) << CAP_SETUID) | (UINT32_C(1) << CAP_SETGID);
+
+        if (syscall(SYS_capget, &header, data) < 0)
+                return false;
+        return (data[0].effective & need) == need;
+}
+
+int user_buses_check_keys(const ApiKeys *keys, char **ret_error) {
+        uid_t own_uid = geteuid();
+
+        if (may_switch_credentials())
                 return 0;
-        }
-        /* The uid first: only it gives back the right to set the others. */
-        if (syscall(SYS_setresuid, (uid_t) -1, own_uid, (uid_t) -1) < 0 ||
-            syscall(SYS_setresgid, (gid_t) -1, own_gid, (gid_t) -1) < 0 ||
-            syscall(SYS_setgroups, (size_t) n_own_groups, own_groups) < 0)
-                return -errno;
+        for (size_t i = 0; i < keys->n; i++)
+                if (keys->keys[i].uid != own_uid) {
+                        if (asprintf(ret_error,
+                                     "the key of user %s needs CAP_SETUID and CAP_SETGID (the gateway runs as uid %u "
+                                     "without them): give it both, or keep only keys of its own user",
+                                     keys->keys[i].user, (unsigned) own_uid) < 0)
+                                *ret_error = NULL;
+                        return -EPERM;
+                }
         return 0;
 }
 
@@ -75,9 +132,8 @@ static int switch_credentials(const ApiKey *key, bool become, uid_t own_uid, gid
  * the user's; the rest of the handshake runs on the event loop. */
 static int connect_as(UserBuses *b, const ApiKey *key, sd_bus **ret) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        uid_t own_uid = geteuid();
-        gid_t own_gid = getegid(), own_groups[API_KEY_MAX_GROUPS];
-        int n_own_groups, r, k;
+        Credentials own;
+        int r;
 
         r = sd_bus_new(&bus);
         if (r < 0)
@@ -89,21 +145,20 @@ static int connect_as(UserBuses *b, const ApiKey *key, sd_bus **ret) {
                 r = sd_bus_negotiate_creds(bus, true, SD_BUS_CREDS_UNIQUE_NAME);
         if (r < 0)
                 return r;
-        if (key->uid == own_uid)
+        if (key->uid == geteuid())
                 r = sd_bus_start(bus);
         else {
-                n_own_groups = getgroups(ELEMENTSOF(own_groups), own_groups);
-                if (n_own_groups < 0)
-                        return -errno;
-                r = switch_credentials(key, true, 0, 0, NULL, 0);
+                r = credentials_save(&own);
+                if (r < 0)
+                        return r;
+                r = become_user(key);
                 if (r >= 0)
                         r = sd_bus_start(bus);
-                k = switch_credentials(key, false, own_uid, own_gid, own_groups, n_own_groups);
-                if (k < 0) {
-                        /* Acting on as someone else would be far worse than stopping. */
-                        log_error_errno(k, "Cannot take back the gateway's own credentials: %m");
+                /* Acting on as someone else would be far worse than stopping; and the keys were
+                 * checked at load (user_buses_check_keys()), so this cannot fail for want of a
+                 * capability. */
+                if (credentials_restore(&own) < 0)
                         abort();
-                }
         }
         if (r < 0)
                 return r;

@@ -23,6 +23,11 @@ typedef struct UserBuses UserBuses;
 int user_buses_new(sd_event *event, UserBuses **ret);
 UserBuses *user_buses_free(UserBuses *b);
 
+/* Whether the gateway may act for every key's user: a key of another user than its own needs
+ * CAP_SETUID and CAP_SETGID. -EPERM with *ret_error (malloc'ed) naming the first that cannot be
+ * served. Checked when keys are loaded, so that a request never finds it out. */
+int user_buses_check_keys(const ApiKeys *keys, char **ret_error);
+
 /* The connection for key's user (made now when there is none, or the last one closed). The
  * reference stays the cache's. */
 int user_buses_get(UserBuses *b, const ApiKey *key, sd_bus **ret);
