@@ -77,10 +77,18 @@ skipped=$((skipped + $(count 'SKIP')))
 if [ "$fuzz_seconds" -gt 0 ]; then
         echo "== fuzzing each parser for ${fuzz_seconds}s (clang, ASan + UBSan)"
         tests/fuzz/run.sh "$fuzz_seconds" 2>&1 | tee "$log"
-        passed=$((passed + $(grep -acE '^fuzz-[a-z-]+ +ok ' "$log")))
-        failed=$((failed + $(grep -acE '^fuzz-[a-z-]+ +FAILED' "$log")))
-        # A build failure prints no per-target line.
-        grep -aqE '^fuzz-' "$log" || failed=$((failed + 1))
+        fuzz_ok=$(grep -acE '^fuzz-[a-z0-9-]+ +ok ' "$log")
+        fuzz_failed=$(grep -acE '^fuzz-[a-z0-9-]+ +FAILED' "$log")
+        fuzz_targets=$(sed -n 's/^fuzz targets: //p' "$log")
+        passed=$((passed + fuzz_ok))
+        failed=$((failed + fuzz_failed))
+        # A target that printed no line of its own (a build failure prints none) failed too:
+        # the closing line counts every target.
+        missing=$(( ${fuzz_targets:-1} - fuzz_ok - fuzz_failed ))
+        if [ "$missing" -gt 0 ]; then
+                echo "fuzz: $missing of ${fuzz_targets:-?} targets reported nothing"
+                failed=$((failed + missing))
+        fi
 fi
 rm -f "$log"
 

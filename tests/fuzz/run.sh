@@ -26,6 +26,9 @@ target_path() {
         esac
 }
 
+# The count first: scripts/test.sh checks that a line came for every target.
+echo "fuzz targets: ${#targets[@]}"
+
 case $secs in
         ''|*[!0-9]*) echo "usage: $0 [seconds-per-target]" >&2; exit 2 ;;
 esac
