@@ -173,15 +173,33 @@ stop() {
         rm -f "$state/agentd.pid"
         ./scripts/system-bus.sh stop "$state/bus"
         for _ in $(seq 100); do running "$state/bus/dbus.pid" || break; sleep 0.05; done
+        # What agentd made outlives it (a restarted agentd adopts it again): say what, and how
+        # to remove it, before a dockerd dev-env started goes (and with it the containers).
+        local members=0 sandboxes=0
+        if docker_answers; then
+                members=$(docker ps -q --filter label=org.agentix.pool | wc -l)
+                sandboxes=$(docker ps -q --filter label=org.agentix.sandbox | wc -l)
+                sandboxes=$((sandboxes - members))
+        fi
         ./scripts/dockerd.sh stop "$state/dockerd.pid"
-        say "stopped what dev-env started (sandboxes agentd made keep running until they expire or agentd deletes them;" \
-            "scripts/dev-env.sh clean removes them and everything else agentix made)"
+        say "stopped what dev-env started"
+        if [ $((members + sandboxes)) -gt 0 ]; then
+                say "left on this host: $(count_of "$sandboxes" sandbox sandboxes) and" \
+                    "$(count_of "$members" "warm pool member" "warm pool members") (they expire, or agentd" \
+                    "deletes them when it starts again; scripts/dev-env.sh clean removes them and everything else" \
+                    "agentix made)"
+        fi
+}
+
+# "1 sandbox container", "2 sandbox containers": ONE and MANY by the count N.
+count_of() { # N ONE MANY
+        if [ "$1" -eq 1 ]; then echo "1 $2"; else echo "$1 $3"; fi
 }
 
 # Remove each of what a docker listing names, saying how many.
-remove_listed() { # WHAT LIST-COMMAND... -- REMOVE-COMMAND...
-        local what=$1 list=() rm=() items
-        shift
+remove_listed() { # ONE MANY LIST-COMMAND... -- REMOVE-COMMAND...
+        local one=$1 many=$2 list=() rm=() items
+        shift 2
         while [ "$1" != -- ]; do list+=("$1"); shift; done
         shift
         rm=("$@")
@@ -189,7 +207,7 @@ remove_listed() { # WHAT LIST-COMMAND... -- REMOVE-COMMAND...
         if [ -n "$items" ]; then
                 # shellcheck disable=SC2086
                 "${rm[@]}" $items >/dev/null
-                say "removed $(echo "$items" | wc -l) $what"
+                say "removed $(count_of "$(echo "$items" | wc -l)" "$one" "$many")"
         fi
 }
 
@@ -202,8 +220,8 @@ clean() {
                 ./scripts/dockerd.sh start "$state/clean-dockerd.pid" >&2
                 temp_dockerd=yes
         fi
-        remove_listed "sandbox containers" docker ps -aq --filter label=org.agentix.sandbox -- docker rm -f -v
-        remove_listed "carrier containers" docker ps -aq --filter label=org.agentix.carrier -- docker rm -f -v
+        remove_listed "sandbox container" "sandbox containers" docker ps -aq --filter label=org.agentix.sandbox -- docker rm -f -v
+        remove_listed "carrier container" "carrier containers" docker ps -aq --filter label=org.agentix.carrier -- docker rm -f -v
         # (and their shards: agentix-isolated-1, … on agentix0-1, …)
         for net in $(docker network ls --format '{{.Name}}' | grep -E '^agentix-(isolated|egress)(-[0-9]+)?$'); do
                 if docker network inspect "$net" >/dev/null 2>&1; then
@@ -218,9 +236,9 @@ clean() {
                         say "removed agentix-firewall's rules for $bridge"
                 fi
         done
-        remove_listed "snapshot images" docker images -q --no-trunc --filter label=org.agentix.snapshot.owner -- docker rmi -f
-        remove_listed "bundle images" docker images -q --no-trunc --filter label=org.agentix.bundle -- docker rmi -f
-        remove_listed "task images (agentix-test/*)" \
+        remove_listed "snapshot image" "snapshot images" docker images -q --no-trunc --filter label=org.agentix.snapshot.owner -- docker rmi -f
+        remove_listed "bundle image" "bundle images" docker images -q --no-trunc --filter label=org.agentix.bundle -- docker rmi -f
+        remove_listed "task image (agentix-test/*)" "task images (agentix-test/*)" \
                 docker images --format '{{.Repository}}:{{.Tag}}' --filter 'reference=agentix-test/*' -- docker rmi -f
         ./scripts/dockerd.sh restore-config
         if [ "$temp_dockerd" = yes ]; then

@@ -10,6 +10,11 @@
 # start registers gVisor's runsc in dockerd's daemon.json (AGENTIX_DOCKERD_CONFIG, default
 # /etc/docker/daemon.json); the first change keeps the file as it was in daemon.json.before-agentix
 # (or notes that there was none), which restore-config (scripts/dev-env.sh clean) puts back.
+#
+# For a host that keeps sandboxes (not for this script's throwaway dockerds, whose stop must take
+# their containers with them): "live-restore": true in daemon.json keeps containers, and so
+# sandboxes, running across a restart of dockerd; without it a dockerd restart stops them all
+# (agentd logs a warning at start; agentd(8), "Restarts and crashes").
 set -euo pipefail
 
 cmd=${1:?start, stop or restore-config}

@@ -21,7 +21,9 @@
 typedef struct Run {
         sd_event *event;
         agentix_request *request;
-        const char *images;      /* directory images go to; NULL: not saved */
+        const char *images;      /* directory images go to (--output-dir); NULL: a temporary one */
+        bool no_images;
+        char *made_dir;          /* the temporary directory made for them, at the first image */
         unsigned n_images;
         bool raised, stopped, failed;
         int status;              /* a local failure's exit status (saving an image) */
@@ -48,7 +50,8 @@ static void code_help(void) {
                "  -e --env=KEY=VALUE      A variable for this run only (python kernels); with\n"
                "                          --new-context, for the context's kernel; repeatable\n"
                "     --timeout=SECONDS    Interrupt the run after this long (the context stays)\n"
-               "     --images=DIR         Where images are saved (default: the current directory)\n"
+               "     --output-dir=DIR     Where images are saved (default: a new directory under\n"
+               "                          $TMPDIR or /tmp, made at the first image)\n"
                "     --no-images          Do not save images\n"
                "     --json               Print each item as JSON, one per line\n"
                "     --new-context        Start a new context; print its id\n"
@@ -69,14 +72,41 @@ static const char *image_suffix(const char *mime) {
         return streq(mime, "image/svg+xml") ? "svg" : slash ? slash + 1 : "bin";
 }
 
+/* Where images go: --output-dir, else a directory of their own made now (0700: what a run
+ * shows is the user's), never the current directory (a checkout would collect them). */
+static int image_dir(Run *run, const char **ret) {
+        const char *tmp = getenv("TMPDIR");
+
+        if (run->images) {
+                *ret = run->images;
+                return EXIT_OK;
+        }
+        if (!run->made_dir) {
+                if (asprintf(&run->made_dir, "%s/agentix-code-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0)
+                        return fail(EXIT_SOFTWARE, "out of memory");
+                if (!mkdtemp(run->made_dir)) {
+                        int e = errno;
+                        run->made_dir = mfree(run->made_dir);
+                        return fail_errno(EXIT_IOERR, e, "code: cannot make a directory for the images: %m");
+                }
+        }
+        *ret = run->made_dir;
+        return EXIT_OK;
+}
+
 static int save_image(Run *run, const agentix_code_data *d) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
+        const char *dir;
+        int status;
 
+        status = image_dir(run, &dir);
+        if (status != EXIT_OK)
+                return status;
         for (;;) {
                 free(path);
                 path = NULL;
-                if (asprintf(&path, "%s/agentix-code-%u.%s", run->images, ++run->n_images, image_suffix(d->mime)) < 0)
+                if (asprintf(&path, "%s/agentix-code-%u.%s", dir, ++run->n_images, image_suffix(d->mime)) < 0)
                         return fail(EXIT_SOFTWARE, "out of memory");
                 fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0644);
                 if (fd >= 0)
@@ -95,7 +125,7 @@ static int show_result(Run *run, const agentix_code_item *item) {
         const agentix_code_data *text = agentix_code_item_get(item, "text/plain");
         bool saved = false;
 
-        for (size_t i = 0; i < item->n_data && run->images; i++) {
+        for (size_t i = 0; i < item->n_data && !run->no_images; i++) {
                 const agentix_code_data *d = &item->data[i];
                 int status;
 
@@ -218,10 +248,10 @@ static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, vo
         return 0;
 }
 
-static int run_code(const char *code, const agentix_code_run_options *o, const char *images) {
+static int run_code(const char *code, const agentix_code_run_options *o, const char *images, bool no_images) {
         agentix_client *client = NULL;
         sd_event *event = NULL;
-        Run run = { .images = images };
+        Run run = { .images = images, .no_images = no_images };
         int r, status;
 
         r = sd_event_new(&event);
@@ -248,6 +278,7 @@ static int run_code(const char *code, const agentix_code_run_options *o, const c
         else
                 status = run.raised ? EXIT_FAILED : EXIT_OK;
 finish:
+        free(run.made_dir);
         agentix_request_unref(run.request);
         agentix_error_done(&run.error);
         agentix_client_unref(client);
@@ -311,7 +342,8 @@ int verb_code(int argc, char *argv[]) {
                 { "language", required_argument, NULL, ARG_LANGUAGE },
                 { "env", required_argument, NULL, 'e' },
                 { "timeout", required_argument, NULL, ARG_TIMEOUT },
-                { "images", required_argument, NULL, ARG_IMAGES },
+                { "output-dir", required_argument, NULL, ARG_IMAGES },
+                { "images", required_argument, NULL, ARG_IMAGES }, /* its first name */
                 { "no-images", no_argument, NULL, ARG_NO_IMAGES },
                 { "new-context", no_argument, NULL, ARG_NEW_CONTEXT },
                 { "cwd", required_argument, NULL, ARG_CWD },
@@ -323,7 +355,8 @@ int verb_code(int argc, char *argv[]) {
         };
         _cleanup_buffer_ Buffer file = BUFFER_NULL;
         _cleanup_free_ char **env = NULL;
-        const char *code = NULL, *images = ".", *cwd = NULL, *target = NULL;
+        const char *code = NULL, *images = NULL, *cwd = NULL, *target = NULL;
+        bool no_images = false;
         agentix_code_run_options o = {};
         size_t n_env = 0;
         int c, action = 0, status;
@@ -352,7 +385,7 @@ int verb_code(int argc, char *argv[]) {
                         images = optarg;
                         break;
                 case ARG_NO_IMAGES:
-                        images = NULL;
+                        no_images = true;
                         break;
                 case ARG_CWD:
                         cwd = optarg;
@@ -441,5 +474,5 @@ int verb_code(int argc, char *argv[]) {
         if (o.context && o.language)
                 return fail_usage("code", "--context and --language do not go together: a context has its language");
         o.env = (const char *const *) env;
-        return run_code(code, &o, images);
+        return run_code(code, &o, images, no_images);
 }

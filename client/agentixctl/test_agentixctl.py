@@ -405,10 +405,24 @@ def code_contexts():
         assert p.stdout == b"40\n", p.stdout
         figure = ("import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
                   "import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 1), dpi=50)\nplt.plot([1, 2])\nplt.show()")
-        p = ctl("code", f"--images={d}", "-c", figure, check_rc=0)
+        p = ctl("code", f"--output-dir={d}", "-c", figure, check_rc=0)
         saved = os.path.join(d, "agentix-code-1.png")
         assert p.stdout.decode().startswith(f"[image/png saved to {saved}, "), p.stdout
         with open(saved, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        # Without --output-dir: a directory of its own under TMPDIR (0700), printed; nothing in
+        # the current directory (a checkout collected agentix-code-1.png).
+        tmp = os.path.join(d, "tmp")
+        os.mkdir(tmp)
+        p = subprocess.run([CTL, "--url", server().url, "--token", TOKEN, "code", "-c", figure], cwd=tmp,
+                           capture_output=True, env=dict(os.environ, TMPDIR=tmp), timeout=120)
+        assert p.returncode == 0, p.stderr
+        m = re.match(r"\[image/png saved to (\S+), \d+ bytes\]", p.stdout.decode())
+        assert m and os.path.dirname(os.path.dirname(m.group(1))) == tmp, p.stdout
+        made = os.path.dirname(m.group(1))
+        assert os.path.basename(made).startswith("agentix-code-") and os.stat(made).st_mode & 0o777 == 0o700
+        assert os.listdir(tmp) == [os.path.basename(made)], os.listdir(tmp)
+        with open(m.group(1), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
         p = ctl("code", "-c", "1/0", check_rc=1)
         err = p.stderr.decode()

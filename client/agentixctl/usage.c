@@ -2,6 +2,7 @@
 /* agentixctl usage: what a user holds against their quotas (Manager.GetUsage). */
 #include <errno.h>
 #include <getopt.h>
+#include <pwd.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,13 +35,27 @@ static void line_count(const char *what, uint64_t have, uint64_t max) {
                 printf("%-10s %llu of %llu\n", what, (unsigned long long) have, (unsigned long long) max);
 }
 
+/* "alice (1000)", or the number alone for a uid no passwd entry names. */
+#define USER_NAME_MAX 64
+
+static const char *user_name(uid_t uid, char buf[static USER_NAME_MAX]) {
+        struct passwd pw, *found = NULL;
+        char scratch[1024];
+
+        if (getpwuid_r(uid, &pw, scratch, sizeof(scratch), &found) == 0 && found)
+                snprintf(buf, USER_NAME_MAX, "%.40s (%u)", found->pw_name, (unsigned) uid);
+        else
+                snprintf(buf, USER_NAME_MAX, "%u", (unsigned) uid);
+        return buf;
+}
+
 int verb_usage(int argc, char *argv[]) {
         enum { ARG_UID = ARG_COMMON_END + 1 };
         static const struct option options[] = { COMMON_LONG_OPTIONS, { "uid", required_argument, NULL, ARG_UID }, {} };
         agentix_error e = AGENTIX_ERROR_NULL;
         agentix_manager *m = NULL;
         int64_t uid = AGENTIX_CALLER;
-        char a[FORMAT_BYTES_MAX], b[FORMAT_BYTES_MAX];
+        char a[FORMAT_BYTES_MAX], b[FORMAT_BYTES_MAX], name[USER_NAME_MAX];
         agentix_usage u;
         int c, r, status;
         char *end;
@@ -83,7 +98,7 @@ int verb_usage(int argc, char *argv[]) {
                         (void) json_object_set_new(j, "max_snapshots", json_integer((json_int_t) u.max_snapshots));
                 return print_json(j) < 0 ? EXIT_IOERR : EXIT_OK;
         }
-        printf("%-10s %u\n", "User:", (unsigned) u.uid);
+        printf("%-10s %s\n", "User:", user_name(u.uid, name));
         line_count("Sandboxes:", u.sandboxes, u.max_sandboxes);
         if (u.max_cpus > 0)
                 printf("%-10s %g of %g\n", "CPUs:", u.cpus, u.max_cpus);

@@ -14,6 +14,7 @@ Needs: MESON_BUILD_ROOT (a built tree), a dockerd binary, iproute2, iptables."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,7 +136,12 @@ def clean_leaves_the_host_as_it_was():
         status = h.sh("scripts/dev-env.sh status").stdout
         assert "agentd: running" in status and "agentix-e2b: running" in status and "not started by dev-env" in status, \
             status
-        h.sh("scripts/dev-env.sh stop")
+        r = h.sh("scripts/dev-env.sh stop")
+        # What outlives stop is said, by count and in the right number (the base pool keeps one
+        # member warm, unless its refill after the E2B create had not begun).
+        m = re.search(r"left on this host: 2 sandboxes and (\d+) (warm pool members?) ", r.stderr)
+        assert m and m.group(2) == ("warm pool member" if m.group(1) == "1" else
+                                                             "warm pool members"), r.stderr
         status = h.sh("scripts/dev-env.sh status").stdout
         assert "agentd: not running" in status and "agentix-e2b: not running" in status, status
 
@@ -154,9 +160,13 @@ def clean_leaves_the_host_as_it_was():
             assert "runsc" in f.read() or not shutil.which("runsc")
 
         r = h.sh("scripts/dev-env.sh clean")
-        for said in ("sandbox containers", "carrier containers", "agentix-isolated", "agentix-egress",
-                     "rules for agentix0", "snapshot images", "bundle images", "task images", "bundle cache"):
+        for said in ("agentix-isolated", "agentix-egress", "rules for agentix0", "bundle cache"):
             assert said in r.stderr, (said, r.stderr)
+        # Counts in the right number: "removed 1 snapshot image", "removed 3 sandbox containers".
+        for one in ("sandbox container", "carrier container", "snapshot image", "bundle image", "task image"):
+            m = re.search(rf"removed (\d+) {one}(s?)\b", r.stderr)
+            assert m and (m.group(2) == "") == (m.group(1) == "1"), (one, r.stderr)
+        assert "removed 1 snapshot image " in r.stderr or "removed 1 snapshot image\n" in r.stderr, r.stderr
 
         after = h.state()
         for what in before:

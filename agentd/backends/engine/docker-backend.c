@@ -85,10 +85,26 @@ static void find_counting_disk(DockerBackend *b, json_t *info) {
                          "without which the kernel counts no block I/O for it.", b->counting_disk, b->service);
 }
 
+/* Without live-restore, a dockerd restart (an upgrade, a crash) stops every container, and with
+ * them every sandbox: worth one line at start. Podman has no such setting (its containers do
+ * not depend on a daemon). */
+static void check_live_restore(DockerBackend *b, json_t *info) {
+        json_t *live = json_object_get(info, "LiveRestoreEnabled");
+
+        if (b->live_restore_checked || !streq(b->service, "Docker") || !json_is_boolean(live))
+                return;
+        b->live_restore_checked = true;
+        if (!json_is_true(live))
+                log_warning("Docker runs without \"live-restore\": true (daemon.json): a restart of dockerd stops "
+                            "every sandbox. Set it, then reload dockerd (SIGHUP), to keep them running across "
+                            "its restarts; see agentd(8).");
+}
+
 void docker_backend_take_info(DockerBackend *b, json_t *info) {
         json_decref(b->runtimes);
         b->runtimes = json_incref(json_object_get(info, "Runtimes"));
         find_counting_disk(b, info);
+        check_live_restore(b, info);
 }
 
 static void on_runtimes(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {

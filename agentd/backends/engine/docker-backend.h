@@ -127,4 +127,5 @@ struct AgentdBackend {
         DockerRequest *runtimes_request;
         StrMap *stats_pids;       /* sandbox id → its container's init pid (docker-stats.c) */
         char *counting_disk;      /* cgroup v1: the disk each sandbox gets a rule for (cgroup-stats.h) */
+        bool live_restore_checked; /* the warning about Docker's live-restore is said once */
 };
