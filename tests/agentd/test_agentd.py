@@ -108,6 +108,18 @@ def introspection_names_every_argument():
 
 
 @test
+def a_dockerd_without_live_restore_is_warned_about_once():
+    """A dockerd restart stops every sandbox unless dockerd runs with live-restore: agentd says
+    so once at start (and never when it is set)."""
+    path, sid = create()
+    bus().manager().DeleteSandbox(str(sid), timeout=60)
+    live = json.loads(docker("info", "--format", "{{json .LiveRestoreEnabled}}").stdout)
+    with open(os.path.join(WORK, "agentd.log"), errors="replace") as f:
+        warnings = [line for line in f if "live-restore" in line]
+    assert len(warnings) == (0 if live else 1), (live, warnings)
+
+
+@test
 def logs_give_what_the_runtime_wrote():
     path, sid = create()
     try:
