@@ -103,3 +103,20 @@ int mp_check(const uint8_t *p, size_t n) {
                 }
         }
 }
+
+int mp_get_int(const msgpack_object *o, int64_t min, int64_t max, int64_t *ret) {
+        int64_t v;
+
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+                if (o->via.u64 > (uint64_t) INT64_MAX)
+                        return -ERANGE;
+                v = (int64_t) o->via.u64;
+        } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                v = o->via.i64;
+        else
+                return -EINVAL;
+        if (v < min || v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}

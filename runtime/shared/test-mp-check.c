@@ -106,8 +106,61 @@ static void test_depth(void) {
         assert(mp_check(deep, MP_CHECK_MAX_DEPTH + 2) == -ELOOP);
 }
 
+/* mp_get_int on what msgpack-c unpacks: 2^64-1 and 2^63 are not -1 and INT64_MIN. */
+static int64_t get_int(void (*pack)(msgpack_packer *pk, uint64_t v), uint64_t v, int64_t min, int64_t max, int *ret_r) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_unpacked u;
+        int64_t out = 0x5a5a;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack(&pk, v);
+        msgpack_unpacked_init(&u);
+        assert(msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS);
+        *ret_r = mp_get_int(&u.data, min, max, &out);
+        msgpack_unpacked_destroy(&u);
+        msgpack_sbuffer_destroy(&sb);
+        return out;
+}
+
+static void pack_u64(msgpack_packer *pk, uint64_t v) {
+        msgpack_pack_uint64(pk, v);
+}
+
+static void pack_i64(msgpack_packer *pk, uint64_t v) {
+        msgpack_pack_int64(pk, (int64_t) v);
+}
+
+static void pack_double(msgpack_packer *pk, uint64_t v) {
+        msgpack_pack_double(pk, (double) v);
+}
+
+static void pack_str(msgpack_packer *pk, uint64_t v) {
+        msgpack_pack_str_with_body(pk, "12", 2);
+}
+
+static void test_get_int(void) {
+        int r;
+
+        assert(get_int(pack_u64, UINT64_MAX, 0, 1 << 20, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_u64, UINT64_MAX, INT64_MIN, INT64_MAX, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_u64, 1ULL << 63, 0, 1 << 20, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_u64, (1ULL << 63) - 1, 0, INT64_MAX, &r) == INT64_MAX && r == 0);
+        assert(get_int(pack_i64, (uint64_t) -1, 0, 1 << 20, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_i64, (uint64_t) -1, -1, 1 << 20, &r) == -1 && r == 0);
+        assert(get_int(pack_i64, (uint64_t) INT64_MIN, INT64_MIN, 0, &r) == INT64_MIN && r == 0);
+        assert(get_int(pack_u64, 1 << 20, 0, 1 << 20, &r) == 1 << 20 && r == 0);
+        assert(get_int(pack_u64, (1 << 20) + 1, 0, 1 << 20, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_u64, 0, 0, 0, &r) == 0 && r == 0);
+        assert(get_int(pack_u64, 0, 1, 10, &r) == 0x5a5a && r == -ERANGE);
+        assert(get_int(pack_double, 3, 0, 10, &r) == 0x5a5a && r == -EINVAL);
+        assert(get_int(pack_str, 0, 0, 100, &r) == 0x5a5a && r == -EINVAL);
+}
+
 int main(void) {
         test_round_trips();
+        test_get_int();
         test_hostile_headers();
         test_depth();
         printf("test-mp-check: ok\n");

@@ -520,7 +520,7 @@ static int code_run(agentix_call *call, const msgpack_object *argv, size_t argc)
         _cleanup_release_ Context *c = NULL;
         JupyterExecuteResult res = {};
         uint64_t timeout_usec = 0;
-        int64_t max_output = argv[5].via.i64;
+        int64_t max_output;
         RunState s = { .call = call };
         char message[256];
         int r;
@@ -534,9 +534,9 @@ static int code_run(agentix_call *call, const msgpack_object *argv, size_t argc)
         r = sandbox_parse_timeout(call, "run", &argv[4], 0, &timeout_usec);
         if (r < 0)
                 return r;
-        if (argv[5].type != MSGPACK_OBJECT_POSITIVE_INTEGER || max_output > (int64_t) CODE_OUTPUT_MAX_LIMIT)
-                return agentix_call_raise(call, "ValueError", "run() argument 'max_output' must be from 0 to %u bytes",
-                                          CODE_OUTPUT_MAX_LIMIT);
+        r = sandbox_parse_int(call, "run", "max_output", &argv[5], 0, CODE_OUTPUT_MAX_LIMIT, &max_output);
+        if (r < 0)
+                return r;
         s.output.max_output = (size_t) max_output;
         r = sandbox_parse_env(call, "run", &argv[3], NULL, &run_env);
         if (r < 0)

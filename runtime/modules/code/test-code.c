@@ -416,6 +416,54 @@ static void test_output_is_capped(void **state) {
         json_decref(items);
 }
 
+/* code::run with max_output an int packed as msgpack packs it (JSON cannot say 2^64-1). */
+static const char *start_run_max_output(const char *code, bool negative, uint64_t value) {
+        static char ids[16][16];
+        char *id = ids[counter % 16];
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        snprintf(id, 16, "c%u", ++counter);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 2);
+        mp_pack_cstr(&pk, "code");
+        mp_pack_cstr(&pk, code);
+        mp_pack_cstr(&pk, "max_output");
+        if (negative)
+                msgpack_pack_int64(&pk, (int64_t) value);
+        else
+                msgpack_pack_uint64(&pk, value);
+        assert_int_equal(worker_harness_call_mp(worker, id, "code::run", "stream", NULL, 0, sb.data, sb.size, -1), 0);
+        msgpack_sbuffer_destroy(&sb);
+        return id;
+}
+
+/* max_output beyond int64 used to be read as a negative int64 that passed the upper bound and
+ * became a cap of 2^63 or SIZE_MAX: no cap. Each is refused, naming the argument. */
+static void test_max_output_out_of_range(void **state) {
+        static const struct {
+                bool negative;
+                uint64_t value;
+        } bad[] = {
+                { false, UINT64_MAX },
+                { false, 1ULL << 63 },
+                { false, 256u * 1024 * 1024 + 1 },
+                { true, (uint64_t) -1 },
+                { true, (uint64_t) INT64_MIN },
+        };
+        _cleanup_free_ char *out = NULL;
+        json_t *items;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                expect_error(start_run_max_output("print('x' * 300)", bad[i].negative, bad[i].value), "ArgumentError",
+                             "max_output");
+        items = collect(start_run_max_output("print('x' * 300)", false, 10));
+        out = all_text(items, "stdout");
+        assert_string_equal(out, "xxxxxxxxxx");
+        json_decref(items);
+}
+
 static void test_bad_input(void **state) {
         expect_error(start("run", "stream", json_pack("{s:s, s:s}", "code", "1", "context", "nope")), "ContextNotFound",
                      "nope");
@@ -444,6 +492,7 @@ int main(void) {
                 cmocka_unit_test(test_queue_is_bounded_and_serial),
                 cmocka_unit_test(test_output_is_capped),
                 cmocka_unit_test(test_bad_input),
+                cmocka_unit_test(test_max_output_out_of_range),
         };
         KernelSpecs specs = {};
         bool have;

@@ -6,6 +6,7 @@
 #include "envelope.h"
 #include "exec-env.h"
 #include "macro.h"
+#include "mp-check.h"
 #include "pty.h"
 #include "sandbox-args.h"
 
@@ -23,21 +24,6 @@ const char *sandbox_errno_type(int error) {
         default:
                 return "OSError";
         }
-}
-
-/* int64 value of an int object; false if it is not one or does not fit. */
-static bool get_int(const msgpack_object *o, int64_t *ret) {
-        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-                if (o->via.u64 > INT64_MAX)
-                        return false;
-                *ret = (int64_t) o->via.u64;
-                return true;
-        }
-        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-                *ret = o->via.i64;
-                return true;
-        }
-        return false;
 }
 
 /* A str argument as a C string; the signature checked the type, but not for NUL bytes. */
@@ -58,17 +44,38 @@ static int get_cstr(agentix_call *call, const msgpack_object *o, const char *nam
         return 0;
 }
 
+int sandbox_parse_int(agentix_call *call, const char *fn, const char *name, const msgpack_object *o, int64_t min,
+                      int64_t max, int64_t *ret) {
+        char got[32];
+        int r;
+
+        r = mp_get_int(o, min, max, ret);
+        if (r == 0)
+                return 0;
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                snprintf(got, sizeof(got), "%" PRIu64, o->via.u64);
+        else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                snprintf(got, sizeof(got), "%" PRId64, o->via.i64);
+        else
+                snprintf(got, sizeof(got), "%s", mp_type_name(o->type));
+        return agentix_call_raise(call, "ArgumentError", "%s() argument '%s' must be an int from %" PRId64 " to %" PRId64
+                                  ", got %s", fn, name, min, max, got);
+}
+
 int sandbox_parse_timeout(agentix_call *call, const char *fn, const msgpack_object *o, uint64_t default_usec,
                           uint64_t *ret_usec) {
         double sec;
-        int64_t i;
 
         if (agentix_arg_is_nil(o)) {
                 *ret_usec = default_usec;
                 return 0;
         }
-        if (get_int(o, &i))
-                sec = (double) i;
+        /* Seconds as a double (the signature makes an int a float anyway), each integer from
+         * the field its type keeps it in; the range is checked below. */
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+                sec = (double) o->via.u64;
+        else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+                sec = (double) o->via.i64;
         else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
                 sec = o->via.f64;
         else
@@ -147,9 +154,11 @@ int sandbox_parse_env(agentix_call *call, const char *fn, const msgpack_object *
 
 static int parse_terminal_size(agentix_call *call, const msgpack_object *o, const char *name, unsigned *ret) {
         int64_t v;
+        int r;
 
-        if (!get_int(o, &v) || v < 1 || v > (int64_t) PTY_SIZE_MAX)
-                return agentix_call_raise(call, "ValueError", "exec() argument '%s' must be between 1 and %u", name, PTY_SIZE_MAX);
+        r = sandbox_parse_int(call, "exec", name, o, 1, PTY_SIZE_MAX, &v);
+        if (r < 0)
+                return r;
         *ret = (unsigned) v;
         return 0;
 }
@@ -242,12 +251,11 @@ int sandbox_exec_args_parse(agentix_call *call, const msgpack_object *argv, size
         if (shape == AGENTIX_SHAPE_BIDI)
                 a.opts.stdin_mode = EXEC_STDIN_INTERACTIVE;
 
-        if (!get_int(&argv[SANDBOX_ARG_MAX_OUTPUT], &max_output) || max_output < 0) {
-                r = agentix_call_raise(call, "ValueError", "exec() argument 'max_output' must be an int >= 0");
+        r = sandbox_parse_int(call, "exec", "max_output", &argv[SANDBOX_ARG_MAX_OUTPUT], 0, INT64_MAX, &max_output);
+        if (r < 0)
                 goto fail;
-        }
         if (shape == AGENTIX_SHAPE_UNARY && (uint64_t) max_output > SANDBOX_UNARY_MAX_OUTPUT) {
-                r = agentix_call_raise(call, "ValueError",
+                r = agentix_call_raise(call, "ArgumentError",
                                        "exec() argument 'max_output' must be at most %u for a unary call (the result is one "
                                        "message); use the stream shape for more", SANDBOX_UNARY_MAX_OUTPUT);
                 goto fail;

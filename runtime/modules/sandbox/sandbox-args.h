@@ -62,6 +62,11 @@ int sandbox_check_cwd(agentix_call *call, const char *fn, const char *cwd);
  * the argument is nil. 0, or the raised error. */
 int sandbox_parse_env(agentix_call *call, const char *fn, const msgpack_object *o, char *const *base, char ***ret);
 
+/* An int argument `name` of fn() in [min, max] (mp_get_int()): 0 and *ret, or the raised
+ * ArgumentError naming it (an int out of range, or not an int). */
+int sandbox_parse_int(agentix_call *call, const char *fn, const char *name, const msgpack_object *o, int64_t min,
+                      int64_t max, int64_t *ret);
+
 /* Raise the error for a failed exec_start(). */
 int sandbox_raise_start_error(agentix_call *call, const SandboxExecArgs *a, ExecStage stage, int error);
 

@@ -494,15 +494,54 @@ static void test_no_fd_leak(void **state) {
         unary_done(&u);
 }
 
+/* sandbox::exec with one int argument packed as msgpack packs it (JSON cannot say 2^64-1). */
+static const char *call_int(const char *shape, const char *name, bool negative, uint64_t value) {
+        static char ids[16][16];
+        char *id = ids[call_counter % 16];
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        snprintf(id, 16, "c%u", ++call_counter);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 3);
+        mp_pack_cstr(&pk, "command");
+        mp_pack_cstr(&pk, "echo 0123456789");
+        mp_pack_cstr(&pk, "pty");
+        msgpack_pack_true(&pk);
+        mp_pack_cstr(&pk, name);
+        if (negative)
+                msgpack_pack_int64(&pk, (int64_t) value);
+        else
+                msgpack_pack_uint64(&pk, value);
+        assert_int_equal(worker_harness_call_mp(worker, id, "sandbox::exec", shape, NULL, 0, sb.data, sb.size, -1), 0);
+        msgpack_sbuffer_destroy(&sb);
+        return id;
+}
+
+static void test_ints_out_of_range(void **state) {
+        static const char *const names[] = { "max_output", "rows", "cols" };
+        static const uint64_t huge[] = { UINT64_MAX, 1ULL << 63 };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                for (size_t k = 0; k < ELEMENTSOF(huge); k++) {
+                        expect_error(call_int("unary", names[i], false, huge[k]), "ArgumentError", names[i], false);
+                        expect_error(call_int("stream", names[i], false, huge[k]), "ArgumentError", names[i], false);
+                }
+        expect_error(call_int("stream", "max_output", true, (uint64_t) -1), "ArgumentError", "max_output", false);
+        expect_error(call_int("unary", "rows", true, (uint64_t) INT64_MIN), "ArgumentError", "rows", false);
+        expect_error(call_int("unary", "cols", false, 65536), "ArgumentError", "cols", false);
+}
+
 static void test_bad_arguments(void **state) {
         const char *id;
 
         id = call("unary", -1, json_pack("{s:s,s:i}", "command", "true", "max_output", -1));
-        expect_error(id, "ValueError", "max_output", false);
+        expect_error(id, "ArgumentError", "max_output", false);
         id = call("unary", -1, json_pack("{s:s,s:i}", "command", "true", "max_output", 1 << 30));
-        expect_error(id, "ValueError", "stream", false);
+        expect_error(id, "ArgumentError", "stream", false);
         id = call("unary", -1, json_pack("{s:s,s:b,s:i}", "command", "true", "pty", 1, "rows", 0));
-        expect_error(id, "ValueError", "rows", false);
+        expect_error(id, "ArgumentError", "rows", false);
         id = call("unary", -1, json_pack("{s:s,s:s}", "command", "true", "shell", "/nonexistent/sh"));
         expect_error(id, "FileNotFoundError", "/nonexistent/sh", false);
         id = call("unary", -1, json_pack("{s:i}", "command", 1));
@@ -866,6 +905,7 @@ int main(void) {
                 cmocka_unit_test(test_stdin),
                 cmocka_unit_test(test_no_fd_leak),
                 cmocka_unit_test(test_bad_arguments),
+                cmocka_unit_test(test_ints_out_of_range),
                 cmocka_unit_test(test_other_shell),
                 cmocka_unit_test(test_stream_order_and_final),
                 cmocka_unit_test(test_stream_truncation),

@@ -173,7 +173,7 @@ static int shell_run(agentix_call *call, const msgpack_object *argv, size_t argc
         ShellRunResult res = {};
         uint64_t timeout_usec = 0;
         msgpack_packer *pk;
-        int64_t max_output = argv[3].via.i64;
+        int64_t max_output;
         int r;
 
         if (!slot)
@@ -185,9 +185,9 @@ static int shell_run(agentix_call *call, const msgpack_object *argv, size_t argc
         r = sandbox_parse_timeout(call, "run", &argv[2], 0, &timeout_usec); /* none unless asked */
         if (r < 0)
                 return r;
-        if (argv[3].type != MSGPACK_OBJECT_POSITIVE_INTEGER || max_output > (int64_t) SHELL_OUTPUT_MAX_LIMIT)
-                return agentix_call_raise(call, "ValueError", "run() argument 'max_output' must be from 0 to %u bytes",
-                                          SHELL_OUTPUT_MAX_LIMIT);
+        r = sandbox_parse_int(call, "run", "max_output", &argv[3], 0, SHELL_OUTPUT_MAX_LIMIT, &max_output);
+        if (r < 0)
+                return r;
 
         r = shell_session_run(slot->session, command, timeout_usec, (size_t) max_output, agentix_call_wait_fd(call),
                               call_cancelled, call, &res);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "envelope.h"
 #include "mp-check.h"
 #include "worker-harness.h"
 
@@ -262,6 +263,63 @@ static void test_bad_input(void **state) {
         expect_error(start("run", json_pack("{s:i, s:s}", "id", 3, "command", "true")), "ArgumentError", NULL);
 }
 
+/* shell::run with max_output an int packed as msgpack packs it (JSON cannot say 2^64-1). */
+static const char *start_run_max_output(const char *session, const char *command, bool negative, uint64_t value) {
+        static char ids[16][16];
+        char *id = ids[counter % 16];
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        snprintf(id, 16, "s%u", ++counter);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_map(&pk, 3);
+        mp_pack_cstr(&pk, "id");
+        mp_pack_cstr(&pk, session);
+        mp_pack_cstr(&pk, "command");
+        mp_pack_cstr(&pk, command);
+        mp_pack_cstr(&pk, "max_output");
+        if (negative)
+                msgpack_pack_int64(&pk, (int64_t) value);
+        else
+                msgpack_pack_uint64(&pk, value);
+        assert_int_equal(worker_harness_call_mp(worker, id, "shell::run", "unary", NULL, 0, sb.data, sb.size, -1), 0);
+        msgpack_sbuffer_destroy(&sb);
+        return id;
+}
+
+/* max_output beyond int64 used to be read as a negative int64 that passed the upper bound:
+ * 2^64-1 became SIZE_MAX and the output buffer was trimmed one byte before its start (ASan),
+ * 2^63 lifted the cap. Each is refused, naming the argument, and the session goes on. */
+static void test_max_output_out_of_range(void **state) {
+        static const struct {
+                bool negative;
+                uint64_t value;
+        } bad[] = {
+                { false, UINT64_MAX },
+                { false, 1ULL << 63 },
+                { false, (1ULL << 63) + 100 },
+                { false, 64u * 1024 * 1024 + 1 },
+                { true, (uint64_t) -1 },
+                { true, (uint64_t) INT64_MIN },
+        };
+        _cleanup_free_ char *s = open_session();
+        _cleanup_free_ char *out = NULL;
+        json_t *j;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                /* Output longer than the few bytes the trim keeps past max_output, read before the
+                 * command ends (the trim runs only while the end has not come). */
+                expect_error(start_run_max_output(s, "printf '%0300d' 0; sleep 0.3", bad[i].negative, bad[i].value), "ArgumentError",
+                             "max_output");
+        out = result(start_run_max_output(s, "printf '%0300d' 0", false, 10));
+        j = json_loads(out, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(j, "output")), "0000000000");
+        assert_true(json_is_true(json_object_get(j, "truncated")));
+        json_decref(j);
+        free(result(start("close", json_pack("{s:s}", "id", s))));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_state_persists),
@@ -271,6 +329,7 @@ int main(void) {
                 cmocka_unit_test(test_exit_ends_the_session),
                 cmocka_unit_test(test_a_named_session),
                 cmocka_unit_test(test_bad_input),
+                cmocka_unit_test(test_max_output_out_of_range),
         };
 
         return cmocka_run_group_tests(tests, setup, teardown) || teardown_failed;
