@@ -25,7 +25,8 @@
 /* Unparsed input kept at most (pipelined requests behind one that waits). */
 #define IN_MAX (256u * 1024u)
 #define READ_CHUNK (64u * 1024u)
-/* A body still to come after an early answer is read and dropped up to this, else we close. */
+/* A body still to come after an early answer is read and dropped up to this, else we close
+ * (whatever its framing: a chunked one says no length to refuse at the head). */
 #define DISCARD_MAX (1024u * 1024u)
 /* After a final response with "Connection: close": time the peer gets to read it and close. */
 #define USEC_PER_SEC 1000000ULL
@@ -81,6 +82,9 @@ static void conn_reset_request(HttpConn *c) {
         buffer_clear(&c->extra_headers);
         c->access_token[0] = 0;
         c->authorization[0] = 0;
+        c->cutoff_usec = 0;
+        c->discarded = 0;
+        c->value_unusable = false;
 }
 
 static bool header_name_is(HttpConn *c, const char *name) {
@@ -93,6 +97,10 @@ static int on_message_begin(http_parser *p) {
         conn_reset_request(c);
         c->in_message = true;
         c->head_done = false;
+        /* The whole head has this long, however it trickles in: a peer that sends a byte now and
+         * then (no token needed for that) must not keep a connection's place for ever. */
+        c->request_since_usec = loop_now(c);
+        c->cutoff_usec = c->request_since_usec + http_server_config(c->server)->request_timeout_ms * USEC_PER_MSEC;
         return 0;
 }
 
@@ -118,16 +126,17 @@ static int on_header_field(http_parser *p, const char *at, size_t n) {
         return 0;
 }
 
-static void append_value(char *dst, size_t size, const char *at, size_t n) {
+/* false: the value is too long to be one we can use (dst is then empty). */
+static bool append_value(char *dst, size_t size, const char *at, size_t n) {
         size_t len = strlen(dst);
 
         if (len + n >= size) {
-                /* Too long to be one we can use: remember it as unusable (empty). */
                 dst[0] = 0;
-                return;
+                return false;
         }
         memcpy(dst + len, at, n);
         dst[len + n] = 0;
+        return true;
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t n) {
@@ -147,22 +156,27 @@ static int on_header_value(http_parser *p, const char *at, size_t n) {
                         c->authorization[0] = 0;
                 if (c->header_kind == HEADER_ACCESS_TOKEN)
                         c->access_token[0] = 0;
+                c->value_unusable = false;
         }
+        /* A value comes in as many pieces as the peer's packets make: once it is too long, the
+         * pieces after that must not start it again (its tail could then pass for a token). */
+        if (c->value_unusable)
+                return 0;
         switch (c->header_kind) {
         case HEADER_ORIGIN:
-                append_value(c->origin, sizeof(c->origin), at, n);
+                c->value_unusable = !append_value(c->origin, sizeof(c->origin), at, n);
                 break;
         case HEADER_UPGRADE:
-                append_value(c->upgrade_proto, sizeof(c->upgrade_proto), at, n);
+                c->value_unusable = !append_value(c->upgrade_proto, sizeof(c->upgrade_proto), at, n);
                 break;
         case HEADER_EXPECT:
-                append_value(c->expect, sizeof(c->expect), at, n);
+                c->value_unusable = !append_value(c->expect, sizeof(c->expect), at, n);
                 break;
         case HEADER_AUTHORIZATION:
-                append_value(c->authorization, sizeof(c->authorization), at, n);
+                c->value_unusable = !append_value(c->authorization, sizeof(c->authorization), at, n);
                 break;
         case HEADER_ACCESS_TOKEN:
-                append_value(c->access_token, sizeof(c->access_token), at, n);
+                c->value_unusable = !append_value(c->access_token, sizeof(c->access_token), at, n);
                 break;
         }
         return 0;
@@ -243,6 +257,10 @@ static int on_headers_complete(http_parser *p) {
         /* A client waiting for leave to send its body gets it, unless it was answered already. */
         if (strcasecmp(c->expect, "100-continue") == 0 && c->body_pending && !c->responding)
                 (void) buffer_append(&c->out_head, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        /* A request being served may take its time (a large upload, a parked poll): only a
+         * request answered at its head (refused, not found) keeps the cut-off for its body. */
+        if (!c->responding)
+                c->cutoff_usec = 0;
         return 0;
 }
 
@@ -251,6 +269,9 @@ static int on_headers_complete(http_parser *p) {
 static int on_body(http_parser *p, const char *at, size_t n) {
         HttpConn *c = p->data;
 
+        /* What follows an early answer is dropped, and only so much of it: then we close. */
+        if (c->responding && (c->discarded += n) > DISCARD_MAX)
+                return -1;
         if (c->post_stream && !c->responding)
                 http_server_eio_ops(c->server)->post_chunk(c, (const uint8_t *) at, n);
         else if (c->handler && !c->responding) {
@@ -674,14 +695,36 @@ static void conn_update_events(HttpConn *c) {
 /* When to give up on the connection, or 0 for never (a parked poll waits for Engine.IO). */
 static uint64_t conn_deadline(HttpConn *c) {
         const HttpServerConfig *cfg = http_server_config(c->server);
+        uint64_t d;
 
         if (c->lingering)
-                return c->progress_usec + LINGER_USEC;
-        if (output_pending(c) || c->in_message)
-                return c->progress_usec + cfg->request_timeout_ms * USEC_PER_MSEC;
+                return c->cutoff_usec; /* whatever the peer still sends */
+        if (output_pending(c) || c->in_message) {
+                d = c->progress_usec + cfg->request_timeout_ms * USEC_PER_MSEC;
+                return c->in_message && c->cutoff_usec > 0 ? MIN(d, c->cutoff_usec) : d;
+        }
         if (c->request_done)
                 return 0;
-        return c->progress_usec + cfg->idle_timeout_ms * USEC_PER_MSEC;
+        /* From the last response, not the last byte: blank lines between requests (which the
+         * parser skips) do not keep an idle connection. */
+        return c->idle_since_usec + cfg->idle_timeout_ms * USEC_PER_MSEC;
+}
+
+bool http_conn_waiting(const HttpConn *c, uint64_t *ret_since) {
+        uint64_t since;
+
+        if (c->dead || c->is_ws || c->fd < 0 || c->takeover_requested)
+                return false;
+        if (c->lingering)
+                since = 0; /* closing anyway: the first to go */
+        else if (c->in_message && (!c->head_done || c->responding))
+                since = c->request_since_usec;
+        else if (!c->in_message && !c->request_done && !output_pending(c))
+                since = c->idle_since_usec;
+        else
+                return false;
+        *ret_since = since;
+        return true;
 }
 
 static void conn_update_timer(HttpConn *c) {
@@ -723,6 +766,7 @@ static void conn_step(HttpConn *c) {
                         /* Say we are done and let the peer read it: a close() with unread input
                          * would reset the connection, and the peer could lose the answer. */
                         c->lingering = true;
+                        c->cutoff_usec = loop_now(c) + LINGER_USEC;
                         if (c->peer_closed || shutdown(c->fd, SHUT_WR) < 0)
                                 c->dead = true;
                         continue;
@@ -730,6 +774,7 @@ static void conn_step(HttpConn *c) {
                 if (c->response_queued && c->request_done) {
                         /* Answered: on to the next request. */
                         conn_reset_request(c);
+                        c->idle_since_usec = loop_now(c);
                         http_parser_pause(c->parser, 0);
                 }
                 if (c->request_done)
@@ -846,7 +891,7 @@ int http_conn_new(HttpServer *server, int fd, HttpConn **ret) {
         }
         http_parser_init(c->parser, HTTP_REQUEST);
         c->parser->data = c;
-        c->progress_usec = loop_now(c);
+        c->progress_usec = c->idle_since_usec = loop_now(c);
         http_server_conn_added(server, c);
 
         r = sd_event_add_io(event, &c->io, fd, EPOLLIN | EPOLLRDHUP, on_io, c);

@@ -425,6 +425,28 @@ void http_server_end_connections(HttpServer *s) {
         }
 }
 
+/* At the connection cap: end the connection that has waited longest for a request (idle, or
+ * its head still arriving), so that the places cannot all be held by a peer that only
+ * connects, or trickles heads, which needs no token. Connections being served (a request in
+ * hand, a parked poll, a stream, a WebSocket) keep theirs. false: none waits. */
+static bool evict_waiting(HttpServer *s) {
+        HttpConn *victim = NULL;
+        uint64_t oldest = UINT64_MAX;
+
+        for (HttpConn *c = s->conns; c; c = c->next) {
+                uint64_t since;
+
+                if (http_conn_waiting(c, &since) && since <= oldest) {
+                        victim = c;
+                        oldest = since;
+                }
+        }
+        if (!victim)
+                return false;
+        http_conn_free(victim);
+        return true;
+}
+
 static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Listener *l = userdata;
         HttpServer *s = l->server;
@@ -440,7 +462,8 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                 }
                 /* A served TLS connection is counted twice (its pump and its HttpConn): the
                  * bound holds all the same. */
-                if (s->shutting_down || s->n_connections + s->fronts.n >= s->config.max_connections) {
+                if (s->shutting_down ||
+                    (s->n_connections + s->fronts.n >= s->config.max_connections && !evict_waiting(s))) {
                         safe_close(cfd);
                         continue;
                 }

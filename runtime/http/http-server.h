@@ -60,6 +60,14 @@ typedef struct HttpConn {
         bool peer_closed;
         bool dead;
         uint64_t progress_usec; /* last byte in or out, for the timeouts */
+        uint64_t idle_since_usec;    /* accepted, or the last response out: the idle timeout's
+                                      * start (bytes that begin no request do not move it) */
+        uint64_t request_since_usec; /* the current request's first byte */
+        uint64_t cutoff_usec;        /* 0, or when the current request (its head; its body when it
+                                      * was answered at its head) or a linger ends whatever comes */
+        size_t discarded;            /* body bytes of a request answered at its head, dropped */
+        bool value_unusable;         /* the header value being received was too long: no later
+                                      * piece of it may count */
         Buffer url;
         char path[256];          /* of the request target, once its head is parsed */
         size_t query_off, query_len; /* the query's place in url */
@@ -269,6 +277,10 @@ void http_server_takeover(HttpServer *s, HttpConn *c, const uint8_t *head, size_
 /* Engine.IO's ops, for http-conn.c (NULL: no Engine.IO route). */
 const HttpEioOps *http_server_eio_ops(const HttpServer *s);
 void http_server_conn_added(HttpServer *s, HttpConn *c);
+/* Is c waiting for a request (idle, its head still arriving, a refused request's body being
+ * dropped, lingering)? Then ret_since says since when: at the connection cap, the one that has
+ * waited longest gives its place to a new connection. */
+bool http_conn_waiting(const HttpConn *c, uint64_t *ret_since);
 void http_server_conn_removed(HttpServer *s, HttpConn *c);
 
 /* http-conn.c */
