@@ -23,6 +23,8 @@
 #include "mp-check.h"
 
 #define WATCH_BODY_MAX (64u * 1024u)
+/* Watchers and WatchDir streams together: each is an inotify instance of the worker's (and the
+ * kernel allows 128 a user by default). */
 #define WATCHERS_MAX 64u
 #define WATCHER_EVENTS_MAX 10000u
 
@@ -32,6 +34,7 @@ struct EnvdWatchApi {
         Rpc *rpc;
         Watch *watchers;        /* the polled ones */
         unsigned n_watchers;
+        unsigned n_streams;     /* WatchDir's */
 };
 
 struct Watch {
@@ -44,6 +47,7 @@ struct Watch {
         sd_event_source *keepalive;
         uint64_t keepalive_usec;
         uint64_t uncredited;
+        bool counted;           /* in n_streams */
         /* CreateWatcher: the events kept for GetWatcherEvents */
         bool polled;
         HttpConn *creating;     /* CreateWatcher's request, answered once the watches are set */
@@ -70,6 +74,8 @@ static Watch *watch_free(Watch *w) {
         if (!w)
                 return NULL;
         watch_unlist(w);
+        if (w->counted)
+                w->api->n_streams--;
         rpc_call_local_abandon(w->call);
         sd_event_source_disable_unref(w->keepalive);
         if (w->conn)
@@ -262,15 +268,21 @@ typedef struct WatchRequest {
 } WatchRequest;
 
 static void watch_dir(WatchRequest *q, HttpConn *c, json_t *msg) {
-        Watch *w = calloc(1, sizeof(Watch));
+        Watch *w;
         bool recursive = false;
         int r;
 
+        if (q->api->n_watchers + q->api->n_streams >= WATCHERS_MAX) {
+                envd_stream_end(c, "resource_exhausted", "this sandbox has as many watchers as it takes (64)");
+                return;
+        }
+        w = calloc(1, sizeof(Watch));
         if (!w) {
                 envd_stream_end(c, "internal", "out of memory");
                 return;
         }
-        *w = (Watch) { .api = q->api, .conn = c, .keepalive_usec = q->keepalive_usec };
+        *w = (Watch) { .api = q->api, .conn = c, .keepalive_usec = q->keepalive_usec, .counted = true };
+        q->api->n_streams++;
         r = watch_target(c, msg, &w->root, &recursive);
         if (r < 0) {
                 w->conn = NULL;
@@ -321,7 +333,7 @@ static void create_watcher(EnvdWatchApi *api, HttpConn *c, json_t *msg) {
         bool recursive = false;
         int r;
 
-        if (api->n_watchers >= WATCHERS_MAX) {
+        if (api->n_watchers + api->n_streams >= WATCHERS_MAX) {
                 envd_respond_error(c, "resource_exhausted", "this sandbox has as many watchers as it takes (64)");
                 return;
         }
