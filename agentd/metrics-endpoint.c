@@ -16,18 +16,22 @@
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #define SCRAPE_SANDBOXES_MAX 8192 /* per-sandbox series at most: bounded like agentd's own records */
+#define SCRAPE_CONNECTIONS_MAX 64
+#define SCRAPE_REQUEST_TIMEOUT_MS 10000
 
 struct MetricsEndpoint {
         Manager *manager;
         HttpServer *http;
 };
 
-/* A scrape with PerSandbox=yes: answered once every asked backend has answered. */
+/* A scrape with PerSandbox=yes: answered once every asked backend has answered. Its array is
+ * sized when the sandboxes are read and asked, in one turn of the loop, and filled only by
+ * those answers: sandboxes made meanwhile are not in this scrape. */
 typedef struct Scrape {
         Manager *manager;
         HttpConn *conn;         /* NULL once the client left */
         MetricsSandboxUsage *usage;
-        size_t n, pending;
+        size_t n, size, pending;
 } Scrape;
 
 static void scrape_answer(Scrape *s) {
@@ -61,7 +65,8 @@ static void on_stats(void *userdata, const AgentdSandboxStats *stats, const char
         _cleanup_free_ ScrapeOne *one = userdata;
         Scrape *s = one->scrape;
 
-        if (stats) {
+        /* One answer per sandbox asked, and no more were asked than there are places. */
+        if (stats && s->n < s->size) {
                 MetricsSandboxUsage *u = &s->usage[s->n++];
 
                 snprintf(u->id, sizeof(u->id), "%s", one->id);
@@ -76,24 +81,36 @@ static void on_closed(HttpConn *c, void *data) {
 
         if (s->pending == 0) {
                 /* Gone before its request was whole: nothing was asked. */
-                free(s->usage);
                 free(s);
                 return;
         }
         s->conn = NULL; /* the backends' answers still come: the last one frees it */
 }
 
+static bool scraped(const Sandbox *sb) {
+        return sb->state == SANDBOX_RUNNING || (sb->state == SANDBOX_PAUSED && sb->backend->ops->stats);
+}
+
 static void on_request(HttpConn *c, void *data) {
         Scrape *s = data;
-        size_t state = 0, asked = 0;
+        size_t state = 0;
         Sandbox *sb;
 
+        /* Sized now, from the sandboxes asked now. */
+        s->size = MIN(strmap_size(s->manager->sandboxes), (size_t) SCRAPE_SANDBOXES_MAX);
+        s->usage = calloc(MAX(s->size, (size_t) 1), sizeof(MetricsSandboxUsage));
+        if (!s->usage) {
+                (void) http_conn_respond_error(c, 500, 0, "out of memory");
+                http_conn_detach_handler(c);
+                free(s);
+                return;
+        }
         /* Held until every backend answered (some answer before stats() returns). */
         s->pending = 1;
-        while ((sb = strmap_iterate(s->manager->sandboxes, &state)) && asked < SCRAPE_SANDBOXES_MAX) {
+        for (size_t asked = 0; asked < s->size && (sb = strmap_iterate(s->manager->sandboxes, &state));) {
                 ScrapeOne *one;
 
-                if (sb->state != SANDBOX_RUNNING && (sb->state != SANDBOX_PAUSED || !sb->backend->ops->stats))
+                if (!scraped(sb))
                         continue;
                 one = calloc(1, sizeof(*one));
                 if (!one)
@@ -128,6 +145,13 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 (void) http_conn_respond_error(c, 405, 0, "/metrics takes GET");
                 return;
         }
+        if (c->body_pending) {
+                /* A scrape has nothing to send: a body is refused at once, not waited for,
+                 * and the connection ends with the answer (its body is not read). */
+                c->close_after_response = true;
+                (void) http_conn_respond_error(c, 400, 0, "/metrics takes no body");
+                return;
+        }
         if (!e->manager->config->metrics_per_sandbox) {
                 if (metrics_render(e->manager, NULL, 0, &out) < 0) {
                         (void) http_conn_respond_error(c, 500, 0, "out of memory");
@@ -137,15 +161,11 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 return;
         }
         s = calloc(1, sizeof(*s));
-        if (s)
-                s->usage = calloc(MIN(strmap_size(e->manager->sandboxes), (size_t) SCRAPE_SANDBOXES_MAX) + 1,
-                                  sizeof(MetricsSandboxUsage));
-        if (!s || !s->usage) {
-                free(s);
+        if (!s) {
                 (void) http_conn_respond_error(c, 500, 0, "out of memory");
                 return;
         }
-        *s = (Scrape) { .manager = e->manager, .conn = c, .usage = s->usage };
+        *s = (Scrape) { .manager = e->manager, .conn = c };
         http_conn_set_handler(c, &scrape_handler, s, 0);
 }
 
@@ -194,7 +214,14 @@ int metrics_endpoint_start(Manager *m, MetricsEndpoint **ret) {
         if (!e)
                 return -ENOMEM;
         e->manager = m;
-        r = http_server_new(m->event, &(HttpServerConfig) { .max_connections = 64 }, &e->http);
+        r = http_server_new(m->event,
+                            &(HttpServerConfig) {
+                                    /* A scraper sends a request whole and at once: one that
+                                     * trickles its head loses its place soon. */
+                                    .max_connections = SCRAPE_CONNECTIONS_MAX,
+                                    .request_timeout_ms = SCRAPE_REQUEST_TIMEOUT_MS,
+                            },
+                            &e->http);
         if (r >= 0)
                 r = http_server_add_route(e->http, "/", route, e);
         if (r < 0) {
