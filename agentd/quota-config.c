@@ -4,6 +4,8 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config-dir.h"
 #include "config-values.h"
@@ -75,20 +77,51 @@ static int on_entry(void *userdata, const char *section, const char *key, const 
         return quota_key(&p->u->quotas, p->u->set, key, value, &p->error);
 }
 
+/* Is st (a users/ file, or users/ itself) safe to take a user's quotas from? Only root (or
+ * agentd's own user, for an agentd of one user) may write it: a file a user could write is
+ * quotas they set themselves (and a symlink is judged by what it points to, as opened). */
+static int check_owner(const char *path, const struct stat *st, bool dir, char **ret_error) {
+        const char *why = NULL;
+
+        if (dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode))
+                why = dir ? "not a directory" : "not a regular file";
+        else if (st->st_uid != 0 && st->st_uid != geteuid())
+                why = "owned by another user than root";
+        else if (st->st_mode & (S_IWGRP | S_IWOTH))
+                why = "writable by its group or by anyone";
+        if (!why)
+                return 0;
+        if (asprintf(ret_error, "%s: %s (uid %u, mode %04o): quotas come only from files root alone may write", path,
+                     why, (unsigned) st->st_uid, (unsigned) (st->st_mode & 07777)) < 0)
+                *ret_error = NULL;
+        return -EPERM;
+}
+
 /* path: DIR/NAME.conf, NAME's quotas. */
 static int load_one(const char *path, UserQuotas **ret, char **ret_error) {
         const char *file = strrchr(path, '/') + 1;
         _cleanup_fclose_ FILE *f = NULL;
+        struct stat st;
         UserQuotas *u;
         Parser p;
-        int line;
+        int line, r;
 
         f = fopen(path, "re");
         if (!f) {
-                if (asprintf(ret_error, "%s: %s", path, strerror(errno)) < 0)
+                r = -errno;
+                if (asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
                         *ret_error = NULL;
-                return -errno;
+                return r;
         }
+        if (fstat(fileno(f), &st) < 0) {
+                r = -errno;
+                if (asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        r = check_owner(path, &st, false, ret_error);
+        if (r < 0)
+                return r;
         u = calloc(1, sizeof(*u));
         if (!u || !(u->user = strndup(file, strlen(file) - 5))) {
                 free(u);
@@ -114,9 +147,17 @@ int user_quotas_load_dir(const char *dir, UserQuotas ***ret, size_t *ret_n, char
         size_t k = 0;
         int n, r;
 
+        struct stat st;
+
         r = config_dir_list(dir, ".conf", QUOTA_MAX_USER_FILES, &paths, &n, ret_error);
         if (r < 0)
                 return r;
+        /* Whoever may add a file there sets anyone's quotas. */
+        if (n > 0 && stat(dir, &st) >= 0) {
+                r = check_owner(dir, &st, true, ret_error);
+                if (r < 0)
+                        return r;
+        }
         l = calloc(MAX(n, 1), sizeof(UserQuotas *));
         if (!l)
                 return -ENOMEM;
@@ -142,23 +183,58 @@ void user_quotas_free(UserQuotas **l, size_t n) {
         free(l);
 }
 
-Quotas quotas_for(const Quotas *defaults, UserQuotas *const *users, size_t n_users, uid_t uid) {
+/* uid's name (*ret NULL: no such user), whatever the size of its entry: a user who can make
+ * their passwd entry long (a GECOS field they may edit, in LDAP say) must not make it unreadable
+ * and so escape the file that names them. */
+static int user_name_of(uid_t uid, char **ret) {
         struct passwd pw, *pwp = NULL;
-        Quotas q = *defaults;
-        char buf[4096], number[16];
 
-        if (n_users == 0)
-                return q;
+        for (size_t size = 4096; size <= 1024 * 1024; size *= 2) {
+                _cleanup_free_ char *buf = malloc(size);
+                int r;
+
+                if (!buf)
+                        return -ENOMEM;
+                r = getpwuid_r(uid, &pw, buf, size, &pwp);
+                if (r == ERANGE)
+                        continue;
+                if (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
+                        return -r;
+                if (r != 0 || !pwp) {
+                        *ret = NULL;
+                        return 0;
+                }
+                *ret = strdup(pwp->pw_name);
+                return *ret ? 1 : -ENOMEM;
+        }
+        return -E2BIG;
+}
+
+int quotas_for(const Quotas *defaults, UserQuotas *const *users, size_t n_users, uid_t uid, Quotas *ret) {
+        _cleanup_free_ char *name = NULL;
+        Quotas q = *defaults;
+        char number[16];
+        bool named = false;
+        int r;
+
         snprintf(number, sizeof(number), "%u", (unsigned) uid);
-        if (getpwuid_r(uid, &pw, buf, sizeof(buf), &pwp) != 0)
-                pwp = NULL;
+        for (size_t i = 0; i < n_users; i++)
+                named = named || !streq(users[i]->user, number);
+        if (named) {
+                /* A name that cannot be read now may name a file: no quotas rather than the
+                 * wrong ones. */
+                r = user_name_of(uid, &name);
+                if (r < 0)
+                        return r;
+        }
         for (size_t i = 0; i < n_users; i++) {
                 const UserQuotas *u = users[i];
 
-                if (streq(u->user, number) || (pwp && streq(u->user, pwp->pw_name)))
+                if (streq(u->user, number) || (name && streq(u->user, name)))
                         q = quotas_apply(&q, u);
         }
-        return q;
+        *ret = q;
+        return 0;
 }
 
 Quotas quotas_apply(const Quotas *defaults, const UserQuotas *u) {

@@ -39,13 +39,15 @@ typedef struct UserQuotas {
 int quota_key(Quotas *q, bool set[4], const char *key, const char *value, char **ret_error);
 
 /* Every dir/ *.conf (a missing dir: none), each [Quotas] only. On a bad file *ret_error says
- * "FILE:LINE: what" and -EINVAL is returned. */
+ * "FILE:LINE: what" and -EINVAL is returned; a file (or dir) another user than root may write,
+ * or not a regular file, is -EPERM, named likewise. */
 int user_quotas_load_dir(const char *dir, UserQuotas ***ret, size_t *ret_n, char **ret_error);
 void user_quotas_free(UserQuotas **l, size_t n);
 
 /* The quotas of uid: the defaults, with its file's keys over them (found by its name, or by
- * the uid itself). */
-Quotas quotas_for(const Quotas *defaults, UserQuotas *const *users, size_t n_users, uid_t uid);
+ * the uid itself). A negative errno when its name cannot be looked up (and a file names a
+ * user): the caller refuses rather than apply the defaults. */
+int quotas_for(const Quotas *defaults, UserQuotas *const *users, size_t n_users, uid_t uid, Quotas *ret);
 
 /* defaults with u's keys over them. */
 Quotas quotas_apply(const Quotas *defaults, const UserQuotas *u);

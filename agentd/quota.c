@@ -7,10 +7,10 @@
 #include "quota.h"
 #include "strmap.h"
 
-Quotas quota_of(Manager *m, uid_t uid) {
+int quota_of(Manager *m, uid_t uid, Quotas *ret) {
         const AgentdConfig *c = m->config;
 
-        return quotas_for(&c->quotas, c->user_quotas, c->n_user_quotas, uid);
+        return quotas_for(&c->quotas, c->user_quotas, c->n_user_quotas, uid, ret);
 }
 
 QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
@@ -24,7 +24,9 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
                 u.sandboxes++;
                 if (s->config) {
                         u.cpus += s->config->limits.cpus;
-                        u.memory += s->config->limits.memory;
+                        /* Saturated: an unlimited [Limits] MaxMemory= lets sizes near 2^64. */
+                        u.memory = u.memory > UINT64_MAX - s->config->limits.memory ? UINT64_MAX
+                                                                                     : u.memory + s->config->limits.memory;
                 }
         }
         return u;
@@ -47,10 +49,14 @@ int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_
         Quotas q;
         QuotaUsage u;
         char name[96];
+        int r;
 
         if (owner == 0)
                 return 0;
-        q = quota_of(m, owner);
+        r = quota_of(m, owner, &q);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot look up the name of uid %u, which its quotas may "
+                                               "depend on (agentd.conf.d/users/NAME.conf): %m", (unsigned) owner), r;
         if (q.max_sandboxes == AGENTD_UNLIMITED && q.max_cpus <= 0 && q.max_memory == AGENTD_UNLIMITED)
                 return 0;
         u = quota_usage_of(m, owner);
@@ -65,7 +71,9 @@ int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_
                 return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
                                          "Quota MaxCPUs=%g of %s: the create asks for %g CPUs, %g of %g are in use (" WHERE
                                          ").", q.max_cpus, name, config->limits.cpus, u.cpus, q.max_cpus), -EDQUOT;
-        if (q.max_memory != AGENTD_UNLIMITED && u.memory + config->limits.memory > q.max_memory)
+        /* Without the sum, which could wrap around. */
+        if (q.max_memory != AGENTD_UNLIMITED &&
+            (config->limits.memory > q.max_memory || u.memory > q.max_memory - config->limits.memory))
                 return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
                                          "Quota MaxMemory=%lluM of %s: the create asks for %lluM of memory, %lluM of %lluM "
                                          "are in use (" WHERE ").", (unsigned long long) (q.max_memory >> 20), name,
@@ -80,7 +88,8 @@ int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, u
 
         who(owner, name);
         return sd_bus_reply_method_errorf(call, AGENTD_ERROR_QUOTA_EXCEEDED,
-                                          "Quota MaxSnapshots=%llu of %s: it has %llu snapshots, one more is past it (" WHERE
+                                          "Quota MaxSnapshots=%llu of %s: it has %llu snapshots (those being taken "
+                                          "included), one more is past it (" WHERE
                                           "): delete one with DeleteSnapshot().", (unsigned long long) max, name,
                                           (unsigned long long) have);
 }
@@ -108,9 +117,11 @@ static void usage_unref(UsageCall *c) {
 
         if (--c->pending > 0)
                 return;
-        q = c->uid == 0 ? (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED } : quota_of(c->manager, c->uid);
+        q = (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED };
+        r = c->uid == 0 ? 0 : quota_of(c->manager, c->uid, &q);
         u = quota_usage_of(c->manager, c->uid);
-        r = sd_bus_message_new_method_return(c->call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_new_method_return(c->call, &reply);
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "{sv}");
         if (r >= 0)

@@ -19,8 +19,9 @@ typedef struct QuotaUsage {
         uint64_t memory;         /* the sum of their memory limits */
 } QuotaUsage;
 
-/* uid's quotas as the configuration in use says them. */
-Quotas quota_of(Manager *m, uid_t uid);
+/* uid's quotas as the configuration in use says them; a negative errno when they cannot be
+ * known (its name cannot be looked up): then nothing is allowed that a quota would bound. */
+int quota_of(Manager *m, uid_t uid, Quotas *ret);
 QuotaUsage quota_usage_of(Manager *m, uid_t uid);
 
 /* Would a create of config by owner pass one of owner's quotas? Then QuotaExceeded, naming the

@@ -12,21 +12,102 @@
 
 /* ---- taking one -------------------------------------------------------------------------- */
 
+/* A Snapshot() goes: counting (the owner's snapshots asked of the backend, when a quota
+ * applies), waiting (for another take of the same sandbox or the same name), taking (the
+ * backend commits). The backend's list answers later and shows only what is made, so a check
+ * against it alone lets every concurrent call pass: a take that passed holds a place of its
+ * owner's from its check until it ends, and the check counts those places, and the owner's
+ * snapshots made while it was being counted (the list may predate them; counting one twice only
+ * errs on the safe side). Two takes of one sandbox (its numbered names) or of one name at once
+ * would both claim the same name and leave the first image nameless, in no list and no count:
+ * they run one after the other. */
+typedef enum TakePhase {
+        TAKE_COUNTING,
+        TAKE_WAITING,
+        TAKE_TAKING,
+} TakePhase;
+
 typedef struct TakeCall {
         Manager *manager;
         char *sandbox_id;
         char *image;            /* the tag asked for, or NULL */
         uid_t owner;
         sd_bus_message *call;
+        TakePhase phase;
+        bool holds;             /* holds one of its owner's places */
+        uint64_t made_since;    /* the owner's snapshots made while this one was counted */
+        struct TakeCall *prev, *next;
 } TakeCall;
 
-static TakeCall *take_call_free(TakeCall *t) {
+/* Every Snapshot() under way (agentd has one Manager). Bounded by the calls the bus lets in. */
+static TakeCall *takes;
+
+static void take_now(TakeCall *t);
+
+/* REPOSITORY:TAG of image (":latest" when it names no tag) into buf. */
+static const char *full_name(const char *image, char buf[static 300]) {
+        const char *slash = strrchr(image, '/'), *colon = strrchr(image, ':');
+
+        snprintf(buf, 300, "%s%s", image, colon && (!slash || colon > slash) ? "" : ":latest");
+        return buf;
+}
+
+/* Would a and b claim the same name? */
+static bool conflict(const TakeCall *a, const TakeCall *b) {
+        char x[300], y[300];
+
+        if (streq(a->sandbox_id, b->sandbox_id))
+                return true;
+        return a->image && b->image && streq(full_name(a->image, x), full_name(b->image, y));
+}
+
+static bool blocked(const TakeCall *t) {
+        for (TakeCall *u = takes; u; u = u->next)
+                if (u != t && u->phase == TAKE_TAKING && conflict(t, u))
+                        return true;
+        return false;
+}
+
+/* The takes that waited for one that ended, when nothing else holds them back. */
+static void start_waiting(void) {
+        for (;;) {
+                TakeCall *t = takes;
+
+                while (t && (t->phase != TAKE_WAITING || blocked(t)))
+                        t = t->next;
+                if (!t)
+                        return;
+                take_now(t); /* taking now, or answered and gone */
+        }
+}
+
+static void take_call_free(TakeCall *t) {
+        bool was_taking;
+
         if (!t)
-                return NULL;
+                return;
+        was_taking = t->phase == TAKE_TAKING;
+        if (t->prev)
+                t->prev->next = t->next;
+        else
+                takes = t->next;
+        if (t->next)
+                t->next->prev = t->prev;
         sd_bus_message_unref(t->call);
         free(t->sandbox_id);
         free(t->image);
-        return mfree(t);
+        free(t);
+        if (was_taking)
+                start_waiting();
+}
+
+/* The places owner's takes hold, t's own aside. */
+static uint64_t places_held(uid_t owner, const TakeCall *t) {
+        uint64_t n = 0;
+
+        for (TakeCall *u = takes; u; u = u->next)
+                n += u != t && u->owner == owner && u->holds;
+        return n;
 }
 
 static void on_taken(void *userdata, const char *image, const char *error_name, const char *message) {
@@ -38,6 +119,10 @@ static void on_taken(void *userdata, const char *image, const char *error_name, 
         else {
                 if (s)
                         log_sandbox_info(s, "Sandbox %s: snapshot %s taken.", s->id, image);
+                /* Made: a count under way may have a list from before it. */
+                for (TakeCall *u = takes; u; u = u->next)
+                        if (u->phase == TAKE_COUNTING && u->owner == t->owner)
+                                u->made_since++;
                 (void) sd_bus_reply_method_return(t->call, "s", image);
         }
         take_call_free(t);
@@ -53,6 +138,7 @@ static void take_now(TakeCall *t) {
                 take_call_free(t);
                 return;
         }
+        t->phase = TAKE_TAKING;
         r = s->backend->ops->snapshot(s->backend->state, s->id, t->owner, t->image, on_taken, t);
         if (r < 0) {
                 (void) sd_bus_reply_method_errorf(t->call, r == -EINVAL ? AGENTD_ERROR_INVALID_CONFIG
@@ -64,23 +150,39 @@ static void take_now(TakeCall *t) {
         }
 }
 
-/* Does image (REPOSITORY[:TAG]) name entry? A name without a tag means :latest. */
-static bool same_image(const char *image, const char *entry) {
-        size_t n = strlen(image);
-        const char *slash = strrchr(image, '/'), *colon = strrchr(image, ':');
-
-        if (colon && (!slash || colon > slash))
-                return streq(image, entry);
-        return strneq(image, entry, n) && streq(entry + n, ":latest");
+/* Now, or once the take that would claim the same name ended. */
+static void take_when_free(TakeCall *t) {
+        if (blocked(t)) {
+                t->phase = TAKE_WAITING;
+                return;
+        }
+        take_now(t);
 }
 
-/* The owner's snapshots counted against the maximum (a name the owner replaces is no new one). */
+/* Does image (REPOSITORY[:TAG]) name entry? A name without a tag means :latest. */
+static bool same_image(const char *image, const char *entry) {
+        char buf[300];
+
+        return streq(full_name(image, buf), entry);
+}
+
+/* The owner's snapshots counted against the maximum (a name the owner replaces is no new one),
+ * with the places taken and the snapshots made since the list was asked for. */
 static void on_counted(void *userdata, const AgentdSnapshot *list, size_t n, const char *error_name,
                        const char *message) {
         TakeCall *t = userdata;
-        uint64_t max = t->manager->config->max_snapshots_per_user, count = 0,
-                 quota = quota_of(t->manager, t->owner).max_snapshots;
+        uint64_t max = t->manager->config->max_snapshots_per_user, count = 0, quota;
+        Quotas q;
+        int r;
 
+        r = quota_of(t->manager, t->owner, &q);
+        if (r < 0) {
+                (void) sd_bus_reply_method_errnof(t->call, r, "Cannot look up the name of uid %u, which its quotas may "
+                                                  "depend on (agentd.conf.d/users/NAME.conf): %m", (unsigned) t->owner);
+                take_call_free(t);
+                return;
+        }
+        quota = q.max_snapshots;
         if (error_name) {
                 (void) sd_bus_reply_method_errorf(t->call, error_name, "Cannot count the snapshots of uid %u: %s",
                                                   (unsigned) t->owner, message ?: "the backend gave no reason");
@@ -91,11 +193,12 @@ static void on_counted(void *userdata, const AgentdSnapshot *list, size_t n, con
                 if (list[i].owner != t->owner)
                         continue;
                 if (t->image && same_image(t->image, list[i].image)) {
-                        take_now(t);
+                        take_when_free(t);
                         return;
                 }
                 count++;
         }
+        count += places_held(t->owner, t) + t->made_since;
         if (count < max && count >= quota) {
                 (void) quota_snapshots_exceeded(t->call, t->owner, count, quota);
                 take_call_free(t);
@@ -103,18 +206,20 @@ static void on_counted(void *userdata, const AgentdSnapshot *list, size_t n, con
         }
         if (count >= max) {
                 (void) sd_bus_reply_method_errorf(t->call, AGENTD_ERROR_TOO_MANY_SNAPSHOTS,
-                                                  "uid %u has %llu snapshots, the most one user may have "
-                                                  "(MaxSnapshotsPerUser= in agentd.conf): delete one with DeleteSnapshot()",
-                                                  (unsigned) t->owner, (unsigned long long) count);
+                                                  "uid %u has %llu snapshots (those being taken included), the most one "
+                                                  "user may have (MaxSnapshotsPerUser= in agentd.conf): delete one with "
+                                                  "DeleteSnapshot()", (unsigned) t->owner, (unsigned long long) count);
                 take_call_free(t);
                 return;
         }
-        take_now(t);
+        t->holds = true;
+        take_when_free(t);
 }
 
 int snapshot_take(Manager *m, Sandbox *s, const char *image, sd_bus_message *call, sd_bus_error *error) {
         const AgentdBackendOps *ops = s->backend->ops;
         TakeCall *t;
+        Quotas q;
         int r;
 
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED && s->state != SANDBOX_EXITED)
@@ -126,14 +231,20 @@ int snapshot_take(Manager *m, Sandbox *s, const char *image, sd_bus_message *cal
         t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
-        *t = (TakeCall) { .manager = m, .owner = s->owner, .call = sd_bus_message_ref(call) };
+        *t = (TakeCall) { .manager = m, .owner = s->owner, .call = sd_bus_message_ref(call), .next = takes };
+        if (takes)
+                takes->prev = t;
+        takes = t;
         if (!(t->sandbox_id = strdup(s->id)) || (image && !(t->image = strdup(image)))) {
                 take_call_free(t);
                 return -ENOMEM;
         }
+        /* Counted when a bound applies, or may (the owner's quotas cannot be known now: on_counted()
+         * refuses then). */
         if (s->owner == 0 ||
-            (m->config->max_snapshots_per_user == AGENTD_UNLIMITED && quota_of(m, s->owner).max_snapshots == AGENTD_UNLIMITED)) {
-                take_now(t);
+            (m->config->max_snapshots_per_user == AGENTD_UNLIMITED && quota_of(m, s->owner, &q) >= 0 &&
+             q.max_snapshots == AGENTD_UNLIMITED)) {
+                take_when_free(t);
                 return 1;
         }
         r = ops->snapshots(s->backend->state, on_counted, t);

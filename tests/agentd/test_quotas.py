@@ -10,6 +10,7 @@ Needs what agentd_env.py needs and a running dockerd."""
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -70,6 +71,36 @@ except dbus.DBusException as e:
 """
 
 
+# Many calls of one method with no arguments but an empty a{sv}, all sent before any reply is
+# read (one connection, as one user): concurrent for agentd in the strictest sense.
+CALL_MANY_AS = r"""
+import json, sys, dbus, dbus.lowlevel
+bus = dbus.bus.BusConnection(sys.argv[1])
+path, iface, method, n = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+out = []
+def got(reply):
+    if isinstance(reply, dbus.lowlevel.ErrorMessage):
+        out.append({"error": reply.get_error_name(), "message": str((reply.get_args_list() or [""])[0])})
+    else:
+        out.append({"ok": str(reply.get_args_list()[0])})
+pending = []
+for _ in range(n):
+    msg = dbus.lowlevel.MethodCallMessage("org.agentix.Agentd1", path, iface, method)
+    msg.append(dbus.Dictionary({}, signature="sv"), signature="a{sv}")
+    pending.append(bus.send_message_with_reply(msg, got, 300))
+for p in pending:
+    p.block()
+print(json.dumps(out))
+"""
+
+
+def call_many_as(who, path, iface, method, n):
+    r = subprocess.run(["runuser", "-u", USERS[who], "--", "/usr/bin/python3", "-c", CALL_MANY_AS, agentd().address,
+                        path, iface, method, str(n)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def call_as(who, path, iface, method, args):
     r = subprocess.run(["runuser", "-u", USERS[who], "--", "/usr/bin/python3", "-c", CALL_AS, agentd().address, path,
                         iface, method, json.dumps(args)], capture_output=True, text=True, timeout=180)
@@ -91,7 +122,10 @@ def create_as(who, *extra):
 def delete_all():
     m = agentd().manager()
     for sid in agentd().ids():
-        m.DeleteSandbox(sid, timeout=60)
+        try:
+            m.DeleteSandbox(sid, timeout=60)
+        except dbus.DBusException as e:  # gone meanwhile
+            assert e.get_dbus_name() == f"{NAME}.NoSuchSandbox", e
 
 
 def usage(who=None, uid=None):
@@ -215,6 +249,161 @@ def snapshots_past_max_snapshots_are_refused():
         assert got.get("error") == QUOTA and "MaxSnapshots=0" in got["message"], got
     finally:
         delete_all()
+
+
+def snapshots_of(uid):
+    return {str(x[0]) for x in agentd().manager().ListSnapshots(timeout=60) if int(x[2]) == uid}
+
+
+@test
+def twenty_concurrent_snapshots_against_max_snapshots_3_make_3():
+    # The attack: one user asks for 20 snapshots at once, each counted before any is made.
+    alice = STATE.get("uids", ensure_users())["alice"]
+    configure("", {"agx-alice": "[Quotas]\nMaxSnapshots=3\n"})
+    before = snapshots_of(alice)
+    assert not before, before
+    results, sid = [], None
+    try:
+        made, err = create_as("alice")
+        assert err is None, err
+        path, sid = made
+        results = call_many_as("alice", path, SANDBOX, "Snapshot", 20)
+        assert len(results) == 20, results
+        taken = {r["ok"] for r in results if "ok" in r}
+        errors = [r for r in results if "error" in r]
+        # 3 calls answered, with 3 names: no two claimed one name (the first image would be left
+        # with none, in no list and no count).
+        assert len([r for r in results if "ok" in r]) == 3 and len(taken) == 3, (results, errors[:3])
+        assert all(e["error"] == QUOTA and "MaxSnapshots=3" in e["message"] for e in errors), errors[:3]
+        # What is left is those 3, alice's.
+        assert snapshots_of(alice) == taken, (snapshots_of(alice), taken)
+        # Once one is deleted, there is room for one again.
+        agentd().manager().DeleteSnapshot(sorted(taken)[0], timeout=60)
+        got = call_as("alice", path, SANDBOX, "Snapshot", [])
+        assert "ok" in got, got
+        got2 = call_as("alice", path, SANDBOX, "Snapshot", [])
+        assert got2.get("error") == QUOTA, got2
+        # Nothing else was made of it: no image without a name.
+        left = set(subprocess.run(["docker", "images", "-a", "-q", "--no-trunc", "--filter",
+                                   f"label=org.agentix.snapshot.sandbox={sid}"], capture_output=True,
+                                  text=True).stdout.split())
+        assert len(left) == 3, left
+    finally:
+        delete_all()
+        for image in snapshots_of(alice):
+            agentd().manager().DeleteSnapshot(image, timeout=60)
+        if sid:  # and what a failure left without a name
+            ids = set(subprocess.run(["docker", "images", "-a", "-q", "--filter",
+                                      f"label=org.agentix.snapshot.sandbox={sid}"], capture_output=True,
+                                     text=True).stdout.split())
+            if ids:
+                subprocess.run(["docker", "rmi", "-f", *ids], capture_output=True)
+        configure("")
+
+
+@test
+def a_memory_ask_that_wraps_the_sum_around_2_64_is_past_max_memory():
+    # The attack: with no host maximum ([Limits] MaxMemory=infinity), a second create asks for
+    # 2^64 - 512M, so that the sum with the 512M held wraps to 0, under any quota.
+    configure("MaxMemory=infinity\n[Quotas]\nMaxMemory=1G\n")
+    try:
+        made, err = create_as("alice", "memory", "t", str(512 << 20))
+        assert err is None, err
+        for ask in ((1 << 64) - (512 << 20), (1 << 64) - 1):
+            _, err = create_as("alice", "memory", "t", str(ask))
+            assert err and QUOTA in err and "MaxMemory=1024M" in err, err
+        assert usage(uid=STATE["uids"]["alice"])["sandboxes"] == 1
+    finally:
+        delete_all()
+        configure("")
+
+
+@test
+def quota_files_a_user_could_write_are_refused():
+    # The attack: a per-user file (or the users/ directory) that its user, or anyone, may write
+    # is quotas they set themselves; a symlink in users/ to a file of theirs likewise.
+    uids = STATE.get("uids") or ensure_users()
+    a = agentd()
+    configure("[Quotas]\nMaxSandboxes=1\n")
+    udir = a.config + ".d/users"
+    own = os.path.join(a.dir, "alice-own.conf")
+    want = "quotas come only from files root alone may write"
+
+    def attempt(what):
+        name, message = error_name(lambda: a.manager().Reload())
+        assert name == f"{NAME}.InvalidConfig" and want in message, (what, name, message)
+        assert usage(uid=uids["alice"])["max_sandboxes"] == 1, what
+        made, err = create_as("alice")
+        assert err is None, err
+        _, err = create_as("alice")
+        assert QUOTA in err and "MaxSandboxes=1" in err, (what, err)
+        delete_all()
+
+    path = os.path.join(udir, "agx-alice.conf")
+    try:
+        with open(path, "w") as f:
+            f.write("[Quotas]\nMaxSandboxes=100\n")
+        os.chown(path, uids["alice"], -1)
+        attempt("a file alice owns")
+        os.remove(path)
+        with open(own, "w") as f:
+            f.write("[Quotas]\nMaxSandboxes=100\n")
+        os.chown(own, uids["alice"], -1)
+        os.symlink(own, path)
+        attempt("a symlink to a file alice owns")
+        os.remove(path)
+        with open(path, "w") as f:
+            f.write("[Quotas]\nMaxSandboxes=100\n")
+        os.chmod(path, 0o666)
+        attempt("a file anyone may write")
+        os.chmod(path, 0o644)
+        os.chmod(udir, 0o777)
+        attempt("a directory anyone may write in")
+        os.chmod(udir, 0o755)
+        # Root's own file, mode 0644 in a directory of root's: taken.
+        a.manager().Reload()
+        assert usage(uid=uids["alice"])["max_sandboxes"] == 100
+    finally:
+        os.chmod(udir, 0o755)
+        for p in (path, own):
+            if os.path.lexists(p):
+                os.remove(p)
+        delete_all()
+        configure("")
+
+
+@test
+def a_user_with_a_long_passwd_entry_still_gets_their_own_file():
+    # The attack: a passwd entry longer than a fixed lookup buffer (a GECOS field its user may
+    # edit, in LDAP say) made the name unreadable, and the file naming the user was not applied.
+    STATE.get("uids") or ensure_users()
+    name = "agx-long"
+    subprocess.run(["userdel", name], capture_output=True)
+    subprocess.run(["useradd", "-M", "-N", "-G", "agentix", "-s", "/usr/sbin/nologin", "-c", "x" * 5000, name],
+                   check=True)
+    d = None
+    try:
+        d = Agentd("quotas-long", "")
+        os.makedirs(d.config + ".d/users")
+        with open(d.config + ".d/users/agx-long.conf", "w") as f:
+            f.write("[Quotas]\nMaxSandboxes=0\n")
+        d.manager().Reload()
+        r = subprocess.run(["runuser", "-u", name, "--", "/usr/bin/python3", "-c", CALL_AS, d.address,
+                            "/org/agentix/Agentd1", MANAGER, "CreateSandbox",
+                            json.dumps([["image", "s", BUSYBOX], ["bundle", "s", bundle()]])],
+                           capture_output=True, text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert got.get("error") == QUOTA and "MaxSandboxes=0" in got["message"], got
+    finally:
+        if d:
+            for sid in re.findall(r"Sandbox (\w+): creating for uid", d.log_text()):
+                try:
+                    d.manager().DeleteSandbox(sid, timeout=60)
+                except dbus.DBusException:
+                    pass
+            d.stop()
+        subprocess.run(["userdel", name], capture_output=True)
 
 
 @test
