@@ -6,10 +6,18 @@ runsc when registered). State between runs, a hung command timed out and the ses
 usable, a prompt answered with shell::input from a second client, a session that outlives the
 client that opened it, exit and close.
 
+From the attacker's side, in the e2b-base image (an account `user` beside root), under runc and
+runsc: a caller's max_output beyond int64 (2^64-1, 2^63) or below 0 is refused with
+ArgumentError and the runtime goes on serving; and `user`, another account in the sandbox, who
+takes the name of a root session's command directory once a command of the session removed it
+and keeps putting its own `command` file there, never gets its command run by the root session
+(a marker file the attacker's command would write stays absent, every run's output is root's).
+
 Needs what agentd_env.py needs, and a running dockerd."""
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -129,6 +137,131 @@ def twenty_at_once(runtime, sid):
             c.call("shell::close", s)
     finally:
         c.close()
+
+
+E2B_BASE = "agentix-test/e2b-base:1"  # tests/bundle/make-task-images.sh e2b: root and `user` (1000)
+
+# Run by `user` in the sandbox: whenever the name of the root session's first command directory
+# is free, make it (open to all), and keep renaming a `command` of its own into every session
+# directory it can write to, until the stop file appears.
+ATTACKER = r"""
+import glob, os, sys, time
+old, marker, stop = sys.argv[1:4]
+evil = "echo taken > %s\n" % marker
+end = time.time() + 300
+while time.time() < end and not os.path.exists(stop):
+    try:
+        os.mkdir(old)
+        os.chmod(old, 0o777)
+    except OSError:
+        pass
+    for d in glob.glob("/tmp/agentix-shell-*"):
+        for _ in range(50):
+            try:
+                with open(d + "/.evil", "w") as f:
+                    f.write(evil)
+                os.rename(d + "/.evil", d + "/command")
+            except OSError:
+                break
+"""
+
+
+def exec_out(c, command, **kwargs):
+    r = c.call("sandbox::exec", command=command, timeout=60, **kwargs)
+    assert r["exit_code"] == 0, (command, r)
+    return r["output"]
+
+
+def attacks_in(runtime):
+    r = subprocess.run([os.path.join(os.path.dirname(__file__), "..", "bundle", "make-task-images.sh"), "e2b"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _, sid = agentd().create(runtime=runtime, image=E2B_BASE)
+    sid = str(sid)
+    try:
+        c = client(sid)
+        try:
+            huge_max_output(runtime, c)
+            swapped_command_directory(runtime, c, sid)
+        finally:
+            c.close()
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+def huge_max_output(runtime, c):
+    """max_output beyond int64 used to wrap to a negative int64 that passed the upper bound:
+    2^64-1 wrote a byte before the output buffer, 2^63 lifted the cap."""
+    s = c.call("shell::open")
+    for bad in (2**64 - 1, 2**63, 2**63 + 12345, -1, -2**63, 64 * 1024 * 1024 + 1):
+        try:
+            # Output read before the command ends: the trim that used to go wrong runs.
+            r = c.call("shell::run", s, "printf '%0300d' 0; sleep 0.3", None, bad, timeout=30)
+            raise AssertionError(f"{runtime}: max_output={bad} was taken: {r}")
+        except RpcError as e:
+            assert e.error["type"] == "ArgumentError" and "max_output" in e.error["message"], (runtime, bad, e.error)
+    # The runtime (and its worker: the session is still there) goes on serving.
+    r = c.call("shell::run", s, "printf '%0300d' 0; sleep 0.3", None, 10, timeout=30)
+    assert r["output"] == "0" * 10 and r["truncated"], (runtime, r)
+    assert c.call("shell::run", s, "echo alive")["output"] == "alive\n", runtime
+    c.call("shell::close", s)
+
+
+def swapped_command_directory(runtime, c, sid):
+    s = c.call("shell::open")
+    assert c.call("shell::run", s, "echo first")["output"] == "first\n", runtime
+    dirs = exec_out(c, "ls -d /tmp/agentix-shell-*").split()
+    assert len(dirs) == 1, (runtime, dirs)
+    old = dirs[0]
+    assert exec_out(c, f"stat -c '%U %a' {old}").split() == ["root", "700"], runtime
+    marker, stop = "/tmp/attacker-was-here", "/tmp/attacker-stop"
+    c.call("fs::write", "/tmp/attack.py", ATTACKER)
+    # A command of the session's own removes its directory (an agent cleaning /tmp).
+    c.call("shell::run", s, f"rm -rf {old}")
+
+    attacker = client(sid)
+    try:
+        call_id = attacker.start("sandbox::exec", shape="stream",
+                                 kwargs={"command": f"python3 /tmp/attack.py {old} {marker} {stop}", "user": "user",
+                                         "timeout": 300})
+        for _ in range(300):
+            owner = c.call("sandbox::exec", command=f"stat -c %U {old} 2>/dev/null")["output"].strip()
+            if owner == "user":
+                break
+            ev = [e for e, _ in attacker.events.get(call_id, []) if e in ("call:end", "call:error")]
+            assert not ev, (runtime, attacker.events.get(call_id))
+            time.sleep(0.1)
+        assert owner == "user", (runtime, "the attacker never made the directory")
+
+        outputs = []
+        for i in range(20):
+            try:
+                outputs.append(c.call("shell::run", s, f"echo root-{i}", 10, timeout=30)["output"])
+            except RpcError as e:
+                outputs.append(f"error {e.error['type']}: {e.error['message']}")
+        taken = exec_out(c, f"test -e {marker} && echo taken || echo clean").strip()
+        assert taken == "clean", (runtime, "the attacker's command ran in the root session", outputs)
+        assert outputs == [f"root-{i}\n" for i in range(20)], (runtime, outputs)
+        # The session works in a directory of its own, made anew: root's, 0700.
+        now = exec_out(c, "stat -c '%n %U %a' /tmp/agentix-shell-*").splitlines()
+        assert any(line.split()[1:] == ["root", "700"] and line.split()[0] != old for line in now), (runtime, now)
+    finally:
+        exec_out(c, f"touch {stop}")
+        attacker.close()
+    c.call("shell::close", s)
+
+
+@test
+def attacks_on_sessions_under_runc():
+    attacks_in("runc")
+
+
+@test
+def attacks_on_sessions_under_runsc():
+    if "runsc" not in runtimes():
+        print("    skipped: dockerd has no runsc")
+        return
+    attacks_in("runsc")
 
 
 @test

@@ -27,13 +27,25 @@
 /* \036 (record separator) agentix-NONCE-STATUS \036: never in ordinary output. */
 #define MARKER_HEAD_FMT "\036agentix-%s-"
 #define MARKER_TAIL '\036'
+/* Where each session's command directory is made. A root session's commands must be its own:
+ * the directory is made afresh by the session's user, 0700, under a parent no other account
+ * may rename entries in (sticky, or writable by its owner alone). */
+#define COMMAND_PARENT "/tmp"
+#define COMMAND_DIR_PREFIX "agentix-shell-"
+#define COMMAND_DIR_RANDOM 16
+/* What one read_available() takes from the terminal, at most: a command that writes without
+ * pause must not keep the reader from its deadline, its cancellation and its trim. */
+#define READ_PER_CALL_MAX (64u * 1024u)
 
 struct ShellSession {
         pid_t pid;              /* bash: session leader, process group leader */
         int master;             /* the PTY (non-blocking) */
         int pidfd;              /* polls readable once the shell exited; -EBADF where unavailable */
         char marker_head[8 + 8 + NONCE_LEN + 2];
-        char dir[64];           /* where each run's command is written (0700) */
+        char dir[64];           /* where each run's command is written: ours, 0700 (check_dir()) */
+        int dir_fd;             /* that directory, opened when it was made */
+        dev_t dir_dev;          /* …and what it was then, to know it again by its path */
+        ino_t dir_ino;
         size_t marker_head_len;
         Buffer pending;         /* output not yet handed to a run */
         atomic_bool running;    /* a run holds the session (SessionBusy for another) */
@@ -80,16 +92,17 @@ static bool reap(ShellSession *s, int flags) {
         return true;
 }
 
-/* Read what the PTY has now into s->pending. 0: read something or nothing was there; -EPIPE:
- * the shell is gone. */
+/* Read what the PTY has now into s->pending, READ_PER_CALL_MAX at most (the caller trims
+ * between calls). 0: read something or nothing was there; -EPIPE: the shell is gone. */
 static int read_available(ShellSession *s) {
-        for (;;) {
+        for (size_t total = 0; total < READ_PER_CALL_MAX;) {
                 uint8_t buf[16384];
-                ssize_t n = read(s->master, buf, sizeof(buf));
+                ssize_t n = read(s->master, buf, MIN(sizeof(buf), READ_PER_CALL_MAX - total));
 
                 if (n > 0) {
                         if (buffer_append(&s->pending, buf, (size_t) n) < 0)
                                 return -ENOMEM;
+                        total += (size_t) n;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)
@@ -99,6 +112,7 @@ static int read_available(ShellSession *s) {
                 /* EIO: every slave fd is closed, the shell (and its jobs' hold on it) gone. */
                 return -EPIPE;
         }
+        return 0; /* more may be there: the caller polls again after its trim */
 }
 
 /* The marker in s->pending: its offset and total length, and the status it carries. */
@@ -268,20 +282,116 @@ static void run_over(ShellSession *s) {
         atomic_store(&s->running, false);
 }
 
-/* The command to its file, made anew (the directory too, should a command have removed it). A
- * new file each run, the old one unlinked first: neither a rename over a file nor a truncation
- * to zero, which ext4 answers by writing the data out at once (auto_da_alloc: a disk flush a
- * run); a small file that is unlinked soon never reaches the disk. */
-static int write_command(ShellSession *s, const char *command) {
-        char path[sizeof(s->dir) + 16];
-        _cleanup_close_ int fd = -EBADF;
+/* The parent of command directories: no other account may rename or remove what we make in
+ * it. -EPERM otherwise. */
+static int check_parent(int fd) {
+        struct stat st;
 
-        if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
+        if (fstat(fd, &st) < 0)
                 return -errno;
-        snprintf(path, sizeof(path), "%s/command", s->dir);
-        if (unlink(path) < 0 && errno != ENOENT)
+        if (st.st_uid != 0 && st.st_uid != geteuid())
+                return -EPERM;
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+                return -EPERM;
+        return 0;
+}
+
+/* Is fd a directory of ours, 0700? */
+static bool dir_is_ours(int fd, struct stat *ret) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
+                return false;
+        if (ret)
+                *ret = st;
+        return true;
+}
+
+/* A new command directory under a new random name, made by us with mkdir (never one that was
+ * there: EEXIST picks another name), opened without following a link, and checked: ours, 0700
+ * (a umask may have taken bits: set again on the fd). On failure *ret_error says why. */
+static int make_dir(ShellSession *s, char **ret_error) {
+        static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+        _cleanup_close_ int parent = -EBADF, fd = -EBADF;
+        char name[sizeof(COMMAND_DIR_PREFIX) + COMMAND_DIR_RANDOM];
+        uint8_t random[COMMAND_DIR_RANDOM];
+        struct stat st;
+        int r;
+
+        parent = open(COMMAND_PARENT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (parent < 0)
+                return message_set_first(ret_error, -errno, "cannot open %s for the session's commands: %m", COMMAND_PARENT);
+        r = check_parent(parent);
+        if (r < 0)
+                return message_set_first(ret_error, r, "%s is writable by other accounts and not sticky: they could swap "
+                                         "the session's commands", COMMAND_PARENT);
+        for (unsigned attempt = 0;; attempt++) {
+                if (getrandom(random, sizeof(random), 0) != sizeof(random))
+                        return -errno;
+                memcpy(name, COMMAND_DIR_PREFIX, strlen(COMMAND_DIR_PREFIX));
+                for (size_t i = 0; i < COMMAND_DIR_RANDOM; i++)
+                        name[strlen(COMMAND_DIR_PREFIX) + i] = alphabet[random[i] % (sizeof(alphabet) - 1)];
+                name[sizeof(name) - 1] = 0;
+                if (mkdirat(parent, name, 0700) == 0)
+                        break;
+                if (errno != EEXIST || attempt >= 16)
+                        return message_set_first(ret_error, -errno, "cannot make %s/%s for the session's commands: %m",
+                                                 COMMAND_PARENT, name);
+        }
+        fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return message_set_first(ret_error, -errno, "cannot open %s/%s: %m", COMMAND_PARENT, name);
+        if (fstat(fd, &st) < 0)
                 return -errno;
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (st.st_uid != geteuid() || !S_ISDIR(st.st_mode))
+                return message_set_first(ret_error, -EPERM, "%s/%s is not the directory the session made", COMMAND_PARENT,
+                                         name);
+        if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+                return message_set_first(ret_error, -errno, "cannot make %s/%s private: %m", COMMAND_PARENT, name);
+        if (!dir_is_ours(fd, &st))
+                return message_set_first(ret_error, -EPERM, "%s/%s is not private to the session", COMMAND_PARENT, name);
+
+        safe_close(s->dir_fd);
+        s->dir_fd = TAKE_FD(fd);
+        s->dir_dev = st.st_dev;
+        s->dir_ino = st.st_ino;
+        snprintf(s->dir, sizeof(s->dir), "%s/%s", COMMAND_PARENT, name);
+        return 0;
+}
+
+/* Does s->dir, as bash will open it, lead to the directory we made, still ours and 0700? */
+static bool dir_still_ours(ShellSession *s) {
+        _cleanup_close_ int fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+
+        return fd >= 0 && dir_is_ours(fd, &st) && st.st_dev == s->dir_dev && st.st_ino == s->dir_ino;
+}
+
+/* The command to its file, made anew in our directory. The directory is looked up by its path
+ * first, as bash will: a command of the session may have removed it (and another account made
+ * one of that name), or opened it to others (chmod): then a new one, under a new name. A new
+ * file each run, the old one unlinked first: neither a rename over a file nor a truncation to
+ * zero, which ext4 answers by writing the data out at once (auto_da_alloc: a disk flush a run);
+ * a small file that is unlinked soon never reaches the disk. */
+static int write_command(ShellSession *s, const char *command) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *error = NULL; /* the errno says it to the caller */
+        int r;
+
+        if (!dir_still_ours(s)) {
+                struct stat st;
+
+                /* The old one goes if it is still there under its name (opened up, say). */
+                (void) unlinkat(s->dir_fd, "command", 0);
+                if (lstat(s->dir, &st) == 0 && st.st_dev == s->dir_dev && st.st_ino == s->dir_ino)
+                        (void) rmdir(s->dir);
+                r = make_dir(s, &error);
+                if (r < 0)
+                        return r;
+        }
+        if (unlinkat(s->dir_fd, "command", 0) < 0 && errno != ENOENT)
+                return -errno;
+        fd = openat(s->dir_fd, "command", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         return loop_write(fd, command, strlen(command));
@@ -426,12 +536,14 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
                 return -ENOMEM;
         s->master = -EBADF;
         s->pidfd = -EBADF;
+        s->dir_fd = -EBADF;
         s->marker_head_len = (size_t) snprintf(s->marker_head, sizeof(s->marker_head), MARKER_HEAD_FMT, nonce);
 
-        /* Under /tmp: writable even in a sandbox with a read-only root. */
-        snprintf(s->dir, sizeof(s->dir), "/tmp/agentix-shell-%s", nonce);
-        if (mkdir(s->dir, 0700) < 0) {
-                r = message_set_first(ret_error, -errno, "cannot make %s for the session's commands: %m", s->dir);
+        /* Under /tmp: writable even in a sandbox with a read-only root. A name of its own, not
+         * the nonce: other accounts may list /tmp. */
+        r = make_dir(s, ret_error);
+        if (r < 0) {
+                safe_close(s->dir_fd);
                 free(s);
                 return r;
         }
@@ -446,7 +558,8 @@ int shell_session_open(const ShellOpenOptions *o, ShellSession **ret, char **ret
         eo.stdin_mode = EXEC_STDIN_INTERACTIVE;
         r = exec_spawn(&eo, &child, &stage);
         if (r < 0) {
-                (void) rmdir(s->dir);
+                (void) unlinkat(AT_FDCWD, s->dir, AT_REMOVEDIR);
+                safe_close(s->dir_fd);
                 free(s);
                 return message_set_first(ret_error, r, "cannot start %s%s%s: %s", bash, o->cwd ? " in " : "",
                                          o->cwd ?: "", strerror(-r));
@@ -501,12 +614,12 @@ void shell_session_free(ShellSession *s) {
                 close(s->master);
         if (s->pidfd >= 0)
                 close(s->pidfd);
-        if (s->dir[0]) {
-                char path[sizeof(s->dir) + 16];
-
-                snprintf(path, sizeof(path), "%s/command", s->dir);
-                (void) unlink(path);
-                (void) rmdir(s->dir);
+        if (s->dir_fd >= 0) {
+                (void) unlinkat(s->dir_fd, "command", 0);
+                /* Only ours: the name may be another's by now. */
+                if (dir_still_ours(s))
+                        (void) rmdir(s->dir);
+                safe_close(s->dir_fd);
         }
         buffer_done(&s->pending);
         free(s);

@@ -1,19 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /* The session core against the host's bash: state that persists, a command that hangs, input
- * to a running command, output without a newline, long commands, `exit`, cancellation. */
+ * to a running command, output without a newline, long commands, `exit`, cancellation; and
+ * from another account's side (as root): its directory in place of the session's own.
+ * shell-session.c is included, so that its internals (the command directory, the per-call
+ * read) can be looked at. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "macro.h"
-#include "shell-session.h"
+#include "shell-session.c"
 
 #define SECOND (1000ULL * 1000)
 
@@ -210,6 +216,107 @@ static void test_no_such_shell(void **state) {
         assert_null(s);
 }
 
+/* A command that writes without pause: one read_available() takes a bounded amount, so that
+ * the run trims and looks at its deadline between reads (it used to read until the terminal
+ * had nothing more, which a fast writer never allows). */
+static void test_one_read_is_bounded(void **state) {
+        static char block[65536];
+        ShellSession s = { .pidfd = -EBADF };
+        size_t written = 0;
+        int p[2];
+
+        assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+        assert_true(fcntl(p[1], F_SETPIPE_SZ, 1024 * 1024) >= 1024 * 1024);
+        memset(block, 'y', sizeof(block));
+        for (ssize_t n; (n = write(p[1], block, sizeof(block))) > 0;)
+                written += (size_t) n;
+        assert_true(written >= 512 * 1024);
+        s.master = p[0];
+        assert_int_equal(read_available(&s), 0);
+        assert_true(s.pending.len > 0);
+        assert_true(s.pending.len <= 64 * 1024);
+        buffer_done(&s.pending);
+        close(p[0]);
+        close(p[1]);
+}
+
+/* Another account (nobody) takes the name of a root session's command directory once a command
+ * of the session removed it, and keeps putting its own `command` file there. The session's
+ * commands stay its own: it makes a new directory rather than use one that is not its own. */
+static void test_another_accounts_directory_is_not_used(void **state) {
+        _cleanup_free_ char *old = NULL, *rm = NULL, *marker = NULL, *taken = NULL;
+        ShellSession *s;
+        struct stat st;
+        pid_t attacker;
+
+        if (geteuid() != 0)
+                skip();
+        s = open_session(NULL);
+        old = strdup(s->dir);
+        assert_non_null(old);
+        assert_int_equal(lstat(old, &st), 0);
+        assert_true(S_ISDIR(st.st_mode) && st.st_uid == 0 && (st.st_mode & 07777) == 0700);
+        assert_true(asprintf(&marker, "%s-taken", old) > 0);
+        assert_true(asprintf(&rm, "rm -rf %s", old) > 0);
+        taken = strdup(rm); /* to remove the other account's directory at the end */
+        assert_non_null(taken);
+        free(run_ok(s, rm, 0));
+
+        attacker = fork();
+        assert_true(attacker >= 0);
+        if (attacker == 0) {
+                char path[256], tmp[256], evil[512];
+
+                if (setgid(65534) < 0 || setuid(65534) < 0)
+                        _exit(1);
+                /* Gone with the test, whatever happens to it (a change of uid clears this). */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
+                        _exit(1);
+                snprintf(path, sizeof(path), "%s/command", old);
+                snprintf(tmp, sizeof(tmp), "%s/evil", old);
+                snprintf(evil, sizeof(evil), "echo taken > %s", marker);
+                (void) mkdir(old, 0777);
+                (void) chmod(old, 0777);
+                for (;;) {
+                        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+
+                        if (fd >= 0) {
+                                (void) loop_write(fd, evil, strlen(evil));
+                                close(fd);
+                                (void) rename(tmp, path);
+                        }
+                }
+        }
+        for (int i = 0; i < 500 && (lstat(old, &st) < 0 || st.st_uid != 65534); i++)
+                usleep(10 * 1000);
+        assert_int_equal(st.st_uid, 65534);
+
+        for (int i = 0; i < 20; i++) {
+                _cleanup_free_ char *out = run_ok(s, "echo mine", 0);
+
+                assert_string_equal(out, "mine\n");
+        }
+        assert_int_equal(access(marker, F_OK), -1);
+        assert_string_not_equal(s->dir, old);
+        assert_int_equal(lstat(s->dir, &st), 0);
+        assert_true(st.st_uid == 0 && (st.st_mode & 07777) == 0700);
+
+        /* Opened up by a command of its own (chmod): a new one too. */
+        free(rm);
+        free(old);
+        old = strdup(s->dir);
+        assert_true(asprintf(&rm, "chmod 0777 %s", old) > 0);
+        free(run_ok(s, rm, 0));
+        free(run_ok(s, "true", 0));
+        assert_string_not_equal(s->dir, old);
+
+        kill(attacker, SIGKILL);
+        assert_int_equal(waitpid(attacker, NULL, 0), attacker);
+        shell_session_free(s);
+        (void) unlink(marker);
+        assert_int_equal(system(taken), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_state_persists),
@@ -221,6 +328,8 @@ int main(void) {
                 cmocka_unit_test(test_cancel_interrupts),
                 cmocka_unit_test(test_close_hangs_up_jobs),
                 cmocka_unit_test(test_no_such_shell),
+                cmocka_unit_test(test_one_read_is_bounded),
+                cmocka_unit_test(test_another_accounts_directory_is_not_used),
         };
 
         /* Jobs whose shell is gone come to this process to be reaped. */
