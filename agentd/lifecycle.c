@@ -135,6 +135,7 @@ int lifecycle_extend(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *err
         s->expires_at += seconds * 1000000ULL;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
         schedule_reaper(m);
+        sandbox_tls_renew(s); /* its certificate ends with it */
         return 0;
 }
 
@@ -148,6 +149,7 @@ int lifecycle_set_ttl(Manager *m, Sandbox *s, uint64_t seconds, sd_bus_error *er
         s->expires_at = now_realtime_usec() + seconds * 1000000ULL;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
         schedule_reaper(m);
+        sandbox_tls_renew(s); /* its certificate ends with it */
         return 0;
 }
 
@@ -220,7 +222,7 @@ static void create_done(Sandbox *s, const char *error_name, const char *message)
 
         if (!error_name && s->config->setup && !s->setup_done) {
                 /* Ready: run the setup command before the caller hears of it. */
-                if (sandbox_setup_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), s->token, s->config->setup, on_setup_done, m,
+                if (sandbox_setup_run(m->event, s->runtime_url, s->id, manager_runtime_ca_pem(m), s->token, s->config->setup, on_setup_done, m,
                                       &s->setup) >= 0)
                         return;
                 error_name = AGENTD_ERROR_START_FAILED;
@@ -340,6 +342,7 @@ static void on_claimed(SandboxClaim *claim, const char *error, bool already_clai
                 return;
         }
         log_sandbox_info(s, "Sandbox %s: claimed from pool %s for uid %u.", s->id, s->pool_name, (unsigned) s->owner);
+        sandbox_tls_renew(s); /* a member's certificate ends long after the claimer's TTL */
         create_done(s, NULL, NULL);
 }
 
@@ -384,7 +387,7 @@ static int claim(Manager *m, Sandbox *s, SandboxConfig *config, uid_t owner, sd_
         sandbox_fill_spec(s);
         emit_new(m, s);
         s->create_call = sd_bus_message_ref(call);
-        r = sandbox_claim_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), start_token, s->token, config->env, config->workdir, on_claimed,
+        r = sandbox_claim_run(m->event, s->runtime_url, s->id, manager_runtime_ca_pem(m), start_token, s->token, config->env, config->workdir, on_claimed,
                               s, &s->claim);
         explicit_bzero(start_token, strlen(start_token));
         if (r < 0)
@@ -824,7 +827,7 @@ static void adopt_pool_sandbox(Manager *m, Backend *b, const AgentdSandboxSpec *
         if (s->bound_to)
                 bind_again(m, s);
         if (s->state == SANDBOX_RUNNING &&
-            sandbox_claim_run(m->event, s->runtime_url, manager_runtime_ca_pem(m), spec->token, s->token, s->config->env, s->config->workdir,
+            sandbox_claim_run(m->event, s->runtime_url, s->id, manager_runtime_ca_pem(m), spec->token, s->token, s->config->env, s->config->workdir,
                               on_claim_finished, s, &s->claim) < 0)
                 log_sandbox_warning(s, "Sandbox %s: cannot check that its runtime has its claim.", s->id);
 }

@@ -18,11 +18,13 @@
 
 #include "macro.h"
 #include "runtime-ca.h"
+#include "tls.h"
 
 #define CA_YEARS 10
 #define CLOCK_SKEW_SEC 300 /* notBefore this far back: a node whose clock is a little behind */
 
 struct RuntimeCA {
+        uint64_t last_issue;
         EVP_PKEY *key;
         X509 *cert;
         char *pem;
@@ -296,9 +298,20 @@ static bool host_is_plain(const char *host) {
         return host[0] && strlen(host) < 254;
 }
 
-int runtime_ca_issue(RuntimeCA *ca, const char *host, uint64_t not_after, char **ret_pem, size_t *ret_size) {
+uint64_t runtime_ca_next_issue(RuntimeCA *ca) {
+        struct timespec ts;
+        uint64_t now;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+        ca->last_issue = MAX(now, ca->last_issue + 1);
+        return ca->last_issue;
+}
+
+int runtime_ca_issue(RuntimeCA *ca, const char *host, const char *sandbox_id, uint64_t not_after, char **ret_pem,
+                     size_t *ret_size) {
         unsigned char addr[16];
-        char san[300];
+        char san[400], sandbox_name[TLS_SANDBOX_NAME_MAX];
         X509_NAME *name;
         EVP_PKEY *key = NULL;
         X509 *x = NULL;
@@ -306,11 +319,13 @@ int runtime_ca_issue(RuntimeCA *ca, const char *host, uint64_t not_after, char *
         bool ip = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
         int r = -EIO;
 
-        if (!host_is_plain(host) || (!ip && strchr(host, ':')))
+        if (!host_is_plain(host) || (!ip && strchr(host, ':')) || tls_sandbox_name(sandbox_id, sandbox_name, sizeof(sandbox_name)) < 0)
                 return -EINVAL;
-        if (not_after <= (uint64_t) now)
-                not_after = (uint64_t) now + 3600;
-        snprintf(san, sizeof(san), "%s:%s", ip ? "IP" : "DNS", host);
+        if (not_after <= (uint64_t) now + CLOCK_SKEW_SEC)
+                not_after = (uint64_t) now + CLOCK_SKEW_SEC;
+        /* The address, which clients that know no more check, and the sandbox's name, which
+         * tells it from its neighbours on the same address (a swarm node's). */
+        snprintf(san, sizeof(san), "%s:%s,DNS:%s", ip ? "IP" : "DNS", host, sandbox_name);
         key = new_p256_key();
         x = X509_new();
         if (!key || !x) {

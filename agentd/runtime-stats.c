@@ -86,7 +86,7 @@ static void on_connected(agentix_client *c, const agentix_error *error, void *us
                 answer(rs, NULL, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot ask the sandbox's runtime what it uses.");
 }
 
-int runtime_stats_ask(sd_event *event, const char *url, const char *token, const char *ca_pem, RuntimeStats **slot,
+int runtime_stats_ask(sd_event *event, const char *url, const char *id, const char *token, const char *ca_pem, RuntimeStats **slot,
                       agentd_stats_t done,
                       void *userdata) {
         RuntimeStats *rs = *slot;
@@ -102,6 +102,8 @@ int runtime_stats_ask(sd_event *event, const char *url, const char *token, const
                                                             .no_reconnect = true },
                                        event,
                                        &rs->client);
+                if (r >= 0)
+                        r = agentix_client_set_sandbox_id(rs->client, id);
                 if (r >= 0)
                         r = agentix_client_connect_async(rs->client, on_connected, rs);
                 if (r < 0) {

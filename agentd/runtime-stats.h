@@ -19,7 +19,7 @@ typedef struct RuntimeStats RuntimeStats;
 /* Ask through *slot (the sandbox's; NULL: no reading on its way, one is started). done() is
  * called once for this asker, never before this returns; *slot is NULL again after the
  * reading. A negative errno when the reading cannot start (done() is not called then). */
-int runtime_stats_ask(sd_event *event, const char *url, const char *token, const char *ca_pem, RuntimeStats **slot,
+int runtime_stats_ask(sd_event *event, const char *url, const char *id, const char *token, const char *ca_pem, RuntimeStats **slot,
                       agentd_stats_t done,
                       void *userdata);
 

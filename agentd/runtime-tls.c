@@ -3,12 +3,14 @@
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buffer.h"
 #include "log.h"
 #include "macro.h"
 #include "runtime-tls.h"
 #include "tls-handover.h"
+#include "tls.h"
 
 #define REQUEST_TIMEOUT_MS 5000L
 
@@ -17,6 +19,7 @@ static void curl_url_cleanupp(CURLU **u) {
                 curl_url_cleanup(*u);
 }
 #define ANSWER_MAX 1024
+#define END_SLACK_SEC 60 /* a certificate ending this much after the sandbox is still its own */
 
 typedef enum Step {
         STEP_CHECK,         /* GET https://…/health, verified: has it a good certificate already? */
@@ -30,11 +33,15 @@ struct RuntimeTls {
         CURL *easy;
         RuntimeCA *ca;
         Step step;
+        bool step_fallback; /* a renewal's install over TLS may find the runtime waiting in the clear */
         char *host;         /* as the URL has it ([::1] with brackets) */
         char *bare_host;    /* as the certificate names it */
         char *https_url;
+        char *sandbox_id;
         char *token;
-        uint64_t not_after;
+        uint64_t not_after;     /* of the certificate to issue */
+        uint64_t renew_after;   /* adoption: one that ends before this is replaced */
+        uint64_t served_not_after; /* of the one the runtime serves, once seen */
         Buffer sealed;      /* the sealed certificate and key */
         Buffer answer;
         char errbuf[CURL_ERROR_SIZE];
@@ -88,6 +95,37 @@ static const char *answer_text(RuntimeTls *t) {
         return m;
 }
 
+/* The end of the certificate the runtime served (the leaf: curl's first), or 0. */
+static uint64_t peer_not_after(CURL *easy) {
+        struct curl_certinfo *ci = NULL;
+
+        if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &ci) != CURLE_OK || !ci || ci->num_of_certs < 1)
+                return 0;
+        for (struct curl_slist *l = ci->certinfo[0]; l; l = l->next) {
+                struct tm tm = {};
+                const char *v;
+                time_t end;
+
+                if (!startswith(l->data, "Expire date:"))
+                        continue;
+                /* OpenSSL's ASN1_TIME_print(): "Nov 28 23:17:16 2027 GMT". */
+                v = l->data + strlen("Expire date:");
+                v = strptime(v, "%b %d %H:%M:%S %Y GMT", &tm);
+                if (!v)
+                        return 0;
+                end = timegm(&tm);
+                return end > 0 ? (uint64_t) end : 0;
+        }
+        return 0;
+}
+
+/* curl checks the URL's address; the sandbox's name is checked by OpenSSL's verification. */
+static CURLcode on_ssl_ctx(CURL *easy, void *ssl_ctx, void *userdata) {
+        RuntimeTls *t = userdata;
+
+        return tls_context_require_sandbox(ssl_ctx, t->sandbox_id) < 0 ? CURLE_SSL_CERTPROBLEM : CURLE_OK;
+}
+
 static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         RuntimeTls *t = userdata;
         long status = 0;
@@ -96,10 +134,22 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         if (result == CURLE_OK)
                 curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         switch (t->step) {
-        case STEP_CHECK:
-                if (status == 200)
+        case STEP_CHECK: {
+                uint64_t end = status == 200 ? peer_not_after(easy) : 0;
+
+                if (end >= t->renew_after && end <= t->not_after + END_SLACK_SEC) {
+                        t->served_not_after = end;
                         return finish(t, true, NULL);
+                }
+                if (status == 200) {
+                        /* It verifies, but ends too soon (or later than the sandbox may live: its
+                         * TTL was cut while agentd was away). */
+                        log_info("The runtime at %s has a certificate ending %s: issuing it a new one.", t->host,
+                                 end < t->renew_after ? "soon" : "after its sandbox");
+                        return run_step(t, STEP_INSTALL_TLS);
+                }
                 return run_step(t, STEP_INSTALL_PLAIN);
+        }
         case STEP_INSTALL_PLAIN:
                 if (status == 204)
                         return run_step(t, STEP_VERIFY);
@@ -110,6 +160,11 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         case STEP_INSTALL_TLS:
                 if (status == 204)
                         return run_step(t, STEP_VERIFY);
+                if (result != CURLE_OK && t->step_fallback) {
+                        /* A renewal found it waiting for a certificate (it started again). */
+                        t->step_fallback = false;
+                        return run_step(t, STEP_INSTALL_PLAIN);
+                }
                 if (result != CURLE_OK)
                         snprintf(msg, sizeof(msg), "cannot hand the runtime its TLS certificate: %s",
                                  t->errbuf[0] ? t->errbuf : curl_easy_strerror(result));
@@ -118,8 +173,10 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
                                  answer_text(t));
                 return finish(t, false, msg);
         case STEP_VERIFY:
-                if (status == 200)
+                if (status == 200) {
+                        t->served_not_after = t->not_after;
                         return finish(t, true, NULL);
+                }
                 snprintf(msg, sizeof(msg), "the runtime does not answer over TLS with its new certificate: %s",
                          result != CURLE_OK ? (t->errbuf[0] ? t->errbuf : curl_easy_strerror(result)) : "no /health");
                 return finish(t, false, msg);
@@ -139,11 +196,12 @@ static int seal(RuntimeTls *t) {
         size_t size = 0;
         int r;
 
-        r = runtime_ca_issue(t->ca, t->bare_host, t->not_after, &pem, &size);
+        r = runtime_ca_issue(t->ca, t->bare_host, t->sandbox_id, t->not_after, &pem, &size);
         if (r < 0)
                 return r;
+        OPENSSL_cleanse(buffer_data(&t->sealed), t->sealed.len);
         buffer_clear(&t->sealed);
-        r = tls_handover_seal(t->token, pem, size, &t->sealed);
+        r = tls_handover_seal(t->token, runtime_ca_next_issue(t->ca), pem, size, &t->sealed);
         OPENSSL_clear_free(pem, size + 1);
         return r;
 }
@@ -159,7 +217,9 @@ static void run_step(RuntimeTls *t, Step step) {
         t->step = step;
         t->errbuf[0] = 0;
         buffer_clear(&t->answer);
-        if (step == STEP_INSTALL_PLAIN && seal(t) < 0) {
+        /* A new certificate each try: one the runtime took already (its answer lost) would
+         * not be taken again (tls-handover.h). */
+        if (install && seal(t) < 0) {
                 /* Not from inside curl's callback: from the loop. */
                 if (sd_event_add_defer(curl_event_event(t->curl), &t->later, on_later, t) < 0)
                         log_oom();
@@ -176,6 +236,9 @@ static void run_step(RuntimeTls *t, Step step) {
             curl_easy_setopt(t->easy, CURLOPT_ERRORBUFFER, t->errbuf) != CURLE_OK ||
             curl_easy_setopt(t->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             curl_easy_setopt(t->easy, CURLOPT_NOPROXY, "*") != CURLE_OK ||
+            /* A connection of its own: after an install, the certificate checked is the new one. */
+            curl_easy_setopt(t->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+            curl_easy_setopt(t->easy, CURLOPT_FORBID_REUSE, 1L) != CURLE_OK ||
             curl_easy_setopt(t->easy, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS) != CURLE_OK)
                 goto fail;
         if (tls) {
@@ -184,6 +247,10 @@ static void run_step(RuntimeTls *t, Step step) {
                     curl_easy_setopt(t->easy, CURLOPT_CAPATH, NULL) != CURLE_OK ||
                     curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYPEER, verify ? 1L : 0L) != CURLE_OK ||
                     curl_easy_setopt(t->easy, CURLOPT_SSL_VERIFYHOST, verify ? 2L : 0L) != CURLE_OK)
+                        goto fail;
+                if (verify && (curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx) != CURLE_OK ||
+                               curl_easy_setopt(t->easy, CURLOPT_SSL_CTX_DATA, t) != CURLE_OK ||
+                               curl_easy_setopt(t->easy, CURLOPT_CERTINFO, 1L) != CURLE_OK))
                         goto fail;
         }
         if (install && (curl_easy_setopt(t->easy, CURLOPT_POST, 1L) != CURLE_OK ||
@@ -198,14 +265,21 @@ fail:
                 log_oom();
 }
 
-int runtime_tls_start(CurlEvent *curl, RuntimeCA *ca, const char *runtime_url, const char *token, uint64_t not_after,
-                      bool check_first, runtime_tls_done_t done, void *userdata, RuntimeTls **ret) {
+uint64_t runtime_tls_not_after(const RuntimeTls *t) {
+        return t ? t->served_not_after : 0;
+}
+
+int runtime_tls_start(CurlEvent *curl, RuntimeCA *ca, const char *runtime_url, const char *sandbox_id,
+                      const char *token, uint64_t not_after, uint64_t renew_after, RuntimeTlsHow mode,
+                      runtime_tls_done_t done, void *userdata, RuntimeTls **ret) {
         _cleanup_(curl_url_cleanupp) CURLU *u = NULL;
         char *host = NULL, *port = NULL;
         RuntimeTls *t;
         size_t n;
 
-        if (!runtime_url || strempty(token))
+        char name[TLS_SANDBOX_NAME_MAX];
+
+        if (!runtime_url || strempty(token) || tls_sandbox_name(sandbox_id, name, sizeof(name)) < 0)
                 return -EINVAL;
         u = curl_url();
         if (!u || curl_url_set(u, CURLUPART_URL, runtime_url, 0) != CURLUE_OK ||
@@ -220,7 +294,8 @@ int runtime_tls_start(CurlEvent *curl, RuntimeCA *ca, const char *runtime_url, c
                 curl_free(port);
                 return -ENOMEM;
         }
-        *t = (RuntimeTls) { .curl = curl, .ca = ca, .not_after = not_after, .done = done, .userdata = userdata };
+        *t = (RuntimeTls) { .curl = curl, .ca = ca, .not_after = not_after, .renew_after = renew_after,
+                            .step_fallback = mode == RUNTIME_TLS_HOW_RENEW, .done = done, .userdata = userdata };
         n = strlen(host);
         t->bare_host = n >= 2 && host[0] == '[' ? strndup(host + 1, n - 2) : strdup(host);
         if (asprintf(&t->host, "%s:%s", host, port) < 0)
@@ -230,13 +305,14 @@ int runtime_tls_start(CurlEvent *curl, RuntimeCA *ca, const char *runtime_url, c
         if (t->host && asprintf(&t->https_url, "https://%s", t->host) < 0)
                 t->https_url = NULL;
         t->token = strdup(token);
+        t->sandbox_id = strdup(sandbox_id);
         t->easy = curl_easy_init();
-        if (!t->bare_host || !t->host || !t->https_url || !t->token || !t->easy) {
+        if (!t->bare_host || !t->host || !t->https_url || !t->token || !t->sandbox_id || !t->easy) {
                 runtime_tls_free(t);
                 return -ENOMEM;
         }
         *ret = t;
-        run_step(t, check_first ? STEP_CHECK : STEP_INSTALL_PLAIN);
+        run_step(t, mode == RUNTIME_TLS_HOW_ADOPT ? STEP_CHECK : mode == RUNTIME_TLS_HOW_RENEW ? STEP_INSTALL_TLS : STEP_INSTALL_PLAIN);
         return 0;
 }
 
@@ -259,6 +335,7 @@ RuntimeTls *runtime_tls_free(RuntimeTls *t) {
         free(t->host);
         free(t->bare_host);
         free(t->https_url);
+        free(t->sandbox_id);
         free(t);
         return NULL;
 }

@@ -109,7 +109,7 @@ static int pack_kwargs(Buffer *b, const char *new_token, char *const *env, const
         return r < 0 ? -ENOMEM : 0;
 }
 
-int sandbox_claim_run(sd_event *event, const char *url, const char *ca_pem, const char *start_token, const char *new_token,
+int sandbox_claim_run(sd_event *event, const char *url, const char *id, const char *ca_pem, const char *start_token, const char *new_token,
                       char *const *env, const char *workdir, sandbox_claim_done_t done, void *userdata,
                       SandboxClaim **ret) {
         SandboxClaim *c = calloc(1, sizeof(*c));
@@ -123,6 +123,8 @@ int sandbox_claim_run(sd_event *event, const char *url, const char *ca_pem, cons
                 r = agentix_client_new(&(agentix_options) { .url = url, .token = start_token, .ca_pem = ca_pem,
                                                             .no_reconnect = true },
                                        event, &c->client);
+        if (r >= 0)
+                r = agentix_client_set_sandbox_id(c->client, id);
         if (r >= 0)
                 r = agentix_client_connect_async(c->client, on_connected, c);
         if (r < 0) {

@@ -14,7 +14,7 @@ typedef struct SandboxClaim SandboxClaim;
 typedef void (*sandbox_claim_done_t)(SandboxClaim *claim, const char *error, bool already_claimed, void *userdata);
 
 /* env: KEY=VALUE strings, NULL-terminated, or NULL; workdir or NULL. */
-int sandbox_claim_run(sd_event *event, const char *url, const char *ca_pem, const char *start_token, const char *new_token,
+int sandbox_claim_run(sd_event *event, const char *url, const char *id, const char *ca_pem, const char *start_token, const char *new_token,
                       char *const *env, const char *workdir, sandbox_claim_done_t done, void *userdata,
                       SandboxClaim **ret);
 /* Stop (the done callback is not called). */

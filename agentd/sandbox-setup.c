@@ -116,7 +116,7 @@ static void on_connected(agentix_client *c, const agentix_error *error, void *us
                 finish(s, "Cannot start the setup command");
 }
 
-int sandbox_setup_run(sd_event *event, const char *url, const char *ca_pem, const char *token, const char *command,
+int sandbox_setup_run(sd_event *event, const char *url, const char *id, const char *ca_pem, const char *token, const char *command,
                       sandbox_setup_done_t done, void *userdata, SandboxSetup **ret) {
         SandboxSetup *s = calloc(1, sizeof(*s));
         int r;
@@ -131,6 +131,8 @@ int sandbox_setup_run(sd_event *event, const char *url, const char *ca_pem, cons
         r = agentix_client_new(&(agentix_options) { .url = url, .token = token, .ca_pem = ca_pem, .no_reconnect = true },
                                event,
                                &s->client);
+        if (r >= 0)
+                r = agentix_client_set_sandbox_id(s->client, id);
         if (r >= 0)
                 r = agentix_client_connect_async(s->client, on_connected, s);
         if (r < 0) {

@@ -15,7 +15,7 @@ typedef void (*sandbox_setup_done_t)(SandboxSetup *setup, const char *error, voi
 
 #define SANDBOX_SETUP_TIMEOUT_SEC 600
 
-int sandbox_setup_run(sd_event *event, const char *url, const char *ca_pem, const char *token, const char *command,
+int sandbox_setup_run(sd_event *event, const char *url, const char *id, const char *ca_pem, const char *token, const char *command,
                       sandbox_setup_done_t done, void *userdata, SandboxSetup **ret);
 /* Stop (the done callback is not called). */
 SandboxSetup *sandbox_setup_free(SandboxSetup *setup);

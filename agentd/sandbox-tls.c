@@ -1,11 +1,37 @@
 /* SPDX-License-Identifier: MIT */
 #include <time.h>
 
+#include "log.h"
 #include "manager.h"
 #include "runtime-tls.h"
 #include "sandbox-tls.h"
 
-#define YEAR_SEC (366ULL * 24 * 3600)
+#define RETRY_SOON_USEC (1ULL * 1000000)      /* a handover on its way, or the sandbox being made */
+#define RETRY_LATER_USEC (60ULL * 1000000)    /* paused, or the last try failed */
+
+static uint64_t now_sec(void) {
+        return (uint64_t) time(NULL);
+}
+
+/* When its certificate should end: with the sandbox (plus the grace), or the longest a
+ * certificate lives, whichever is first. */
+static uint64_t want_not_after(const Sandbox *s) {
+        return MIN(s->expires_at / 1000000 + SANDBOX_TLS_GRACE_SEC, now_sec() + SANDBOX_TLS_LIFETIME_MAX_SEC);
+}
+
+static void schedule(Sandbox *s, uint64_t at_usec);
+
+/* Due again when the sandbox outlives its certificate; not otherwise (it goes with it). */
+static void schedule_next(Sandbox *s) {
+        uint64_t end = s->tls_not_after;
+
+        if (end == 0 || end >= s->expires_at / 1000000 + SANDBOX_TLS_GRACE_SEC) {
+                if (s->tls_renew)
+                        (void) sd_event_source_set_enabled(s->tls_renew, SD_EVENT_OFF);
+                return;
+        }
+        schedule(s, (end > SANDBOX_TLS_RENEW_BEFORE_SEC ? end - SANDBOX_TLS_RENEW_BEFORE_SEC : 0) * 1000000ULL);
+}
 
 static void on_secured(RuntimeTls *t, const char *https_url, const char *error, void *userdata) {
         Sandbox *s = userdata;
@@ -14,6 +40,8 @@ static void on_secured(RuntimeTls *t, const char *https_url, const char *error, 
         _cleanup_free_ char *url = https_url ? strdup(https_url) : NULL, *why = error ? strdup(error) : NULL;
 
         /* t owns https_url and error: copied before it goes. */
+        if (https_url)
+                s->tls_not_after = runtime_tls_not_after(t);
         s->tls_handover = runtime_tls_free(s->tls_handover);
         s->tls_done = NULL;
         if (!https_url || !url) {
@@ -26,18 +54,15 @@ static void on_secured(RuntimeTls *t, const char *https_url, const char *error, 
                 if (s->path && manager_get_sandbox(m, s->id) == s)
                         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl", NULL);
         }
+        schedule_next(s);
         done(s, NULL);
 }
 
-int sandbox_tls_secure(Sandbox *s, bool adopted, sandbox_tls_done_t done) {
+static int start(Sandbox *s, RuntimeTlsHow mode, sandbox_tls_done_t done) {
         Manager *m = s->manager;
-        uint64_t not_after, max_ttl = m->config->max_ttl_sec;
+        uint64_t not_after = want_not_after(s);
         int r;
 
-        if (!s->spec.tls) {
-                done(s, NULL);
-                return 0;
-        }
         if (!m->runtime_ca)
                 return -ENOKEY; /* TLS turned off since it was made: its runtime has a certificate */
         if (!m->curl) {
@@ -45,14 +70,69 @@ int sandbox_tls_secure(Sandbox *s, bool adopted, sandbox_tls_done_t done) {
                 if (r < 0)
                         return r;
         }
-        /* Valid as long as the sandbox may live: its expiry as it stands plus the most an
-         * extension may add (a year when that is unbounded). */
-        not_after = s->expires_at / 1000000 + (max_ttl == AGENTD_UNLIMITED || max_ttl > YEAR_SEC ? YEAR_SEC : max_ttl);
         s->tls_handover = runtime_tls_free(s->tls_handover);
-        r = runtime_tls_start(m->curl, m->runtime_ca, s->runtime_url, s->token, not_after, adopted, on_secured, s,
+        /* At adoption, one that ends as wanted is kept; so is one of a long-lived sandbox while
+         * more than SANDBOX_TLS_RENEW_BEFORE_SEC is left. */
+        r = runtime_tls_start(m->curl, m->runtime_ca, s->runtime_url, s->id, s->token, not_after,
+                              MIN(not_after, now_sec() + SANDBOX_TLS_RENEW_BEFORE_SEC), mode, on_secured, s,
                               &s->tls_handover);
         if (r < 0)
                 return r;
         s->tls_done = done;
         return 0;
+}
+
+int sandbox_tls_secure(Sandbox *s, bool adopted, sandbox_tls_done_t done) {
+        if (!s->spec.tls) {
+                done(s, NULL);
+                return 0;
+        }
+        return start(s, adopted ? RUNTIME_TLS_HOW_ADOPT : RUNTIME_TLS_HOW_INSTALL, done);
+}
+
+static void on_renewed(Sandbox *s, const char *error) {
+        if (!error) {
+                log_sandbox_info(s, "Sandbox %s: its runtime has a new TLS certificate, until its expiry.", s->id);
+                return;
+        }
+        log_sandbox_warning(s, "Sandbox %s: cannot give its runtime a new TLS certificate (trying again in %llu s): "
+                            "%s", s->id, (unsigned long long) (RETRY_LATER_USEC / 1000000), error);
+        schedule(s, (uint64_t) time(NULL) * 1000000ULL + RETRY_LATER_USEC);
+}
+
+static int on_due(sd_event_source *es, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+        uint64_t now = usec;
+
+        if (s->tls_handover || s->state == SANDBOX_CREATING) {
+                schedule(s, now + RETRY_SOON_USEC);
+                return 0;
+        }
+        if (s->state != SANDBOX_RUNNING) {
+                /* Paused (its runtime cannot answer), or going: later, if still wanted. */
+                if (s->state != SANDBOX_REMOVING)
+                        schedule(s, now + RETRY_LATER_USEC);
+                return 0;
+        }
+        if (start(s, RUNTIME_TLS_HOW_RENEW, on_renewed) < 0)
+                log_sandbox_warning(s, "Sandbox %s: cannot start giving its runtime a new TLS certificate.", s->id);
+        return 0;
+}
+
+static void schedule(Sandbox *s, uint64_t at_usec) {
+        Manager *m = s->manager;
+
+        if (!s->tls_renew) {
+                if (sd_event_add_time(m->event, &s->tls_renew, CLOCK_REALTIME, at_usec, 1000000, on_due, s) < 0)
+                        log_sandbox_warning(s, "Sandbox %s: cannot arm its TLS certificate's renewal.", s->id);
+                return;
+        }
+        (void) sd_event_source_set_time(s->tls_renew, at_usec);
+        (void) sd_event_source_set_enabled(s->tls_renew, SD_EVENT_ONESHOT);
+}
+
+void sandbox_tls_renew(Sandbox *s) {
+        if (!s->spec.tls || !s->manager || !s->manager->runtime_ca)
+                return;
+        schedule(s, (uint64_t) time(NULL) * 1000000ULL);
 }

@@ -190,6 +190,7 @@ Sandbox *sandbox_free(Sandbox *s) {
         for (StatsAsk *a = s->stats_asks; a; a = a->next)
                 a->sandbox = NULL; /* their answers still go to their askers, without a fallback */
         runtime_tls_free(s->tls_handover);
+        sd_event_source_disable_unref(s->tls_renew);
         if (s->token)
                 explicit_bzero(s->token, strlen(s->token));
         free(s->token);
@@ -258,7 +259,7 @@ static void on_backend_stats(void *userdata, const AgentdSandboxStats *stats, co
         stats_ask_unlink(a);
         if (error_name && streq(error_name, AGENTD_ERROR_BACKEND_UNAVAILABLE) && s && s->state == SANDBOX_RUNNING &&
             s->runtime_url &&
-            runtime_stats_ask(a->event, s->runtime_url, s->token, s->backend->runtime_ca_pem, &s->runtime_stats,
+            runtime_stats_ask(a->event, s->runtime_url, s->id, s->token, s->backend->runtime_ca_pem, &s->runtime_stats,
                               a->done, a->userdata) >= 0)
                 return;
         a->done(a->userdata, stats, error_name, message);
@@ -286,6 +287,6 @@ int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *u
         }
         if (s->state == SANDBOX_PAUSED)
                 return -EAGAIN; /* its runtime is frozen with it */
-        return runtime_stats_ask(event, s->runtime_url, s->token, s->backend->runtime_ca_pem,
+        return runtime_stats_ask(event, s->runtime_url, s->id, s->token, s->backend->runtime_ca_pem,
                                  &s->runtime_stats, done, userdata);
 }

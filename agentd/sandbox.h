@@ -69,6 +69,8 @@ typedef struct Sandbox {
         struct StatsAsk *stats_asks; /* its backend's readings on their way (sandbox_read_stats()) */
         struct RuntimeTls *tls_handover; /* its runtime's TLS certificate on its way (sandbox-tls.h) */
         void (*tls_done)(struct Sandbox *s, const char *error);
+        uint64_t tls_not_after;   /* its runtime's certificate ends then (unix seconds), 0: unknown */
+        sd_event_source *tls_renew; /* a new certificate due (sandbox-tls.h) */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);

@@ -3,12 +3,17 @@
 """The main job's client: a stock python-socketio client calls agentix-server's /rpc namespace
 (every event argument is one binary attachment holding one msgpack map) and prints replies.
 An https:// runtime is verified against the CA file AGENTIX_CA_FILE names (agentd's
-Manager.RuntimeCA), and nothing else."""
+Manager.RuntimeCA), and nothing else; with AGENTIX_SANDBOX=ID, its certificate must name that
+sandbox (ID.sandbox.agentix) as well as the URL's address, so that another sandbox's runtime
+on the same address (a swarm node's) is refused."""
 
+import ipaddress
 import json
 import os
+import ssl
 import sys
 import threading
+import urllib.parse
 import uuid
 
 import msgpack
@@ -20,6 +25,25 @@ if url.startswith("https://"):
     import requests
     session = requests.Session()
     session.verify = os.environ["AGENTIX_CA_FILE"]  # polling, and (python-engineio) the WebSocket too
+    sandbox = os.environ.get("AGENTIX_SANDBOX")
+    if sandbox:
+        import websocket  # websocket-client, which python-engineio opens its WebSocket with
+
+        host = urllib.parse.urlsplit(url).hostname
+        name = f"{sandbox}.sandbox.agentix"
+        _create = websocket.create_connection
+
+        def create_connection(ws_url, **kwargs):
+            # The handshake checks the sandbox's name (as the server's name), then the address.
+            kwargs.setdefault("sslopt", {})["server_hostname"] = name
+            ws = _create(ws_url, **kwargs)
+            sans = ws.sock.getpeercert().get("subjectAltName", ())
+            if not any(kind == "IP Address" and ipaddress.ip_address(value.strip()) == ipaddress.ip_address(host)
+                       for kind, value in sans):
+                ws.close()
+                raise ssl.SSLCertVerificationError(f"the runtime's certificate does not name {host}")
+            return ws
+        websocket.create_connection = create_connection
 sio = socketio.Client(reconnection=False, http_session=session)
 # python-engineio 4.3's sync client hands each message to a new thread, which can reorder a
 # binary attachment and its packet under a burst: deliver messages in order on its read thread.

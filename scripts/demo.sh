@@ -88,7 +88,7 @@ token=$(echo "$access" | awk '{print $3}' | tr -d '"')
 echo "runtime: $url"
 
 step "python-socketio calls into sandbox $id"
-/usr/bin/python3 scripts/demo-client.py "$url" "$token" /tmp
+AGENTIX_SANDBOX="$id" /usr/bin/python3 scripts/demo-client.py "$url" "$token" /tmp
 
 step "busctl call ... DeleteSandbox"
 busctl call $M DeleteSandbox s "$id"

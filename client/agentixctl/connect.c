@@ -110,6 +110,13 @@ int ctl_connect(sd_event *event, size_t max_message, agentix_client **ret) {
                 .ca_pem = sandbox_ca_pem,
         };
         r = agentix_client_new(&o, event, &c);
+        /* Reached by id: its runtime's certificate must name this sandbox, not only its address
+         * (a neighbour on the same swarm node has that too). */
+        if (r >= 0 && arg_sandbox) {
+                r = agentix_client_set_sandbox_id(c, arg_sandbox);
+                if (r < 0)
+                        c = agentix_client_unref(c);
+        }
         if (r == -ENOKEY)
                 return fail(EXIT_USAGE, "cannot connect to %s: an https:// runtime is verified against agentd's runtime "
                             "CA: give it with --ca-file=FILE (or AGENTIX_CA_FILE), or reach the sandbox with "

@@ -112,6 +112,11 @@ typedef struct agentix_options {
 
 /* Create a client. event: the loop to run on, or NULL for a private one (blocking use). */
 AGENTIX_API int agentix_client_new(const agentix_options *o, sd_event *event, agentix_client **ret);
+/* The sandbox (its id) this client means to reach, from its next connection on: an https://
+ * runtime's certificate must then name it (ID.sandbox.agentix) as well as the URL's address,
+ * so that another sandbox's runtime on the same address (a swarm node's) is refused. Give it
+ * whenever the id is known. NULL: the address alone. -EINVAL: not an id agentd makes. */
+AGENTIX_API int agentix_client_set_sandbox_id(agentix_client *c, const char *id);
 AGENTIX_API agentix_client *agentix_client_ref(agentix_client *c);
 AGENTIX_API agentix_client *agentix_client_unref(agentix_client *c);
 

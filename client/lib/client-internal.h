@@ -103,6 +103,7 @@ struct agentix_client {
         char *auth_json;
         agentix_options options; /* url/token/ca_pem point at our copies (token: NULL, it is in auth_json) */
         char *ca_pem;
+        char *sandbox_id;              /* over TLS: the sandbox the certificate must name too */
 
         SioClient *sio;
         bool sio_reconnects;           /* sio retries by itself (after the first drop) */

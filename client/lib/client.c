@@ -182,8 +182,21 @@ static void client_free_now(agentix_client *c) {
         sd_event_unref(c->event);
         free(c->url);
         free(c->ca_pem);
+        free(c->sandbox_id);
         free(c->auth_json);
         free(c);
+}
+
+AGENTIX_API int agentix_client_set_sandbox_id(agentix_client *c, const char *id) {
+        char name[TLS_SANDBOX_NAME_MAX], *copy = NULL;
+
+        if (!c || (id && tls_sandbox_name(id, name, sizeof(name)) < 0))
+                return -EINVAL;
+        if (id && !(copy = strdup(id)))
+                return -ENOMEM;
+        free(c->sandbox_id);
+        c->sandbox_id = copy;
+        return 0;
 }
 
 AGENTIX_API sd_event *agentix_client_get_event(agentix_client *c) {
@@ -749,6 +762,7 @@ static int client_start_sio(agentix_client *c, bool reconnect) {
                 .reconnect_timeout_usec = c->options.reconnect_timeout_usec,
                 .max_message = c->options.max_message,
                 .tls_ca_pem = c->options.ca_pem,
+                .tls_sandbox_id = c->sandbox_id,
         };
         int r;
 

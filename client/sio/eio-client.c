@@ -221,6 +221,7 @@ int eio_client_new(sd_event *event, const EioClientConfig *config, const EioClie
                                      &transport_handlers, e, &e->ws);
         else
                 r = polling_transport_new(event, config->curl, config->polling_url, config->tls_ca_pem,
+                                          config->tls_sandbox_id,
                                           config->connect_timeout_usec,
                                           config->max_message, &e->queue, &transport_handlers, e, &e->polling);
         if (r < 0)

@@ -35,6 +35,7 @@ typedef struct EioClientConfig {
         CurlEvent *curl;             /* POLLING */
         const char *polling_url;     /* POLLING: the endpoint without a query */
         const char *tls_ca_pem;      /* POLLING over https://: the CA to verify with */
+        const char *tls_sandbox_id;  /* POLLING over https://: the sandbox the certificate must name, or NULL */
         uint64_t connect_timeout_usec;
         size_t max_message;
 } EioClientConfig;

@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "polling-transport.h"
+#include "tls.h"
 
 /* python-engineio refuses a payload of more than 16 packets ("Too many packets in payload"):
  * a longer queue goes out over several POSTs. */
@@ -32,6 +33,7 @@ struct PollingTransport {
         CurlEvent *glue;
         char *url;
         char *ca_pem;       /* https://: the only CA trusted */
+        char *sandbox_id;   /* https://: the sandbox the certificate must name too, or NULL */
         char *sid;
         size_t max_payload; /* the server's, bytes of one POST body */
         uint64_t connect_timeout_usec;
@@ -384,6 +386,12 @@ static int on_kick(sd_event_source *s, void *userdata) {
 
 /* ---- the transport --------------------------------------------------------------------------- */
 
+static CURLcode on_ssl_ctx(CURL *easy, void *ssl_ctx, void *userdata) {
+        PollingTransport *t = userdata;
+
+        return tls_context_require_sandbox(ssl_ctx, t->sandbox_id) < 0 ? CURLE_SSL_CERTPROBLEM : CURLE_OK;
+}
+
 static int request_init(PollingTransport *t, Request *req, bool post) {
         long connect_ms = (long) MAX(t->connect_timeout_usec / 1000, (uint64_t) 1);
 
@@ -406,6 +414,10 @@ static int request_init(PollingTransport *t, Request *req, bool post) {
                 if (curl_easy_setopt(req->easy, CURLOPT_CAINFO_BLOB, &ca) != CURLE_OK ||
                     curl_easy_setopt(req->easy, CURLOPT_CAPATH, NULL) != CURLE_OK)
                         return -ENOMEM;
+                /* curl checks the URL's address; OpenSSL the sandbox's name (tls.h). */
+                if (t->sandbox_id && (curl_easy_setopt(req->easy, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx) != CURLE_OK ||
+                                      curl_easy_setopt(req->easy, CURLOPT_SSL_CTX_DATA, t) != CURLE_OK))
+                        return -ENOMEM;
         }
         if (post && (curl_easy_setopt(req->easy, CURLOPT_POST, 1L) != CURLE_OK ||
                      curl_easy_setopt(req->easy, CURLOPT_HTTPHEADER, t->post_headers) != CURLE_OK))
@@ -413,7 +425,7 @@ static int request_init(PollingTransport *t, Request *req, bool post) {
         return 0;
 }
 
-int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem,
+int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem, const char *sandbox_id,
                           uint64_t connect_timeout_usec, size_t max_message, OutQueue *queue,
                           const EioTransportHandlers *handlers, void *userdata, PollingTransport **ret) {
         PollingTransport *t;
@@ -431,7 +443,8 @@ int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, con
         t->handlers = handlers;
         t->userdata = userdata;
         t->url = strdup(url);
-        if (!t->url || (ca_pem && !(t->ca_pem = strdup(ca_pem)))) {
+        if (!t->url || (ca_pem && !(t->ca_pem = strdup(ca_pem))) ||
+            (sandbox_id && !(t->sandbox_id = strdup(sandbox_id)))) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -522,6 +535,7 @@ PollingTransport *polling_transport_free(PollingTransport *t) {
         free(t->sid);
         free(t->url);
         free(t->ca_pem);
+        free(t->sandbox_id);
         free(t);
         return NULL;
 }

@@ -15,8 +15,9 @@ typedef struct PollingTransport PollingTransport;
 
 /* `url` is the Engine.IO endpoint without a query, e.g. "http://127.0.0.1:8000/socket.io/".
  * Handlers run from the event loop, never from inside this call. */
-/* ca_pem: for an https:// url, the CA the server's certificate must chain to (the only one). */
-int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem,
+/* ca_pem: for an https:// url, the CA the server's certificate must chain to (the only one);
+ * sandbox_id: the sandbox it must name besides the URL's host (tls.h), or NULL. */
+int polling_transport_new(sd_event *event, CurlEvent *glue, const char *url, const char *ca_pem, const char *sandbox_id,
                           uint64_t connect_timeout_usec, size_t max_message, OutQueue *queue,
                           const EioTransportHandlers *handlers, void *userdata, PollingTransport **ret);
 

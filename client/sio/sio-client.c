@@ -70,6 +70,7 @@ struct SioClient {
         SioUrl url;
         SSL_CTX *tls_ctx;  /* url.tls: verifies the server */
         char *tls_ca_pem;
+        char *tls_sandbox_id;
         char *nsp;
         json_t *auth;
         SioClientTransport transport;
@@ -607,12 +608,14 @@ static void attempt_start(SioClient *c) {
                 .path = c->url.ws_path,
                 .tls = c->url.tls,
                 .tls_ctx = c->tls_ctx,
+                .tls_sandbox_id = c->tls_sandbox_id,
         };
         EioClientConfig config = {
                 .transport = pick_transport(c),
                 .ws_target = &target,
                 .polling_url = c->url.polling_url,
                 .tls_ca_pem = c->tls_ca_pem,
+                .tls_sandbox_id = c->tls_sandbox_id,
                 .connect_timeout_usec = c->connect_timeout,
                 .max_message = c->max_message,
         };
@@ -688,6 +691,19 @@ int sio_client_new(sd_event *event, const SioClientConfig *config, const SioClie
                 if (r < 0)
                         goto fail;
                 c->tls_ca_pem = strdup(config->tls_ca_pem);
+                if (config->tls_sandbox_id) {
+                        char name[TLS_SANDBOX_NAME_MAX];
+
+                        if (tls_sandbox_name(config->tls_sandbox_id, name, sizeof(name)) < 0) {
+                                r = -EINVAL;
+                                goto fail;
+                        }
+                        c->tls_sandbox_id = strdup(config->tls_sandbox_id);
+                        if (!c->tls_sandbox_id) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
                 if (!c->tls_ca_pem) {
                         r = -ENOMEM;
                         goto fail;
@@ -747,6 +763,7 @@ static void client_destroy(SioClient *c) {
         sio_url_done(&c->url);
         SSL_CTX_free(c->tls_ctx);
         free(c->tls_ca_pem);
+        free(c->tls_sandbox_id);
         free(c->nsp);
         json_decref(c->auth);
         sd_event_unref(c->event);

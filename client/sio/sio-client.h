@@ -36,6 +36,8 @@ typedef struct SioClientConfig {
         size_t max_message;              /* 0: 256 MiB */
         const char *tls_ca_pem;          /* https:// or wss://: the CA (PEM) the server's
                                           * certificate must chain to; required for those */
+        const char *tls_sandbox_id;      /* with TLS: the sandbox the certificate must name
+                                          * besides the URL's host (tls.h), or NULL */
 } SioClientConfig;
 
 typedef struct SioClientCallbacks {

@@ -42,6 +42,7 @@ typedef enum WsState {
 struct WsTransport {
         sd_event *event;
         char *host, *host_header, *path;
+        char *tls_sandbox_id; /* wss://: the sandbox the certificate must name, or NULL */
         unsigned port;
         size_t max_message;
         OutQueue *queue;
@@ -524,7 +525,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         return 0;
                 }
                 if (t->tls_ctx) {
-                        int r = tls_client_new(t->tls_ctx, t->fd, t->host, &t->ssl);
+                        int r = tls_client_new(t->tls_ctx, t->fd, t->host, t->tls_sandbox_id, &t->ssl);
                         if (r < 0) {
                                 report_errno(t, r, "TLS connection to");
                                 return 0;
@@ -670,6 +671,10 @@ int ws_transport_new(sd_event *event, const WsTarget *target, size_t max_message
         ws_receiver_init(&t->rx, max_message, EIO_TOO_LARGE_HEAD, &receiver_handlers, t);
         t->host = strdup(target->host);
         t->host_header = strdup(target->host_header);
+        if (target->tls_sandbox_id && !(t->tls_sandbox_id = strdup(target->tls_sandbox_id))) {
+                r = -ENOMEM;
+                goto fail;
+        }
         t->path = strdup(target->path);
         if (!t->host || !t->host_header || !t->path) {
                 r = -ENOMEM;
@@ -727,6 +732,7 @@ WsTransport *ws_transport_free(WsTransport *t) {
         free(t->host);
         free(t->host_header);
         free(t->path);
+        free(t->tls_sandbox_id);
         sd_event_unref(t->event);
         free(t);
         return NULL;

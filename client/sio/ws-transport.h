@@ -24,6 +24,7 @@ typedef struct WsTarget {
         const char *path;        /* with the query, e.g. "/socket.io/?EIO=4&transport=websocket" */
         bool tls;
         SSL_CTX *tls_ctx;        /* with tls: what verifies the server (required) */
+        const char *tls_sandbox_id; /* with tls: the sandbox the certificate must name too, or NULL */
 } WsTarget;
 
 /* Start connecting. Handlers run from the event loop, never from inside this call. */

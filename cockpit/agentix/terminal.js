@@ -15,16 +15,34 @@ const encoder = new TextEncoder();
 // openssl s_client as the TLS end of an https runtime's stream: Cockpit 287's bridge does no TLS
 // on a "stream" channel, and takes a CA only from a file (its "authority": {"data"} is written
 // to a temporary file GLib reads after it is gone). The CA goes in on a pipe (bash's <(…)), the
-// certificate must chain to it and name the URL's address, and anything else ends the stream.
+// certificate must chain to it, name the URL's address and the sandbox (ID.sandbox.agentix: on a
+// swarm node every runtime has the node's address), and anything else ends the stream.
 const TLS_CLIENT = 'exec openssl s_client -quiet -nocommands -verify_return_error -no_ign_eof ' +
-    '"$3" "$4" -CAfile <(printf %s "$1") -connect "$2"';
+    '"${@:3}" -CAfile <(printf %s "$1") -connect "$2"';
 
 function isAddress(host) {
     return host.includes(':') || /^[0-9.]+$/.test(host);
 }
 
-// A byte stream to the runtime of url, opened by the bridge (see websocket.js).
-export function openRuntimeStream(url, ca) {
+// The name agentd's certificate for sandbox id's runtime carries beside its address.
+export function sandboxTlsName(id) {
+    if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(id))
+        throw new Error('not a sandbox id: ' + id);
+    return id + '.sandbox.agentix';
+}
+
+// What s_client checks: the sandbox's name and the address (OpenSSL enforces both); for a
+// runtime URL with a DNS name rather than an address (agentd gives addresses), the sandbox's
+// name, which s_client cannot check beside a second name.
+function tlsChecks(host, id) {
+    const name = id ? sandboxTlsName(id) : null;
+    if (isAddress(host))
+        return name ? ['-verify_hostname', name, '-servername', name, '-verify_ip', host] : ['-verify_ip', host];
+    return ['-verify_hostname', name || host];
+}
+
+// A byte stream to the runtime of url (sandbox id's), opened by the bridge (see websocket.js).
+export function openRuntimeStream(url, ca, id) {
     const u = new URL(url);
     const https = u.protocol === 'https:';
     const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -34,8 +52,7 @@ export function openRuntimeStream(url, ca) {
         const target = (host.includes(':') ? '[' + host + ']' : host) + ':' + port;
         options = {
             payload: 'stream',
-            spawn: ['bash', '-c', TLS_CLIENT, 'bash', ca, target,
-                    isAddress(host) ? '-verify_ip' : '-verify_hostname', host],
+            spawn: ['bash', '-c', TLS_CLIENT, 'bash', ca, target, ...tlsChecks(host, id)],
             err: 'message',
             binary: true,
         };
@@ -69,7 +86,7 @@ export function openRuntimeStream(url, ca) {
             return;
         end(https && !heard
             ? 'no TLS connection to the runtime at ' + u.host + ': its certificate is not one agentd\'s ' +
-              'runtime CA issued for that address, or nothing answers there'
+              'runtime CA issued for this sandbox at that address, or nothing answers there'
             : 'the runtime at ' + u.host + ' closed the connection');
         channel.close();
     });
@@ -97,7 +114,7 @@ export class SandboxTerminal {
         const { url, token } = await agentd.runtimeAccess(id);
         const ca = url.startsWith('https:') ? (await agentd.managerProperties()).RuntimeCA : null;
         const u = new URL(url);
-        const ws = new StreamWebSocket(openRuntimeStream(url, ca),
+        const ws = new StreamWebSocket(openRuntimeStream(url, ca, id),
                                        { host: u.host, path: '/socket.io/?EIO=4&transport=websocket' });
         this.rpc = new RuntimeSocket(ws, token);
         this.rpc.onclose = (reason) => {

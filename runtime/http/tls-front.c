@@ -336,6 +336,12 @@ int tls_front_new(sd_event *event, SSL_CTX *ctx, int fd, TlsFronts *set, tls_fro
 
 int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len, const char *host,
                       TlsFronts *set, tls_front_ready_t ready, tls_front_failed_t failed, void *userdata) {
+        return tls_front_connect_sandbox(event, ctx, addr, addr_len, host, NULL, set, ready, failed, userdata);
+}
+
+int tls_front_connect_sandbox(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len,
+                              const char *host, const char *sandbox_id, TlsFronts *set, tls_front_ready_t ready,
+                              tls_front_failed_t failed, void *userdata) {
         TlsFront *f;
         int fd, r;
 
@@ -351,7 +357,7 @@ int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr
         if (!f)
                 return -ENOMEM;
         f->connecting = true;
-        r = tls_client_new(ctx, fd, host, &f->ssl);
+        r = tls_client_new(ctx, fd, host, sandbox_id, &f->ssl);
         if (r >= 0)
                 r = sd_event_add_io(event, &f->net_io, fd, EPOLLOUT, on_net, f);
         if (r >= 0)

@@ -38,6 +38,11 @@ typedef void (*tls_front_failed_t)(const char *why, void *userdata);
 struct sockaddr;
 int tls_front_connect(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len, const char *host,
                       TlsFronts *set, tls_front_ready_t ready, tls_front_failed_t failed, void *userdata);
+/* The same for a sandbox's runtime: its certificate must name sandbox_id's sandbox too (tls.h),
+ * so that a neighbour's runtime on the same address is refused. */
+int tls_front_connect_sandbox(sd_event *event, SSL_CTX *ctx, const struct sockaddr *addr, unsigned addr_len,
+                              const char *host, const char *sandbox_id, TlsFronts *set, tls_front_ready_t ready,
+                              tls_front_failed_t failed, void *userdata);
 /* The server wrote to served_fd (a pair's end it got from ready): move that now, rather than at
  * the loop's next turn. A no-op for any other fd. */
 void tls_fronts_written(TlsFronts *set, int served_fd);

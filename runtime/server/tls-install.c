@@ -14,6 +14,7 @@ struct TlsInstall {
         const char *(*token)(void *userdata);
         void *userdata;
         bool awaiting; /* no certificate yet: plain HTTP for /health and the install only */
+        uint64_t issued; /* the installed certificate's count (tls-handover.h); 0: none from agentd */
 };
 
 static const char *admit(HttpConn *c, const char *path, void *userdata) {
@@ -32,6 +33,7 @@ static void on_request(HttpConn *c, void *data) {
         bool was_awaiting = t->awaiting;
         char *pem = NULL;
         size_t size = 0;
+        uint64_t issued = 0;
         int r;
 
         http_conn_detach_handler(c);
@@ -39,7 +41,16 @@ static void on_request(HttpConn *c, void *data) {
                 (void) http_conn_respond_error(c, 413, 3, "the sealed certificate is larger than it can be");
                 return;
         }
-        r = tls_handover_open(token, buffer_data(&c->body), c->body.len, &pem, &size);
+        r = tls_handover_open(token, buffer_data(&c->body), c->body.len, t->issued, &issued, &pem, &size);
+        if (r == -ESTALE) {
+                /* Genuine, but not newer than what we serve: a message recorded on the way and
+                 * sent again, which would put back an older certificate (a longer-lived one, or
+                 * one of a CA agentd has left). */
+                log_warning("Refused a TLS certificate handed over before the one installed (a replayed handover).");
+                (void) http_conn_respond_error(c, 409, 3, "this certificate was handed over before the one installed "
+                                               "(a replayed handover): keeping the newer one");
+                return;
+        }
         if (r < 0) {
                 /* Not sealed with our token: not from agentd, or for another runtime. */
                 log_warning("Refused a TLS certificate not sealed with this runtime's token.");
@@ -58,6 +69,7 @@ static void on_request(HttpConn *c, void *data) {
                 return;
         }
         t->awaiting = false;
+        t->issued = issued;
         c->close_after_response = true;
         (void) http_conn_respond(c, 204, NULL, NULL);
         if (was_awaiting) {

@@ -10,13 +10,15 @@
 
 #include "tls-handover.h"
 
-#define MAGIC "AXTLS1"
+#define MAGIC "AXTLS2"
 #define MAGIC_LEN 6
+#define ISSUED_LEN 8
+#define HEAD_LEN (MAGIC_LEN + ISSUED_LEN) /* in the clear, authenticated */
 #define SALT_LEN 16
 #define NONCE_LEN 12
 #define TAG_LEN 16
 #define KEY_LEN 32
-#define OVERHEAD (MAGIC_LEN + SALT_LEN + NONCE_LEN + TAG_LEN)
+#define OVERHEAD (HEAD_LEN + SALT_LEN + NONCE_LEN + TAG_LEN)
 
 static int derive_key(const char *token, const unsigned char *salt, unsigned char key[static KEY_LEN]) {
         EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
@@ -44,7 +46,7 @@ out:
         return r;
 }
 
-int tls_handover_seal(const char *token, const char *pem, size_t size, Buffer *ret) {
+int tls_handover_seal(const char *token, uint64_t issued, const char *pem, size_t size, Buffer *ret) {
         unsigned char key[KEY_LEN], *p;
         EVP_CIPHER_CTX *ctx = NULL;
         int n = 0, r;
@@ -56,18 +58,20 @@ int tls_handover_seal(const char *token, const char *pem, size_t size, Buffer *r
                 return r;
         p = buffer_data(ret) + ret->len;
         memcpy(p, MAGIC, MAGIC_LEN);
-        if (RAND_bytes(p + MAGIC_LEN, SALT_LEN + NONCE_LEN) != 1)
+        for (size_t i = 0; i < ISSUED_LEN; i++)
+                p[MAGIC_LEN + i] = (unsigned char) (issued >> (8 * (ISSUED_LEN - 1 - i)));
+        if (RAND_bytes(p + HEAD_LEN, SALT_LEN + NONCE_LEN) != 1)
                 return -EIO;
-        r = derive_key(token, p + MAGIC_LEN, key);
+        r = derive_key(token, p + HEAD_LEN, key);
         if (r < 0)
                 return r;
         r = -EIO;
         ctx = EVP_CIPHER_CTX_new();
-        if (!ctx || EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, p + MAGIC_LEN + SALT_LEN) != 1 ||
-            EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *) MAGIC, MAGIC_LEN) != 1 ||
-            EVP_EncryptUpdate(ctx, p + MAGIC_LEN + SALT_LEN + NONCE_LEN, &n, (const unsigned char *) pem, (int) size) != 1 ||
+        if (!ctx || EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, p + HEAD_LEN + SALT_LEN) != 1 ||
+            EVP_EncryptUpdate(ctx, NULL, &n, p, HEAD_LEN) != 1 ||
+            EVP_EncryptUpdate(ctx, p + HEAD_LEN + SALT_LEN + NONCE_LEN, &n, (const unsigned char *) pem, (int) size) != 1 ||
             (size_t) n != size ||
-            EVP_EncryptFinal_ex(ctx, p + MAGIC_LEN + SALT_LEN + NONCE_LEN + size, &n) != 1 ||
+            EVP_EncryptFinal_ex(ctx, p + HEAD_LEN + SALT_LEN + NONCE_LEN + size, &n) != 1 ||
             EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG_LEN, p + OVERHEAD - TAG_LEN + size) != 1)
                 goto out;
         ret->len += size + OVERHEAD;
@@ -78,18 +82,20 @@ out:
         return r;
 }
 
-int tls_handover_open(const char *token, const void *message, size_t size, char **ret_pem, size_t *ret_size) {
+int tls_handover_open(const char *token, const void *message, size_t size, uint64_t after, uint64_t *ret_issued,
+                      char **ret_pem, size_t *ret_size) {
         const unsigned char *m = message;
         unsigned char key[KEY_LEN];
         EVP_CIPHER_CTX *ctx = NULL;
         char *pem = NULL;
+        uint64_t issued = 0;
         size_t len;
         int n = 0, r;
 
         if (size <= OVERHEAD || size > TLS_HANDOVER_MAX || memcmp(m, MAGIC, MAGIC_LEN) != 0)
                 return -EBADMSG;
         len = size - OVERHEAD;
-        r = derive_key(token, m + MAGIC_LEN, key);
+        r = derive_key(token, m + HEAD_LEN, key);
         if (r < 0)
                 return r;
         pem = OPENSSL_malloc(len + 1);
@@ -98,13 +104,22 @@ int tls_handover_open(const char *token, const void *message, size_t size, char 
         if (!pem || !ctx)
                 goto out;
         r = -EBADMSG;
-        if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, m + MAGIC_LEN + SALT_LEN) != 1 ||
-            EVP_DecryptUpdate(ctx, NULL, &n, m, MAGIC_LEN) != 1 ||
-            EVP_DecryptUpdate(ctx, (unsigned char *) pem, &n, m + MAGIC_LEN + SALT_LEN + NONCE_LEN, (int) len) != 1 ||
+        if (EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, m + HEAD_LEN + SALT_LEN) != 1 ||
+            EVP_DecryptUpdate(ctx, NULL, &n, m, HEAD_LEN) != 1 ||
+            EVP_DecryptUpdate(ctx, (unsigned char *) pem, &n, m + HEAD_LEN + SALT_LEN + NONCE_LEN, (int) len) != 1 ||
             EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG_LEN, (void *) (m + size - TAG_LEN)) != 1 ||
             EVP_DecryptFinal_ex(ctx, (unsigned char *) pem + n, &n) != 1)
                 goto out;
         pem[len] = 0;
+        /* Authenticated above: only now is issued agentd's word. */
+        for (size_t i = 0; i < ISSUED_LEN; i++)
+                issued = issued << 8 | m[MAGIC_LEN + i];
+        if (issued <= after) {
+                r = -ESTALE;
+                goto out;
+        }
+        if (ret_issued)
+                *ret_issued = issued;
         *ret_pem = TAKE_PTR(pem);
         if (ret_size)
                 *ret_size = len;

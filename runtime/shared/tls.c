@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
@@ -224,17 +225,104 @@ static bool host_is_ip(const char *host) {
         return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
 }
 
-int tls_client_new(SSL_CTX *ctx, int fd, const char *host, SSL **ret) {
+int tls_sandbox_name(const char *id, char *buf, size_t size) {
+        size_t n = id ? strlen(id) : 0;
+
+        /* One DNS label, lower case: what agentd's ids are (hex), checked so that no id can
+         * make a name with a dot or a wildcard in it. */
+        if (n == 0 || n > 63 || id[0] == '-' || id[n - 1] == '-')
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+                        return -EINVAL;
+        if ((size_t) snprintf(buf, size, "%s." TLS_SANDBOX_DOMAIN, id) >= size)
+                return -ENOBUFS;
+        return 0;
+}
+
+/* A DNS host a connection must name as well as its sandbox's name (an X509_VERIFY_PARAM checks
+ * any one of its names, not all): checked by verify_second_name(). */
+static int second_name_index = -1;
+static pthread_once_t second_name_once = PTHREAD_ONCE_INIT;
+
+static void second_name_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp) {
+        free(ptr);
+}
+
+static void second_name_init(void) {
+        second_name_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, second_name_free);
+}
+
+static int verify_second_name(int ok, X509_STORE_CTX *x) {
+        SSL *ssl;
+        const char *name;
+
+        if (!ok || X509_STORE_CTX_get_error_depth(x) != 0)
+                return ok;
+        ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+        name = ssl && second_name_index >= 0 ? SSL_get_ex_data(ssl, second_name_index) : NULL;
+        if (name && X509_check_host(X509_STORE_CTX_get_current_cert(x), name, 0, X509_CHECK_FLAG_NO_WILDCARDS,
+                                    NULL) != 1) {
+                /* Reported as the address it is (the host list holds the sandbox's name). */
+                X509_STORE_CTX_set_error(x, X509_V_ERR_IP_ADDRESS_MISMATCH);
+                return 0;
+        }
+        return ok;
+}
+
+static int require_sandbox(X509_VERIFY_PARAM *param, const char *sandbox_id) {
+        char name[TLS_SANDBOX_NAME_MAX];
+        int r = tls_sandbox_name(sandbox_id, name, sizeof(name));
+
+        if (r < 0)
+                return r;
+        /* No wildcards: agentd never issues one, and "*.sandbox.agentix" must name no sandbox. */
+        X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_WILDCARDS);
+        return X509_VERIFY_PARAM_set1_host(param, name, 0) == 1 ? 0 : -ENOMEM;
+}
+
+int tls_context_require_sandbox(SSL_CTX *ctx, const char *sandbox_id) {
+        return require_sandbox(SSL_CTX_get0_param(ctx), sandbox_id);
+}
+
+int tls_client_new(SSL_CTX *ctx, int fd, const char *host, const char *sandbox_id, SSL **ret) {
         _cleanup_(SSL_freep) SSL *ssl = NULL;
         X509_VERIFY_PARAM *param;
+        bool ip;
+        int r;
 
         if (!ctx || fd < 0 || !host || !host[0])
                 return -EINVAL;
+        ip = host_is_ip(host);
         ssl = SSL_new(ctx);
         if (!ssl)
                 return -ENOMEM;
         param = SSL_get0_param(ssl);
-        if (host_is_ip(host)) {
+        if (sandbox_id) {
+                /* The sandbox's name and the address: OpenSSL enforces both (the host list, then
+                 * the IP address), so a neighbour's runtime on the same address fails the first
+                 * and a certificate of this sandbox's served elsewhere the second. */
+                r = require_sandbox(param, sandbox_id);
+                if (r < 0)
+                        return r;
+                if (SSL_set_tlsext_host_name(ssl, X509_VERIFY_PARAM_get0_host(param, 0)) != 1)
+                        return -ENOMEM;
+                if (ip) {
+                        if (X509_VERIFY_PARAM_set1_ip_asc(param, host) != 1)
+                                return -EINVAL;
+                } else {
+                        char *copy;
+
+                        if (pthread_once(&second_name_once, second_name_init) != 0 || second_name_index < 0)
+                                return -ENOMEM;
+                        copy = strdup(host);
+                        if (!copy || SSL_set_ex_data(ssl, second_name_index, copy) != 1) {
+                                free(copy);
+                                return -ENOMEM;
+                        }
+                        SSL_set_verify(ssl, SSL_VERIFY_PEER, verify_second_name);
+                }
+        } else if (ip) {
                 if (X509_VERIFY_PARAM_set1_ip_asc(param, host) != 1)
                         return -EINVAL;
         } else {
@@ -254,6 +342,18 @@ const char *tls_handshake_error(SSL *ssl, int ssl_ret, char *buf, size_t size) {
         unsigned long e;
         char detail[200] = "";
 
+        if (v == X509_V_ERR_HOSTNAME_MISMATCH) {
+                const char *want = X509_VERIFY_PARAM_get0_host(SSL_get0_param(ssl), 0);
+                size_t n = want ? strlen(want) : 0, d = strlen("." TLS_SANDBOX_DOMAIN);
+
+                if (n > d && streq(want + n - d, "." TLS_SANDBOX_DOMAIN)) {
+                        snprintf(buf, size, "the runtime's TLS certificate was made for another sandbox than %.*s "
+                                 "(an impostor: another sandbox's runtime, or a redirected connection)",
+                                 (int) (n - d), want);
+                        ERR_clear_error();
+                        return buf;
+                }
+        }
         switch (v) {
         case X509_V_OK:
                 break;

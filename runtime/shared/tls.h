@@ -9,7 +9,11 @@
  *
  * The runtime's certificate is checked against the address the client dialled: an IP address
  * in the URL must be in the certificate's subjectAltName IP entries, a name in its DNS entries.
- * Nothing else (no system trust store) is trusted: the CA given is the only anchor. */
+ * A client that knows which sandbox it wants checks the sandbox's name too (both must match):
+ * agentd names each sandbox's runtime ID.sandbox.agentix in its certificate, because on a swarm
+ * node every runtime has the node's address, and the address alone would let one sandbox's
+ * runtime pass for its neighbour's. Nothing else (no system trust store) is trusted: the CA
+ * given is the only anchor. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,10 +35,21 @@ int tls_server_context_from_files(const char *cert_path, const char *key_path, S
 
 /* A client context trusting only the CA certificate(s) in ca_pem; peers are verified. */
 int tls_client_context_new(const char *ca_pem, size_t size, SSL_CTX **ret, char **ret_error);
+/* The DNS name agentd's certificate for sandbox id's runtime carries beside its address. */
+#define TLS_SANDBOX_DOMAIN "sandbox.agentix"
+#define TLS_SANDBOX_NAME_MAX 80
+/* "ID.sandbox.agentix" in buf; -EINVAL when id cannot be a DNS label (1-63 of a-z, 0-9, '-',
+ * not starting or ending with '-'). */
+int tls_sandbox_name(const char *id, char *buf, size_t size);
+
 /* A client connection on the connected (or connecting) socket fd that will verify that the
  * peer's certificate names host (an IP address or a DNS name; brackets of an IPv6 URL host
- * removed by the caller). Sets SNI for names. The SSL does not own fd. */
-int tls_client_new(SSL_CTX *ctx, int fd, const char *host, SSL **ret);
+ * removed by the caller) and, with sandbox_id, also that sandbox's name (tls_sandbox_name()).
+ * Sets SNI (the sandbox's name, else a DNS host). The SSL does not own fd. */
+int tls_client_new(SSL_CTX *ctx, int fd, const char *host, const char *sandbox_id, SSL **ret);
+/* For a client whose library does the handshake (curl, which checks the URL's host itself):
+ * make ctx's connections also require sandbox id's name. */
+int tls_context_require_sandbox(SSL_CTX *ctx, const char *sandbox_id);
 
 /* After a failed handshake: one line a person can act on ("the runtime's certificate was not
  * issued by agentd's runtime CA", "names another address", ...), in buf. */

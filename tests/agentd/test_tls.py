@@ -1,19 +1,26 @@
 # SPDX-License-Identifier: MIT
 """Runtime TLS on the Docker backend ([Runtime] TLS=yes): agentd's CA (made once, key 0600,
-Manager.RuntimeCA), each sandbox's runtime given a certificate for its address and serving
-HTTPS/WSS only (under runc and runsc), clients that verify it (agentixctl through agentd, with
---ca-file, refused without a CA or with another one), an impostor on the sandbox's address
-refused, no key in docker inspect or in a snapshot, a restarted agentd serving its TLS
-sandboxes on (no new certificate), a rotated CA (new certificates at adoption), warm pool
-members, and the port proxy over TLS."""
+Manager.RuntimeCA), each sandbox's runtime given a certificate for its address and its name
+(ID.sandbox.agentix) and serving HTTPS/WSS only (under runc and runsc), clients that verify it
+(agentixctl through agentd, with --ca-file, refused without a CA or with another one), an
+impostor on the sandbox's address refused, a genuine certificate of another sandbox on the
+same address (a swarm node's neighbour) refused by agentixctl, the Python and TypeScript
+clients and Cockpit's s_client, certificates that end with their sandbox and are issued again
+on Extend, a recorded handover sent again refused, no key in docker inspect or in a snapshot,
+a restarted agentd serving its TLS sandboxes on (no new certificate), a rotated CA (new
+certificates at adoption), warm pool members, and the port proxy over TLS."""
 
+import asyncio
 import json
 import os
+import secrets
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 
@@ -26,6 +33,8 @@ from agentd_env import (AGENTIXCTL, SANDBOX, WORK, Agentd, bundle, cleanup, dock
 
 STATE = {}
 SERVER = os.path.join(os.environ["AGENTIX_RUNTIME_DIR"], "agentix-server")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+GRACE_SEC = 600  # SANDBOX_TLS_GRACE_SEC (agentd/sandbox-tls.h)
 
 
 def agentd():
@@ -127,6 +136,309 @@ def sandboxes_serve_tls_under_every_runtime():
     for runtime in runtimes():
         sid, _, _, _ = check_tls_sandbox(runtime)
         agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+# ---- the attacker's side: a neighbour's certificate, long-lived certificates, replays ------------
+
+def sandbox_ip(url):
+    return url[len("https://"):].rsplit(":", 1)[0]
+
+
+def container_pid(sid):
+    return json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]["State"]["Pid"]
+
+
+def issue_as_ca(names, ip):
+    """A certificate and key from agentd's own runtime CA (its key in the state directory: what
+    root on a node, or a runtime that got another sandbox's key, holds), naming what is asked."""
+    ca_dir = os.path.join(STATE["state_dir"], "runtime-ca")
+    d = tempfile.mkdtemp(prefix="issued-", dir=WORK)
+    cert, key, csr, ext = (os.path.join(d, n) for n in ("cert.pem", "key.pem", "req.csr", "ext"))
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", csr, "-subj", f"/CN={ip}"], check=True, capture_output=True)
+    with open(ext, "w") as f:
+        f.write("basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+                "extendedKeyUsage=serverAuth\nsubjectAltName=" + ",".join(names) + "\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", os.path.join(ca_dir, "ca.crt"), "-CAkey",
+                    os.path.join(ca_dir, "ca.key"), "-CAcreateserial", "-out", cert, "-days", "1", "-extfile", ext],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def served_certificate(url):
+    """The certificate the runtime at url serves now (verified against agentd's CA): its text
+    as Python reads it, and its DER bytes."""
+    host, port = sandbox_ip(url), int(url.rsplit(":", 1)[1])
+    ctx = ssl.create_default_context(cafile=ca_file())
+    ctx.check_hostname = False
+    with socket.create_connection((host, port), timeout=10) as raw, ctx.wrap_socket(raw) as s:
+        return s.getpeercert(), s.getpeercert(binary_form=True)
+
+
+def expires_at_sec(sid):
+    a = agentd()
+    obj = a.conn.get_object("org.agentix.Agentd1", a.manager().GetSandbox(sid))
+    return int(obj.Get(SANDBOX, "ExpiresAt", dbus_interface="org.freedesktop.DBus.Properties")) // 1000000
+
+
+def sandbox_iface(sid):
+    a = agentd()
+    return dbus.Interface(a.conn.get_object("org.agentix.Agentd1", a.manager().GetSandbox(sid)), SANDBOX)
+
+
+def not_after(cert):
+    return int(ssl.cert_time_to_seconds(cert["notAfter"]))
+
+
+class Impostor:
+    """Another sandbox's runtime where sandbox sid's should be: an agentix-server with a genuine
+    certificate agentd's CA issued to sandbox other_id for the same address (on a swarm node,
+    every runtime has the node's address), in sid's network namespace, and the connections to
+    sid's runtime port sent to it (iptables REDIRECT, as root on the node could)."""
+
+    def __init__(self, sid, url, token, other_id):
+        self.ip, self.pid = sandbox_ip(url), container_pid(sid)
+        cert, key = issue_as_ca([f"IP:{self.ip}", f"DNS:{other_id}.sandbox.agentix"], self.ip)
+        self.proc = subprocess.Popen(["nsenter", "-n", "-t", str(self.pid), SERVER, f"--host={self.ip}",
+                                      "--port=8443", f"--tls-cert={cert}", f"--tls-key={key}", "--no-seccomp"],
+                                     env=dict(os.environ, AGENTIX_TOKEN=token), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.rule = ["PREROUTING", "-p", "tcp", "-d", self.ip, "--dport", "8000", "-j", "REDIRECT", "--to-ports",
+                     "8443"]
+        wait_until(lambda: subprocess.run(["curl", "-sk", f"https://{self.ip}:8443/health"],
+                                          capture_output=True).returncode == 0, 10, what="the impostor")
+        self.iptables("-A")
+
+    def iptables(self, op):
+        subprocess.run(["nsenter", "-n", "-t", str(self.pid), "iptables", "-t", "nat", op, *self.rule], check=True,
+                       capture_output=True)
+
+    def stop(self):
+        self.iptables("-D")
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def python_client_connect(url, token, sid):
+    sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+    from agentix import RuntimeClient  # noqa: E402
+
+    async def go():
+        client = RuntimeClient(url, token, ca=str(agentd().manager_property("RuntimeCA")), sandbox_id=sid,
+                               reconnect=False)
+        try:
+            await client.connect()
+            return "connected"
+        except Exception as e:  # what the caller sees
+            return f"{type(e).__name__}: {e}"
+        finally:
+            await client.close()
+    return asyncio.run(go())
+
+
+def js_client_connect(url, token, sid, transports):
+    """The TypeScript client, built from client/js, through SandboxManager.connect(id) (which
+    gives the id) or RuntimeClient.connect(url, {sandboxId}) for polling."""
+    js = os.path.join(ROOT, "client", "js")
+    if "js_built" not in STATE:  # as client/js/run-tests.sh does
+        if not os.path.isdir(os.path.join(js, "node_modules")):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=js, check=True,
+                           capture_output=True, timeout=600)
+        subprocess.run(["npx", "tsc", "-p", "tsconfig.json"], cwd=js, check=True, capture_output=True, timeout=300)
+        STATE["js_built"] = True
+    script = """
+import { RuntimeClient, SandboxManager } from "./dist/index.js";
+const [url, token, id, transport] = process.argv.slice(1);
+try {
+  let rt;
+  if (transport === "manager") {
+    const m = new SandboxManager({ bus: "system" });
+    try { rt = await m.connect(id, { reconnect: false }); } finally { m.close(); }
+  } else {
+    rt = await RuntimeClient.connect(url, token, { ca: process.env.CA, sandboxId: id, transports: [transport],
+                                                   reconnect: false });
+  }
+  rt.close();
+  console.log("connected");
+} catch (e) { console.log(`${e.name}: ${e.message}`); }
+process.exit(0);
+"""
+    with open(ca_file()) as f:
+        ca = f.read()
+    r = subprocess.run(["node", "--input-type=module", "-e", script, url, token, sid, transports], cwd=js,
+                       capture_output=True, text=True, timeout=120, env=dict(agentd().env, CA=ca))
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def check_neighbours_certificate_refused(runtime):
+    a = agentd()
+    _, sid = a.create(runtime=runtime, ttl=dbus.UInt64(1800))
+    sid = str(sid)
+    url, token = access(sid)
+    # What agentd issued names both.
+    cert, _ = served_certificate(url)
+    assert ("DNS", f"{sid}.sandbox.agentix") in cert["subjectAltName"], cert["subjectAltName"]
+    assert ("IP Address", sandbox_ip(url)) in cert["subjectAltName"], cert["subjectAltName"]
+    neighbour = "e" + secrets.token_hex(7)
+    impostor = Impostor(sid, url, token, neighbour)
+    try:
+        # Through agentd (--sandbox), both transports: refused, nothing run.
+        for transport in ("websocket", "polling"):
+            r = ctl(f"--transport={transport}", "exec", "--", "echo", "reached", sid=sid)
+            assert r.returncode == 69 and "reached" not in r.stdout, (runtime, transport, r.returncode, r.stdout,
+                                                                       r.stderr)
+            assert f"another sandbox than {sid}" in r.stderr or "hostname mismatch" in r.stderr, r.stderr
+        # The Python client given the id.
+        said = python_client_connect(url, token, sid)
+        assert said.startswith("ServerUnreachable") and f"another sandbox than {sid}" in said, said
+        # The TypeScript client: through agentd, and given the id over polling.
+        said = js_client_connect(url, token, sid, "manager")
+        assert said.startswith("ServerUnreachable") and "another sandbox" in said, said
+        said = js_client_connect(url, token, sid, "polling")
+        assert said.startswith("ServerUnreachable") and "another sandbox" in said, said
+        # Cockpit's terminal: openssl s_client with the checks terminal.js gives it.
+        s = subprocess.run(["openssl", "s_client", "-verify_return_error", "-CAfile", ca_file(), "-verify_hostname",
+                            f"{sid}.sandbox.agentix", "-verify_ip", sandbox_ip(url), "-connect",
+                            url[len("https://"):]], input="", capture_output=True, text=True, timeout=30)
+        assert s.returncode != 0 and "hostname mismatch" in s.stdout + s.stderr, (s.returncode, s.stderr[-500:])
+    finally:
+        impostor.stop()
+    # Its own runtime again: every one of them is served.
+    r = ctl("exec", "--", "echo", "reached", sid=sid)
+    assert r.returncode == 0 and r.stdout == "reached\n", (r.returncode, r.stderr)
+    assert python_client_connect(url, token, sid) == "connected"
+    assert js_client_connect(url, token, sid, "manager") == "connected"
+    a.manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def a_neighbours_certificate_on_the_same_address_is_refused():
+    for runtime in runtimes():
+        check_neighbours_certificate_refused(runtime)
+
+
+def check_certificate_ends_with_its_sandbox(runtime):
+    a = agentd()
+    _, sid = a.create(runtime=runtime, ttl=dbus.UInt64(900))
+    sid = str(sid)
+    url, _ = access(sid)
+    cert, _ = served_certificate(url)
+    expires = expires_at_sec(sid)
+    # Not a year, not the most an extension could add: the sandbox's expiry and a grace.
+    assert expires <= not_after(cert) <= expires + GRACE_SEC + 1, (runtime, cert["notAfter"], expires)
+    sandbox_iface(sid).Extend(dbus.UInt64(3600))
+    extended = expires_at_sec(sid)
+    assert extended == expires + 3600
+    # A new certificate, ending with the new expiry.
+    wait_until(lambda: not_after(served_certificate(url)[0]) >= extended, 30, what="the new certificate")
+    assert not_after(served_certificate(url)[0]) <= extended + GRACE_SEC + 1
+    # SetTTL: shorter, and the certificate with it.
+    sandbox_iface(sid).SetTTL(dbus.UInt64(600))
+    short = expires_at_sec(sid)
+    wait_until(lambda: not_after(served_certificate(url)[0]) <= short + GRACE_SEC + 1, 30,
+               what="the shorter certificate")
+    r = ctl("exec", "--", "echo", "renewed", sid=sid)
+    assert r.returncode == 0 and r.stdout == "renewed\n", (r.returncode, r.stderr)
+    a.manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def certificates_end_with_their_sandbox_and_follow_its_expiry():
+    for runtime in runtimes():
+        check_certificate_ends_with_its_sandbox(runtime)
+
+
+class Recorder:
+    """Every TCP segment to port 8000 seen on this host's interfaces (a packet socket, as anyone
+    on the path between agentd and a runtime could), put together per connection."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))  # ETH_P_ALL
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.sock.settimeout(0.2)
+        self.segments, self.running = {}, True
+        self.thread = threading.Thread(target=self._read)
+        self.thread.start()
+
+    def _read(self):
+        while self.running:
+            try:
+                f = self.sock.recv(65535)
+            except OSError:
+                continue
+            if len(f) < 54 or f[12:14] != b"\x08\x00" or f[23] != 6:  # IPv4, TCP
+                continue
+            ihl = (f[14] & 0x0F) * 4
+            tcp = 14 + ihl
+            if int.from_bytes(f[tcp + 2:tcp + 4], "big") != 8000:
+                continue
+            payload = f[tcp + (f[tcp + 12] >> 4) * 4:14 + int.from_bytes(f[16:18], "big")]
+            if payload:
+                key = (f[26:30], f[tcp:tcp + 2], f[30:34])
+                self.segments.setdefault(key, {})[int.from_bytes(f[tcp + 4:tcp + 8], "big")] = payload
+
+    def handovers(self):
+        """The bodies of the POST /tls/install requests seen."""
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+        found = []
+        for segs in self.segments.values():
+            data = b"".join(segs[seq] for seq in sorted(segs))
+            at = data.find(b"POST /tls/install")
+            if at < 0:
+                continue
+            head, _, rest = data[at:].partition(b"\r\n\r\n")
+            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            found.append(rest[:length])
+        return found
+
+
+def post_install(url, body):
+    """Send a recorded handover to the runtime (over TLS now, unverified: its body is sealed)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(f"{url}/tls/install", data=body, method="POST")
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def check_replayed_handover_refused(runtime):
+    a = agentd()
+    recorder = Recorder()
+    try:
+        _, sid = a.create(runtime=runtime)
+    finally:
+        recorder_bodies = recorder.handovers()
+    sid = str(sid)
+    url, _ = access(sid)
+    # The first certificate went over plain HTTP: recorded, sealed.
+    assert len(recorder_bodies) == 1 and len(recorder_bodies[0]) > 500, [len(b) for b in recorder_bodies]
+    assert b"PRIVATE KEY" not in recorder_bodies[0]
+    first = served_certificate(url)[1]
+    # A newer one (Extend re-issues it).
+    sandbox_iface(sid).Extend(dbus.UInt64(1800))
+    wait_until(lambda: served_certificate(url)[1] != first, 30, what="the newer certificate")
+    newer = served_certificate(url)[1]
+    # The recorded one sent again: refused, and the newer one stays.
+    status, body = post_install(url, recorder_bodies[0])
+    assert status == 409 and b"replayed" in body, (runtime, status, body)
+    assert served_certificate(url)[1] == newer
+    r = ctl("exec", "--", "echo", "kept", sid=sid)
+    assert r.returncode == 0 and r.stdout == "kept\n", (r.returncode, r.stderr)
+    a.manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def a_recorded_handover_sent_again_is_refused():
+    for runtime in runtimes():
+        check_replayed_handover_refused(runtime)
 
 
 @test

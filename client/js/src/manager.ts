@@ -272,7 +272,7 @@ export class SandboxManager {
   async connect(id: string, options?: ConnectOptions): Promise<RuntimeClient> {
     const { url, token } = await this.access(id);
     const ca = options?.ca ?? (/^https:/i.test(url) ? await this.runtimeCa() : undefined);
-    return RuntimeClient.connect(url, token, { ...options, ...(ca ? { ca } : {}) });
+    return RuntimeClient.connect(url, token, { sandboxId: id, ...options, ...(ca ? { ca } : {}) });
   }
 
   close(): void {

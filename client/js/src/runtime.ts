@@ -6,6 +6,8 @@
 
 import { decode, encode } from "@msgpack/msgpack";
 import { readFileSync } from "node:fs";
+import { Agent as HttpsAgent } from "node:https";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { io, type Socket } from "socket.io-client";
 
 import { Cancelled, ConnectionLost, DeadlineExceeded, ServerUnreachable, Unauthorized, remoteError, type RemoteErrorInfo } from "./errors.js";
@@ -24,6 +26,34 @@ export interface ConnectOptions {
   /** An https:// runtime: the CA (PEM) its certificate must chain to, the only one trusted
    * (agentd's Manager.RuntimeCA; default: the file AGENTIX_CA_FILE names). */
   ca?: string;
+  /** The sandbox (its id) meant: an https:// runtime's certificate must then name it
+   * (ID.sandbox.agentix) as well as the URL's address, so that another sandbox's runtime on
+   * the same address (a swarm node's) is refused. SandboxManager.connect() gives it. */
+  sandboxId?: string;
+}
+
+/** The DNS name agentd's certificate for a sandbox's runtime carries beside its address. */
+export function sandboxTlsName(id: string): string {
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(id)) throw new TypeError(`not a sandbox id: ${JSON.stringify(id)}`);
+  return `${id}.sandbox.agentix`;
+}
+
+type IdentityCheck = ((host: string, cert: PeerCertificate) => Error | undefined) & { refused?: Error };
+
+/** Node's check of the URL's host (IP addresses included), then, with a sandbox id, that the
+ * certificate names that sandbox exactly (no wildcard: agentd issues none). What it refused is
+ * kept in .refused: the polling transport reports a failed request without its reason. */
+function identityCheck(sandboxId?: string): IdentityCheck {
+  const name = sandboxId === undefined ? undefined : sandboxTlsName(sandboxId);
+  const check: IdentityCheck = (host, cert) => {
+    let err = checkServerIdentity(host, cert);
+    if (!err && name && !(cert.subjectaltname ?? "").split(", ").includes(`DNS:${name}`)) {
+      err = Object.assign(new Error(`the runtime's TLS certificate was made for another sandbox than ${sandboxId} (an impostor: another sandbox's runtime, or a redirected connection); it names ${cert.subjectaltname ?? "nothing"}`), { code: "ERR_TLS_CERT_ALTNAME_INVALID", reason: "another sandbox", host, cert });
+    }
+    if (err) check.refused = err;
+    return err;
+  };
+  return check;
 }
 
 /** What the transport said below socket.io-client's "websocket error" / "xhr poll error": the
@@ -353,10 +383,22 @@ export class RuntimeClient {
     } catch (e) {
       return Promise.reject(e);
     }
+    let tls = {};
+    let check: IdentityCheck | undefined;
+    try {
+      if (ca) {
+        // Over TLS: agentd's CA alone, the certificate checked against the URL's host (Node's
+        // checkServerIdentity, IP addresses included) and the sandbox's name. Through an agent
+        // too: engine.io-client hands checkServerIdentity to its WebSocket but not to polling.
+        check = identityCheck(options.sandboxId);
+        const tlsOptions = { ca, rejectUnauthorized: true, checkServerIdentity: check };
+        tls = { ...tlsOptions, agent: new HttpsAgent(tlsOptions) };
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const socket = io(new URL("/rpc", url).toString(), {
-      // Over TLS: agentd's CA alone, the certificate checked against the URL's host (Node's
-      // checkServerIdentity, IP addresses included).
-      ...(ca ? { ca, rejectUnauthorized: true } : {}),
+      ...tls,
       path: "/socket.io/",
       transports: options.transports ?? ["websocket"],
       auth: { token },
@@ -373,6 +415,8 @@ export class RuntimeClient {
         socket.close();
         if (err.message === "unauthorized") {
           reject(new Unauthorized(`The runtime at ${url} refused the token: take the token from GetRuntimeAccess (or AGENTIX_TOKEN of the server).`));
+        } else if (check?.refused) {
+          reject(new ServerUnreachable(`The runtime at ${url} was refused: ${check.refused.message}`));
         } else if (ca && /certificate|self[- ]signed|altnames|issuer|CERT_/i.test(transportDetail(err))) {
           reject(new ServerUnreachable(`The runtime at ${url} was refused: its TLS certificate does not verify against agentd's runtime CA (${transportDetail(err)})`));
         } else {

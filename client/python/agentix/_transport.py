@@ -5,6 +5,8 @@ client as they are parsed, in the event loop's own callback, and sends are plain
 task, queue or future per frame: that is most of what a round trip costs in Python."""
 
 import asyncio
+import ipaddress
+import re
 import ssl as ssl_module
 
 from websockets.client import ClientConnection
@@ -123,6 +125,17 @@ class WebSocketProtocol(asyncio.Protocol):
             self.transport.abort()
 
 
+SANDBOX_DOMAIN = "sandbox.agentix"
+_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def sandbox_tls_name(sandbox_id):
+    """The DNS name agentd's certificate for a sandbox's runtime carries beside its address."""
+    if not isinstance(sandbox_id, str) or not _LABEL.match(sandbox_id):
+        raise ValueError(f"not a sandbox id: {sandbox_id!r}")
+    return f"{sandbox_id}.{SANDBOX_DOMAIN}"
+
+
 def tls_context(ca_pem):
     """Trust the runtime CA alone (agentd's), and check the certificate names the host dialled
     (an IP address in the URL against the certificate's IP entries)."""
@@ -132,15 +145,50 @@ def tls_context(ca_pem):
     return ctx
 
 
-async def open_websocket(url, on_message, on_lost, timeout, ca_pem=None):
-    """Connect and finish the WebSocket handshake; returns the protocol. wss:// needs ca_pem."""
+def _refused(message):
+    e = ssl_module.SSLCertVerificationError(message)
+    e.verify_message = message
+    return e
+
+
+def check_address(cert, host):
+    """After a handshake that checked the sandbox's name: the certificate must name the address
+    dialled as well (on a swarm node, that alone is shared by every runtime; the name alone
+    would take this sandbox's certificate served from anywhere)."""
+    names = (cert or {}).get("subjectAltName", ())
+    try:
+        want = ipaddress.ip_address(host)
+        ok = any(kind == "IP Address" and ipaddress.ip_address(value.strip()) == want for kind, value in names)
+    except ValueError:
+        ok = any(kind == "DNS" and value.lower() == host.lower() for kind, value in names)
+    if not ok:
+        raise _refused(f"the runtime's TLS certificate names another address than {host}")
+
+
+async def open_websocket(url, on_message, on_lost, timeout, ca_pem=None, sandbox_id=None):
+    """Connect and finish the WebSocket handshake; returns the protocol. wss:// needs ca_pem.
+    With sandbox_id, the certificate must name that sandbox (ID.sandbox.agentix, checked by
+    the handshake as the server's name) and the URL's address (checked right after)."""
     loop = asyncio.get_running_loop()
     uri = parse_uri(url)
     proto = WebSocketProtocol(url, on_message, on_lost)
     ssl = tls_context(ca_pem) if uri.secure else None
-    transport, _ = await asyncio.wait_for(
-        loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl,
-                               server_hostname=uri.host if uri.secure else None), timeout)
+    name = sandbox_tls_name(sandbox_id) if uri.secure and sandbox_id is not None else None
+    try:
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl,
+                                   server_hostname=(name or uri.host) if uri.secure else None), timeout)
+    except ssl_module.SSLCertVerificationError as e:
+        if name and e.verify_code == 62:  # X509_V_ERR_HOSTNAME_MISMATCH: the name asked for
+            raise _refused(f"the runtime's TLS certificate was made for another sandbox than {sandbox_id} "
+                           f"(an impostor: another sandbox's runtime, or a redirected connection)") from None
+        raise
+    if name:
+        try:
+            check_address(transport.get_extra_info("peercert"), uri.host)
+        except BaseException:
+            transport.abort()
+            raise
     try:
         await asyncio.wait_for(asyncio.shield(proto.opened), timeout)
     except BaseException:

@@ -102,9 +102,12 @@ class RuntimeClient:
     """One connection to one runtime. url: http(s)://HOST:PORT of agentix-server (as agentd's
     GetRuntimeAccess gives it); token: its AGENTIX_TOKEN; ca: for an https:// URL, the CA (PEM)
     its certificate must chain to, the only one trusted (agentd's Manager.RuntimeCA; default:
-    the file AGENTIX_CA_FILE names)."""
+    the file AGENTIX_CA_FILE names); sandbox_id: the sandbox meant, whose name
+    (ID.sandbox.agentix) the certificate must carry besides the URL's address, so that another
+    sandbox's runtime on the same address (a swarm node's) is refused: give it when known."""
 
-    def __init__(self, url, token, *, reconnect=True, reconnect_for=30.0, connect_timeout=10.0, ca=None):
+    def __init__(self, url, token, *, reconnect=True, reconnect_for=30.0, connect_timeout=10.0, ca=None,
+                 sandbox_id=None):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
             raise ValueError(f"not a runtime URL (http://HOST:PORT): {url!r}")
@@ -116,6 +119,9 @@ class RuntimeClient:
             with open(os.environ["AGENTIX_CA_FILE"]) as f:
                 ca = f.read()
         self._ca = ca
+        if scheme == "wss" and sandbox_id is not None:
+            _transport.sandbox_tls_name(sandbox_id)  # a ValueError now rather than at connect()
+        self._sandbox_id = sandbox_id if scheme == "wss" else None
         self.url = url
         self._ws_url = f"{scheme}://{parts.netloc}{parts.path.rstrip('/')}/socket.io/?EIO=4&transport=websocket"
         self._token = token
@@ -153,7 +159,7 @@ class RuntimeClient:
         self._pending_event = None
         try:
             ws = await _transport.open_websocket(self._ws_url, self._on_message, self._on_lost, self._connect_timeout,
-                                                 self._ca)
+                                                 self._ca, self._sandbox_id)
         except ssl.SSLCertVerificationError as e:
             raise ServerUnreachable(f"The runtime at {self.url} was refused: its TLS certificate does not verify "
                                     f"against agentd's runtime CA ({e.verify_message})") from None

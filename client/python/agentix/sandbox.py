@@ -91,12 +91,13 @@ class AgentixSandbox(BaseSandbox):
     """One sandbox's runtime, as a deepagents sandbox backend.
 
     AgentixSandbox(url, token, id=None, ca=None): attach to a running runtime (ca: for an https://
-    url, the CA to verify it with). AgentixSandbox.create(
+    url, the CA to verify it with; id: the sandbox's, whose name its certificate must carry). AgentixSandbox.create(
     deployment, config) makes one through agentd (see agentix.deployment); close() deletes what
     create() made."""
 
     def __init__(self, url, token, *, id=None, default_timeout=None, on_close=None, ca=None):
         self._url, self._token, self._ca = url, token, ca
+        self._sandbox_id = id
         self._id = id or url
         self._default_timeout = default_timeout
         self._on_close = on_close
@@ -135,7 +136,7 @@ class AgentixSandbox(BaseSandbox):
     async def initialize(self):
         """Connect (the second step of a two-step start; create() does it)."""
         if self._client is None:
-            client = RuntimeClient(self._url, self._token, ca=self._ca)
+            client = RuntimeClient(self._url, self._token, ca=self._ca, sandbox_id=self._sandbox_id)
             await client.connect()
             self._client = client
         return self
