@@ -32,8 +32,10 @@ static void on_close(EioSession *s, const char *reason, void *userdata) {
 static void header_route(HttpConn *c, const char *path, void *userdata) {
         char v[64];
         int a = http_conn_header(c, "Host", v, sizeof(v)), b = http_conn_header(c, "E2b-Sandbox-Id", v, 8);
+        /* The credentials a route checks: the token headers, whatever pieces they came in. */
+        bool t = c->access_token[0] || http_conn_bearer_token(c);
 
-        (void) http_conn_respond_error(c, a >= 0 && b >= 0 ? 200 : 404, a, b >= 0 ? v : "none");
+        (void) http_conn_respond_error(c, a >= 0 && b >= 0 ? 200 : t ? 401 : 404, a, b >= 0 ? v : "none");
 }
 
 static void setup(void) {
