@@ -233,11 +233,15 @@ static void read_sandbox(Op *op, OpStep then) {
 
 /* ---- what E2B gets back when it may talk to the sandbox (create, connect, resume) ------------ */
 
+/* trafficAccessToken: E2B answers it only for a sandbox whose ports are not public, but here the
+ * code interpreter's port always wants a token, and the SDK's context calls carry that one only:
+ * it is answered for every sandbox. */
 static void got_access(Op *op, sd_bus_message *reply) {
         const char *url, *token, *template_id;
-        char access[65];
+        char access[65], traffic[65];
 
-        if (sd_bus_message_read(reply, "ss", &url, &token) < 0 || e2b_access_token(token, access) < 0) {
+        if (sd_bus_message_read(reply, "ss", &url, &token) < 0 || e2b_access_token(token, access) < 0 ||
+            e2b_traffic_token(token, traffic) < 0) {
                 op_fail(op, 500, "agentd's runtime access for sandbox %s could not be read", op->id);
                 return;
         }
@@ -245,7 +249,7 @@ static void got_access(Op *op, sd_bus_message *reply) {
         op_answer(op, op->kind == OP_CONNECT && !op->resumed ? 200 : 201,
                   json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:n}", "sandboxID", op->id, "templateID",
                             template_id, "alias", template_id, "clientID", "agentix", "envdVersion", E2B_ENVD_VERSION,
-                            "envdAccessToken", access, "trafficAccessToken", access, "domain"));
+                            "envdAccessToken", access, "trafficAccessToken", traffic, "domain"));
 }
 
 static void answer_access(Op *op, sd_bus_message *reply) {
@@ -274,8 +278,9 @@ static void created(Op *op, sd_bus_message *reply) {
         answer_access(op, NULL);
 }
 
-/* A JSON object of strings (metadata, envVars) as a{ss}, with extra = value added when given. */
-static int append_string_map(sd_bus_message *m, json_t *o, const char *extra, const char *value) {
+/* A JSON object of strings (metadata, envVars) as a{ss}, with the pairs of `extra` (key, value,
+ * …, NULL) added. */
+static int append_string_map(sd_bus_message *m, json_t *o, const char *const *extra) {
         const char *k;
         json_t *v;
         int r;
@@ -284,8 +289,8 @@ static int append_string_map(sd_bus_message *m, json_t *o, const char *extra, co
         json_object_foreach(o, k, v)
                 if (r >= 0)
                         r = sd_bus_message_append(m, "{ss}", k, json_string_value(v));
-        if (r >= 0 && extra)
-                r = sd_bus_message_append(m, "{ss}", extra, value);
+        for (; r >= 0 && extra && extra[0]; extra += 2)
+                r = sd_bus_message_append(m, "{ss}", extra[0], extra[1]);
         return r < 0 ? r : sd_bus_message_close_container(m);
 }
 
@@ -308,9 +313,10 @@ static const char *string_map_problem(json_t *o) {
 
 static void create(Op *op) {
         json_t *template = json_object_get(op->body, "templateID"), *metadata = json_object_get(op->body, "metadata"),
-               *env = json_object_get(op->body, "envVars");
+               *env = json_object_get(op->body, "envVars"), *network = json_object_get(op->body, "network"),
+               *public_traffic, *value;
+        const char *labels[] = { E2B_TEMPLATE_LABEL, NULL, E2B_PUBLIC_LABEL, NULL, NULL }, *problem, *key;
         sd_bus_message *m = NULL;
-        const char *problem;
         int r;
 
         if (!json_is_string(template) || !*json_string_value(template)) {
@@ -325,10 +331,24 @@ static void create(Op *op) {
                 op_fail(op, 400, "envVars %s", problem);
                 return;
         }
-        if (json_object_get(metadata, E2B_TEMPLATE_LABEL)) {
-                op_fail(op, 400, "metadata key '%s' is the gateway's own", E2B_TEMPLATE_LABEL);
+        json_object_foreach(metadata, key, value)
+                if (startswith(key, E2B_LABEL_PREFIX)) {
+                        op_fail(op, 400, "metadata key '%s' is the gateway's own (no key may start with '%s')", key,
+                                E2B_LABEL_PREFIX);
+                        return;
+                }
+        /* E2B's network: {allowPublicTraffic} (true when not given). */
+        if (network && !json_is_null(network) && !json_is_object(network)) {
+                op_fail(op, 400, "network is not an object");
                 return;
         }
+        public_traffic = json_object_get(network, "allowPublicTraffic");
+        if (public_traffic && !json_is_null(public_traffic) && !json_is_boolean(public_traffic)) {
+                op_fail(op, 400, "network.allowPublicTraffic is true or false");
+                return;
+        }
+        labels[1] = json_string_value(template);
+        labels[3] = json_is_false(public_traffic) ? "no" : "yes";
 
         r = sd_bus_message_new_method_call(op->bus, &m, AGENTD_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox");
         if (r >= 0)
@@ -344,7 +364,7 @@ static void create(Op *op) {
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'v', "a{ss}");
         if (r >= 0)
-                r = append_string_map(m, metadata, E2B_TEMPLATE_LABEL, json_string_value(template));
+                r = append_string_map(m, metadata, labels);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
@@ -356,7 +376,7 @@ static void create(Op *op) {
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, 'v', "a{ss}");
                 if (r >= 0)
-                        r = append_string_map(m, env, NULL, NULL);
+                        r = append_string_map(m, env, NULL);
                 if (r >= 0)
                         r = sd_bus_message_close_container(m);
                 if (r >= 0)
@@ -844,4 +864,8 @@ ControlApi *control_api_free(ControlApi *api) {
 
 int e2b_access_token(const char *runtime_token, char ret[static 65]) {
         return runtime_token_derive(runtime_token, "agentix-e2b:access", ret);
+}
+
+int e2b_traffic_token(const char *runtime_token, char ret[static 65]) {
+        return runtime_token_derive(runtime_token, "agentix-e2b:traffic", ret);
 }

@@ -33,3 +33,7 @@ ControlApi *control_api_free(ControlApi *api);
  * says and sandbox traffic must carry; derived (runtime_token_derive()), so it outlives a
  * gateway restart and opens nothing but the gateway's route. */
 int e2b_access_token(const char *runtime_token, char ret[static 65]);
+/* E2B's traffic access token (trafficAccessToken, sent as e2b-traffic-access-token): opens the
+ * ports of a sandbox made with network.allowPublicTraffic=false, and the code interpreter's;
+ * never envd's. Derived likewise, for another purpose. */
+int e2b_traffic_token(const char *runtime_token, char ret[static 65]);

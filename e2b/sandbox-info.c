@@ -17,7 +17,7 @@ void sandbox_info_done(SandboxInfo *i) {
         *i = (SandboxInfo) {};
 }
 
-static int read_labels(sd_bus_message *m, SandboxInfo *i, char **template_label) {
+static int read_labels(sd_bus_message *m, SandboxInfo *i, char **template_label, bool *ret_closed) {
         const char *k, *v;
         int r;
 
@@ -30,7 +30,11 @@ static int read_labels(sd_bus_message *m, SandboxInfo *i, char **template_label)
                         *template_label = strdup(v);
                         if (!*template_label)
                                 return -ENOMEM;
-                } else if (json_object_set_new(i->metadata, k, json_string(v)) < 0)
+                } else if (streq(k, E2B_PUBLIC_LABEL))
+                        *ret_closed = streq(v, "no");
+                else if (startswith(k, E2B_LABEL_PREFIX))
+                        continue; /* the gateway's, not E2B's metadata */
+                else if (json_object_set_new(i->metadata, k, json_string(v)) < 0)
                         return -ENOMEM;
         }
         if (r < 0)
@@ -41,6 +45,7 @@ static int read_labels(sd_bus_message *m, SandboxInfo *i, char **template_label)
 int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret) {
         _cleanup_free_ char *pool = NULL, *image = NULL, *template_label = NULL;
         SandboxInfo i = { .metadata = json_object() };
+        bool closed = false;
         int r;
 
         if (!i.metadata || !(i.id = strdup(id))) {
@@ -76,8 +81,10 @@ int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret) {
                         r = sd_bus_message_read(reply, "t", &i.memory);
                 else if (streq(contents, "d") && streq(name, "CPUs"))
                         r = sd_bus_message_read(reply, "d", &i.cpus);
+                else if (streq(contents, "u") && streq(name, "Owner"))
+                        r = sd_bus_message_read(reply, "u", &i.owner);
                 else if (streq(contents, "a{ss}") && streq(name, "Labels"))
-                        r = read_labels(reply, &i, &template_label);
+                        r = read_labels(reply, &i, &template_label, &closed);
                 else
                         r = sd_bus_message_skip(reply, contents);
                 if (r >= 0)
@@ -89,6 +96,10 @@ int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret) {
                 r = sd_bus_message_exit_container(reply);
         if (r >= 0 && !i.state)
                 r = -EBADMSG;
+        if (r >= 0) {
+                i.e2b = template_label != NULL;
+                i.public_traffic = !closed;
+        }
         if (r >= 0) {
                 const char *t = template_label && *template_label ? template_label :
                                 pool && *pool                      ? pool :

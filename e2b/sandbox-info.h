@@ -6,6 +6,7 @@
  * cpuCount, memoryMB, diskSizeMB, metadata, state, envdVersion}. */
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <systemd/sd-bus.h>
@@ -15,8 +16,16 @@
  * closeStdin, from 0.5.7 it uploads streams and gzip-encoded content as application/octet-stream.
  * 0.6.2 would add file metadata, which the runtime does not keep. */
 #define E2B_ENVD_VERSION "0.5.7"
-/* The label that records which template (pool) a sandbox came from. */
-#define E2B_TEMPLATE_LABEL "agentix-e2b.template"
+/* The gateway's own labels, set at a create through it and never from E2B's metadata (no key
+ * with this prefix is taken there). A sandbox with E2B_TEMPLATE_LABEL was made through the
+ * gateway, and only such a sandbox is routed to: the label records which template (pool) it came
+ * from. E2B_PUBLIC_LABEL says whether its ports take traffic without its traffic access token
+ * (E2B's network.allowPublicTraffic): "no" closes them; anything else, or none, leaves them open.
+ * agentd lets an owner set any label at a create of their own (agentixctl --label), so an owner
+ * can open their own sandbox to the gateway this way, and nobody else's. */
+#define E2B_LABEL_PREFIX "agentix-e2b."
+#define E2B_TEMPLATE_LABEL E2B_LABEL_PREFIX "template"
+#define E2B_PUBLIC_LABEL E2B_LABEL_PREFIX "public"
 
 typedef struct SandboxInfo {
         char *id;
@@ -26,6 +35,9 @@ typedef struct SandboxInfo {
         double cpus;
         uint64_t memory;    /* bytes */
         json_t *metadata;   /* the labels but the gateway's own */
+        uint32_t owner;     /* the uid agentd says owns it */
+        bool e2b;           /* made through the gateway: it has E2B_TEMPLATE_LABEL */
+        bool public_traffic; /* its ports are open without the traffic token (E2B_PUBLIC_LABEL) */
 } SandboxInfo;
 
 /* Read a GetAll reply (a{sv}) for sandbox id. Unknown properties are skipped. */

@@ -5,6 +5,7 @@
  * moves the bytes: each way through a buffer of at most PIPE_MAX, reading a side only while
  * the buffer toward the other has room. */
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -16,10 +17,15 @@
 #include "macro.h"
 #include "proxy-request.h"
 
-#define PROXY_MAX_CONNECTIONS 512
 #define PIPE_MAX (256u * 1024u)
 #define IDLE_TIMEOUT_USEC (15ULL * 60 * 1000 * 1000) /* no byte either way: a WebSocket may be quiet */
+/* No byte either way and still no response head: a request that never completes, or an upstream
+ * that never answers, holds its place less long. */
+#define PROXY_HEADLESS_TIMEOUT_USEC (3ULL * 60 * 1000 * 1000)
+/* Idle this long, a connection gives its place up to a new one when there is no other. */
+#define PROXY_EVICT_IDLE_USEC (30ULL * 1000 * 1000)
 #define LINGER_USEC (5ULL * 1000 * 1000) /* the response is out: wait this long for the client's close */
+#define NO_OWNER ((uid_t) -1)
 
 typedef struct ProxyConn ProxyConn;
 
@@ -56,6 +62,8 @@ struct ProxyConn {
         socklen_t addr_len;
         Pipe up, down;  /* client → upstream, upstream → client */
         uint64_t progress_usec;
+        char sandbox[64];       /* whose share it takes ("": none) */
+        uid_t owner;            /* NO_OWNER: none */
         ProxyConn *prev, *next;
 };
 
@@ -277,9 +285,15 @@ static int on_client(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+static uint64_t idle_deadline(const ProxyConn *c) {
+        if (c->lingering)
+                return c->linger_until;
+        return c->progress_usec + (c->response_head_seen ? IDLE_TIMEOUT_USEC : PROXY_HEADLESS_TIMEOUT_USEC);
+}
+
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         ProxyConn *c = userdata;
-        uint64_t deadline = c->lingering ? c->linger_until : c->progress_usec + IDLE_TIMEOUT_USEC;
+        uint64_t deadline = idle_deadline(c);
 
         if (usec >= deadline) {
                 conn_free(c);
@@ -330,7 +344,7 @@ static int start_connect(ProxyConn *c, bool ipv6) {
 /* ---- taking a connection ----------------------------------------------------------------- */
 
 static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
-                       int upstream_fd, Buffer *upstream);
+                       int upstream_fd, Buffer *upstream, const char *sandbox, uid_t owner);
 
 void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
         _cleanup_(proxy_request_done) ProxyRequest req = {};
@@ -345,18 +359,68 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
                 safe_close(fd);
                 return;
         }
-        conn_start(p, fd, req.port, NULL, 0, -EBADF, &req.upstream);
+        conn_start(p, fd, req.port, NULL, 0, -EBADF, &req.upstream, NULL, NO_OWNER);
+}
+
+/* Is c in the share the new connection would take: all (sandbox NULL, owner NO_OWNER), one
+ * sandbox's, or one owner's? */
+static bool in_share(const ProxyConn *c, const char *sandbox, uid_t owner) {
+        if (sandbox)
+                return streq(c->sandbox, sandbox);
+        if (owner != NO_OWNER)
+                return c->owner == owner;
+        return true;
+}
+
+/* Room in a share that is full: its connection idle longest goes, if it has been idle
+ * PROXY_EVICT_IDLE_USEC. Else -EBUSY. */
+static int make_room(Proxy *p, const char *sandbox, uid_t owner) {
+        uint64_t now = loop_usec(p);
+        ProxyConn *idlest = NULL;
+
+        for (ProxyConn *c = p->conns; c; c = c->next)
+                if (in_share(c, sandbox, owner) && (!idlest || c->progress_usec < idlest->progress_usec))
+                        idlest = c;
+        if (!idlest || now < idlest->progress_usec + PROXY_EVICT_IDLE_USEC)
+                return -EBUSY;
+        log_debug("Proxy: a connection idle for %" PRIu64 " s gives its place up.",
+                  (now - idlest->progress_usec) / 1000000);
+        conn_free(idlest);
+        return 0;
+}
+
+/* A place for a connection of sandbox's and owner's (either may be none), if need be by taking
+ * an idle one's. Else why not. */
+static const char *place(Proxy *p, const char *sandbox, uid_t owner) {
+        unsigned in_sandbox = 0, of_owner = 0;
+
+        for (ProxyConn *c = p->conns; c; c = c->next) {
+                if (sandbox && streq(c->sandbox, sandbox))
+                        in_sandbox++;
+                if (owner != NO_OWNER && c->owner == owner)
+                        of_owner++;
+        }
+        if (sandbox && in_sandbox >= PROXY_PER_SANDBOX_MAX && make_room(p, sandbox, NO_OWNER) < 0)
+                return "The proxy has as many connections to this sandbox as it takes.\n";
+        if (owner != NO_OWNER && of_owner >= PROXY_PER_OWNER_MAX && make_room(p, NULL, owner) < 0)
+                return "The proxy has as many connections to this user's sandboxes as it takes.\n";
+        if (p->n_conns >= PROXY_MAX_CONNECTIONS && make_room(p, NULL, NO_OWNER) < 0)
+                return "The proxy has as many connections as it takes.\n";
+        return NULL;
 }
 
 /* A connection to pass bytes for: client fd, the upstream at addr (NULL: 127.0.0.1:port, then
  * ::1) or upstream_fd (connected already, taken), first sending `upstream` to it (taken). */
 static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *addr, socklen_t addr_len,
-                       int upstream_fd, Buffer *upstream) {
+                       int upstream_fd, Buffer *upstream, const char *sandbox, uid_t owner) {
+        const char *full = NULL;
         ProxyConn *c;
         int r;
 
-        if (p->n_conns >= PROXY_MAX_CONNECTIONS || addr_len > sizeof(struct sockaddr_storage)) {
-                answer(fd, 503, "Service Unavailable", NULL, "The proxy has as many connections as it takes.\n");
+        if (sandbox && strlen(sandbox) >= sizeof(c->sandbox))
+                sandbox = NULL; /* (no id is that long: agentd's are 16 characters) */
+        if (addr_len > sizeof(struct sockaddr_storage) || (full = place(p, sandbox, owner))) {
+                answer(fd, 503, "Service Unavailable", NULL, full ?: "The proxy cannot reach that address.\n");
                 safe_close(fd);
                 safe_close(upstream_fd);
                 buffer_done(upstream);
@@ -370,7 +434,9 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
                 return;
         }
         *c = (ProxyConn) { .proxy = p, .client = fd, .upstream = -EBADF, .port = port, .addr_len = addr ? addr_len : 0,
-                           .progress_usec = loop_usec(p) };
+                           .progress_usec = loop_usec(p), .owner = owner };
+        if (sandbox)
+                strcpy(c->sandbox, sandbox);
         if (addr)
                 memcpy(&c->addr, addr, addr_len);
         c->up.buf = *upstream;
@@ -383,8 +449,7 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
 
         r = sd_event_add_io(p->event, &c->client_io, fd, 0, on_client, c);
         if (r >= 0)
-                r = sd_event_add_time(p->event, &c->timer, CLOCK_MONOTONIC, c->progress_usec + IDLE_TIMEOUT_USEC,
-                                      1000 * 1000, on_timer, c);
+                r = sd_event_add_time(p->event, &c->timer, CLOCK_MONOTONIC, idle_deadline(c), 1000 * 1000, on_timer, c);
         if (r >= 0 && upstream_fd >= 0) {
                 c->upstream = upstream_fd;
                 c->connected = true;
@@ -402,12 +467,13 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
         }
 }
 
-void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream) {
-        conn_start(p, fd, 0, addr, addr_len, -EBADF, upstream);
+void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream,
+                   const char *sandbox, uid_t owner) {
+        conn_start(p, fd, 0, addr, addr_len, -EBADF, upstream, sandbox, owner);
 }
 
-void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream) {
-        conn_start(p, fd, 0, NULL, 0, upstream_fd, upstream);
+void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream, const char *sandbox, uid_t owner) {
+        conn_start(p, fd, 0, NULL, 0, upstream_fd, upstream, sandbox, owner);
 }
 
 int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret) {

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
@@ -20,6 +21,14 @@
 #include "http-server.h"
 
 typedef struct Proxy Proxy;
+
+/* Places, and who may take them. Every connection frees its place when either side closes, after
+ * IDLE_TIMEOUT_USEC without a byte either way (PROXY_HEADLESS_TIMEOUT_USEC before the upstream's
+ * response head), or, when a place is wanted and none is free (in all, or in its sandbox's or
+ * owner's share), as the one idle longest once idle PROXY_EVICT_IDLE_USEC. */
+#define PROXY_MAX_CONNECTIONS 512
+#define PROXY_PER_SANDBOX_MAX (PROXY_MAX_CONNECTIONS / 8)
+#define PROXY_PER_OWNER_MAX (PROXY_MAX_CONNECTIONS / 4)
 
 /* token(userdata): the runtime's token now (it changes at a claim), or NULL: the proxy is off. */
 int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret);
@@ -32,12 +41,15 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);
 /* Forward a client connection (non-blocking fd) to addr: `upstream` (the request's head as the
  * upstream gets it, and whatever followed) goes first, then bytes pass both ways as for the port
  * proxy, one request per connection, its response told Connection: close. fd and upstream's
- * bytes are the proxy's from now on. */
+ * bytes are the proxy's from now on. The connection counts against sandbox's and owner's shares
+ * (PROXY_PER_SANDBOX_MAX, PROXY_PER_OWNER_MAX of PROXY_MAX_CONNECTIONS): one sandbox's or one
+ * user's crowd leaves the others room. */
 struct sockaddr;
-void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream);
+void proxy_forward(Proxy *p, int fd, const struct sockaddr *addr, unsigned addr_len, Buffer *upstream,
+                   const char *sandbox, uid_t owner);
 /* The same to an upstream connected already (upstream_fd, taken): the plain end of a TLS
  * connection to an https:// runtime (tls-front.h). */
-void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream);
+void proxy_forward_connected(Proxy *p, int fd, int upstream_fd, Buffer *upstream, const char *sandbox, uid_t owner);
 /* A short answer of one's own on fd (body: content_type), which is closed then. */
 void proxy_answer(int fd, unsigned status, const char *reason, const char *content_type, const char *body);
 

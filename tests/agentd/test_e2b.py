@@ -88,7 +88,7 @@ def setup():
     return STATE
 
 
-def http(method, url, body=None, key=None, headers=None, raw=None):
+def http(method, url, body=None, key=None, headers=None, raw=None, timeout=150):
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(url, data=data, method=method)
     if data is not None:
@@ -98,7 +98,7 @@ def http(method, url, body=None, key=None, headers=None, raw=None):
     for k, v in (headers or {}).items():
         req.add_header(k, v)
     try:
-        with urllib.request.urlopen(req, timeout=150) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             text = r.read()
             if "json" not in r.headers.get("Content-Type", ""):
                 return r.status, text, dict(r.headers)
@@ -109,7 +109,7 @@ def http(method, url, body=None, key=None, headers=None, raw=None):
             return e.code, json.loads(text), dict(e.headers)
         except ValueError:
             return e.code, text, dict(e.headers)
-    except (ConnectionError, urllib.error.URLError) as e:
+    except (ConnectionError, urllib.error.URLError, TimeoutError, socket.timeout) as e:
         return 0, str(e), {}
 
 
@@ -390,6 +390,280 @@ def over_tls_both_ways_the_gateway_and_https_runtimes():
             rc = gw.wait(10)
             assert rc == 0, (rc, open(os.path.join(d, "gateway.log")).read()[-3000:])
         assert a.stop() == 0, a.log_text()[-3000:]
+
+
+# ---- who reaches what through the gateway (issue 45: items 1, 3, 7, 9) ----------------------------
+
+def raw_request(url, data, timeout=30):
+    """data as it is on one connection to the gateway; what came back before it closed."""
+    host, port = url.rsplit("/", 1)[1].rsplit(":", 1)
+    got = b""
+    with socket.create_connection((host, int(port)), timeout=timeout) as c:
+        c.sendall(data)
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+
+
+def serve_in(sid, port, text, env=None):
+    """A web app in the sandbox (busybox httpd) serving index.txt = text, checked from inside,
+    so that what the gateway refuses is there to be reached."""
+    env = env or setup()["agentd"].env
+    r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "sh", "-c",
+                        f"mkdir -p /tmp/site{port} && echo {text} > /tmp/site{port}/index.txt && "
+                        f"(busybox httpd -p {port} -h /tmp/site{port} &)"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+
+    last = []
+
+    def inside():
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "busybox", "wget", "-qO-",
+                            f"http://127.0.0.1:{port}/index.txt"], env=env, capture_output=True, text=True, timeout=60)
+        last.append((r.returncode, r.stdout, r.stderr))
+        return r.stdout == text + "\n"
+    try:
+        wait_until(inside, 60, 0.5, what=f"the web app on port {port} in {sid}")
+    except AssertionError:
+        ps = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "ps"], env=env, capture_output=True,
+                            text=True, timeout=60)
+        raise AssertionError((f"no web app on port {port} in {sid}", last[-2:], ps.stdout, ps.stderr))
+
+
+def by_headers(sid, port, **extra):
+    return {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": str(port), **extra}
+
+
+def by_host(sid, port, **extra):
+    return {"Host": f"{port}-{sid}.{DOMAIN}", **extra}
+
+
+@test
+def a_sandbox_made_without_the_gateway_is_not_reached_through_it_under_each_runtime():
+    """Issue 45 item 1: a listener in a sandbox made with agentixctl is as unreachable through
+    the gateway as a sandbox that does not exist, by E2b-Sandbox-Id/Port and by PORT-ID.DOMAIN,
+    with or without its owner's API key (the gateway used to forge the port proxy's cookie)."""
+    s = setup()
+    unknown = http("GET", s["url"] + "/index.txt", headers=by_headers("b000000000000000", 8080))
+    assert unknown[0] == 502, unknown
+    for rt in runtimes():
+        print(f"  runtime {rt}")
+        r = subprocess.run(["runuser", "-u", USERS["alice"], "--", "env",
+                            f"DBUS_SYSTEM_BUS_ADDRESS={s['agentd'].address}", AGENTIXCTL, "create", "--image", E2B_BASE,
+                            "--bundle", bundle(), "--runtime", rt, "--ttl", "600"], capture_output=True, text=True,
+                           timeout=150)
+        assert r.returncode == 0, r.stderr
+        sid = r.stdout.strip()
+        try:
+            assert owner_of(sid)[0] == s["uids"]["alice"]
+            serve_in(sid, 8080, "made-with-agentixctl")
+            for port in (8080, 49983, 49999):
+                for headers in (by_headers(sid, port), by_host(sid, port), by_headers(sid, port, **{
+                        "X-API-KEY": s["keys"]["alice"]}), by_host(sid, port, **{"X-API-KEY": s["keys"]["alice"]})):
+                    got = http("GET", s["url"] + "/index.txt", headers=headers)
+                    assert got[:2] == unknown[:2], (port, headers, got, unknown)
+        finally:
+            s["agentd"].manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def a_sandbox_without_public_traffic_opens_its_ports_only_with_its_traffic_token_under_each_runtime():
+    """Issue 45 item 1: network.allowPublicTraffic=false (E2B's create) closes every port of the
+    sandbox but to e2b-traffic-access-token = its trafficAccessToken; another user's token or
+    API key opens nothing; E2B metadata cannot set the gateway's own labels."""
+    s = setup()
+    for key in ("agentix-e2b.public", "agentix-e2b.template", "agentix-e2b.anything"):
+        status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {key: "yes"}})
+        assert status == 400 and "gateway's own" in body["message"], (key, status, body)
+    status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "network": {"allowPublicTraffic": "no"}})
+    assert status == 400 and "allowPublicTraffic" in body["message"], (status, body)
+    for rt in runtimes():
+        print(f"  runtime {rt}")
+        suffix = "" if rt == "runc" else f"-{rt}"
+        made = {}
+        for who in ("alice", "bob"):
+            status, body, _ = api("POST", "/v2/sandboxes", {"templateID": f"base{suffix}",
+                                                             "network": {"allowPublicTraffic": False}}, who=who)
+            assert status == 201 and len(body.get("trafficAccessToken") or "") == 64, (status, body)
+            made[who] = body
+        a, b = made["alice"], made["bob"]
+        try:
+            assert dict(owner_of(a["sandboxID"])[1]["Labels"]) == {"agentix-e2b.template": f"base{suffix}",
+                                                                  "agentix-e2b.public": "no"}
+            assert api("GET", f"/sandboxes/{a['sandboxID']}")[1]["metadata"] == {}
+            serve_in(a["sandboxID"], 8080, "alice-private")
+            serve_in(b["sandboxID"], 8080, "bob-private")
+            for way in (by_headers, by_host):
+                tries = [
+                    way(a["sandboxID"], 8080),
+                    way(a["sandboxID"], 8080, **{"X-API-KEY": s["keys"]["alice"]}),
+                    way(a["sandboxID"], 8080, **{"e2b-traffic-access-token": b["trafficAccessToken"]}),
+                    way(a["sandboxID"], 8080, **{"e2b-traffic-access-token": a["trafficAccessToken"][:-1] + "x"}),
+                    way(a["sandboxID"], 8080, **{"X-Access-Token": b["envdAccessToken"]}),
+                    way(a["sandboxID"], 49983, **{"X-Access-Token": b["envdAccessToken"]}),
+                    way(a["sandboxID"], 49999, **{"e2b-traffic-access-token": b["trafficAccessToken"]}),
+                ]
+                for headers in tries:
+                    status, body, _ = http("GET", s["url"] + "/index.txt", headers=headers)
+                    assert status == 401 and isinstance(body, dict) and body["code"] == 401, (headers, status, body)
+                status, body, _ = http("GET", s["url"] + "/index.txt", headers=way(
+                    a["sandboxID"], 8080, **{"e2b-traffic-access-token": a["trafficAccessToken"]}))
+                assert (status, body) == (200, b"alice-private\n"), (status, body)
+                status, body, _ = http("GET", s["url"] + "/index.txt", headers=way(
+                    b["sandboxID"], 8080, **{"e2b-traffic-access-token": b["trafficAccessToken"]}))
+                assert (status, body) == (200, b"bob-private\n"), (status, body)
+                # envd's port wants the envd access token, as before.
+                status, _, _ = http("GET", s["url"] + "/health", headers=way(
+                    a["sandboxID"], 49983, **{"X-Access-Token": a["envdAccessToken"]}))
+                assert status == 200, status
+        finally:
+            api("DELETE", f"/sandboxes/{a['sandboxID']}")
+            api("DELETE", f"/sandboxes/{b['sandboxID']}", who="bob")
+
+
+@test
+def one_keys_idle_connections_leave_another_keys_envd_calls_answered():
+    """Issue 45 item 3: alice holds 600 connections to a port of her own sandbox that accepts and
+    never answers; bob's envd calls to his sandbox are still answered (one cap of 512 shared by
+    everyone answered them 503)."""
+    s = setup()
+    status, a, _ = api("POST", "/v2/sandboxes", {"templateID": "base"})
+    assert status == 201, a
+    status, b, _ = api("POST", "/v2/sandboxes", {"templateID": "base"}, who="bob")
+    assert status == 201, b
+    held = []
+    try:
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={a['sandboxID']}", "exec", "--", "sh", "-c",
+                            "(python3 -c 'import socket, time\n"
+                            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                            "s.bind((\"127.0.0.1\", 8081)); s.listen(4096)\n"
+                            "time.sleep(3600)' >/dev/null 2>&1 &)"], env=s["agentd"].env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        host, port = s["url"].rsplit("/", 1)[1].rsplit(":", 1)
+        request = ("GET / HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: 8081\r\n\r\n" %
+                   a["sandboxID"]).encode()
+        for _ in range(600):
+            c = socket.create_connection((host, int(port)), timeout=30)
+            c.sendall(request)
+            c.setblocking(False)
+            held.append(c)
+        import select
+
+        answered = set()
+
+        def refused_enough():
+            readable, _, _ = select.select([c for c in held if c not in answered], [], [], 0.2)
+            answered.update(readable)
+            return len(answered) >= 600 - 512
+        # The gateway has answered (503) what it does not hold: its places are taken.
+        wait_until(refused_enough, 60, 0.1, what="the gateway to refuse what it does not hold")
+        assert len(answered) < 600, "no connection was held: the test proves nothing"
+        for _ in range(5):
+            status, body, _ = http("GET", s["url"] + "/health", headers=by_headers(
+                b["sandboxID"], 49983, **{"X-Access-Token": b["envdAccessToken"]}), timeout=60)
+            assert status == 200, (status, body)
+        assert s["gateway"].poll() is None
+    finally:
+        for c in held:
+            c.close()
+        api("DELETE", f"/sandboxes/{a['sandboxID']}")
+        api("DELETE", f"/sandboxes/{b['sandboxID']}", who="bob")
+
+
+@test
+def the_gateway_forgets_a_sandbox_agentd_says_changed():
+    """Issue 45 item 7: the gateway kept a sandbox's runtime until SandboxRemoved. Paused (agentd
+    says State changed), its traffic is refused at once rather than sent to a frozen runtime;
+    resumed, it is served again."""
+    s = setup()
+    status, a, _ = api("POST", "/v2/sandboxes", {"templateID": "base"})
+    assert status == 201, a
+    health = by_headers(a["sandboxID"], 49983, **{"X-Access-Token": a["envdAccessToken"]})
+    try:
+        assert http("GET", s["url"] + "/health", headers=health)[0] == 200  # known to the gateway now
+        assert api("POST", f"/sandboxes/{a['sandboxID']}/pause")[0] == 204
+        last = []
+        wait_until(lambda: last.append(http("GET", s["url"] + "/health", headers=health, timeout=5)) or
+                   last[-1][0] == 502, 30, 0.2, what="the paused sandbox's traffic refused")
+        assert "paused" in last[-1][1]["message"], last[-1]
+        assert api("POST", f"/sandboxes/{a['sandboxID']}/resume")[0] == 201
+        wait_until(lambda: http("GET", s["url"] + "/health", headers=health, timeout=10)[0] == 200, 30, 0.2,
+                   what="the resumed sandbox served again")
+    finally:
+        api("DELETE", f"/sandboxes/{a['sandboxID']}")
+
+
+@test
+def the_gateway_reconnects_to_the_bus_after_dbus_restarts():
+    """Issue 45 item 7: the system bus goes away and comes back (dbus-daemon restarted, agentd
+    with it, adopting its sandboxes): the gateway's sandbox route asks agentd again and serves a
+    sandbox it had not looked up before."""
+    from agentd_env import start_dbus_daemon
+    s = setup()
+    a = Agentd("e2b-bus", "[Sandboxes]\nMaxSandboxes=40\n")
+    gw = None
+    sid = None
+    try:
+        os.makedirs(os.path.join(a.dir, "pools.d"))
+        with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
+            f.write(f"[Pool]\nSize=0\nImage={E2B_BASE}\nBundle={bundle()}\n")
+        a.manager().Reload()
+        port = free_port()
+        log_path = os.path.join(a.dir, "gateway.log")
+        gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={s['keys_file']}"], env=a.env,
+                              stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: gw.poll() is not None or http("GET", url + "/health")[0] == 200, 10, what="the gateway")
+        status, made, _ = http("POST", url + "/v2/sandboxes", {"templateID": "base"}, key=s["keys"]["alice"])
+        assert status == 201, made
+        sid = made["sandboxID"]
+        # The bus goes, and agentd with it (SIGKILL: its sandboxes stay); both come back.
+        a.agentd.kill()
+        a.agentd.wait(10)
+        a.dbus_daemon.terminate()
+        a.dbus_daemon.wait(10)
+        a.dbus_daemon, address = start_dbus_daemon(a.dir)
+        assert address == a.address
+        a.start()
+        wait_until(lambda: sid in a.ids(), 30, 0.2, what="agentd to adopt the sandbox")
+        health = by_headers(sid, 49983, **{"X-Access-Token": made["envdAccessToken"]})
+        last = []
+        try:
+            wait_until(lambda: last.append(http("GET", url + "/health", headers=health, timeout=10)) or
+                       last[-1][0] == 200, 30, 0.5, what="the gateway to serve the sandbox after the bus restart")
+        except AssertionError:
+            raise AssertionError(("not served after the bus restart", last[-3:]))
+        assert gw.poll() is None
+    finally:
+        if sid:
+            try:
+                a.manager().DeleteSandbox(sid, timeout=60)
+            except dbus.DBusException:
+                pass
+        if gw:
+            gw.terminate()
+            rc = gw.wait(10)
+            assert rc == 0, (rc, open(os.path.join(a.dir, "gateway.log")).read()[-3000:])
+        a.stop()
+
+
+@test
+def host_names_cut_anywhere_leave_the_gateway_serving():
+    """Issue 45 item 9: Host values whose colon comes before the dash (`a:1-b` handed memchr a
+    negative length) and other odd cuts; no dot anywhere after the Host line, so an out-of-bounds
+    read runs off the buffer under ASan. The gateway answers each and keeps serving."""
+    s = setup()
+    hosts = [b"a:1-b", b"1:2-3", b":-", b"-", b":", b"-:", b"a-b:", b"8080-:", b"8080-x:1-y", b"1-" * 80 + b":1",
+             b"-" * 200 + b":1", b"8080-abc" + b":" * 100 + b"-", b"0-a:b-c:d-e", b"65536-abc." + DOMAIN.encode(),
+             b"8080-ABC." + DOMAIN.encode(), b"8080-abc." + DOMAIN.encode() + b":-1"]
+    for host in hosts:
+        got = raw_request(s["url"], b"GET / HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 "), (host, got)
+        assert s["gateway"].poll() is None, (host, open(s["log"]).read()[-3000:])
+    assert http("GET", s["url"] + "/health")[0] == 200
 
 
 def teardown():

@@ -182,3 +182,17 @@ for name, data in {
     "no-end": "GET /proxy/8080/ HTTP/1.1\r\nHost: h\r\n",
 }.items():
     write("fuzz-proxy-request", name, data)
+
+# fuzz-sandbox-target: E2B's routing headers and Host names (domain e2b.test), and bare Host values.
+for name, data in {
+    "headers": "GET /health HTTP/1.1\r\nE2b-Sandbox-Id: abc123\r\nE2b-Sandbox-Port: 49983\r\n\r\n",
+    "headers-bad-port": "GET / HTTP/1.1\r\nE2b-Sandbox-Id: abc123\r\nE2b-Sandbox-Port: 0x50\r\n\r\n",
+    "headers-bad-id": "GET / HTTP/1.1\r\nE2b-Sandbox-Id: ../etc\r\nE2b-Sandbox-Port: 80\r\n\r\n",
+    "host": "GET / HTTP/1.1\r\nHost: 8080-abc123.e2b.test\r\n\r\n",
+    "host-port": "GET / HTTP/1.1\r\nHost: 8080-abc123.E2B.test:49982\r\n\r\n",
+    "host-colon-first": "GET / HTTP/1.1\r\nHost: a:1-b\r\n\r\n",
+    "bare-host": "8080-abc123.e2b.test",
+    "bare-colon-first": "a:1-b",
+    "bare-colons": "1:2-3.e2b.test:4-5",
+}.items():
+    write("fuzz-sandbox-target", name, data)
