@@ -276,10 +276,6 @@ def check_neighbours_certificate_refused(runtime):
     _, sid = a.create(runtime=runtime, ttl=dbus.UInt64(1800))
     sid = str(sid)
     url, token = access(sid)
-    # What agentd issued names both.
-    cert, _ = served_certificate(url)
-    assert ("DNS", f"{sid}.sandbox.agentix") in cert["subjectAltName"], cert["subjectAltName"]
-    assert ("IP Address", sandbox_ip(url)) in cert["subjectAltName"], cert["subjectAltName"]
     neighbour = "e" + secrets.token_hex(7)
     impostor = Impostor(sid, url, token, neighbour)
     try:
@@ -304,6 +300,10 @@ def check_neighbours_certificate_refused(runtime):
         assert s.returncode != 0 and "hostname mismatch" in s.stdout + s.stderr, (s.returncode, s.stderr[-500:])
     finally:
         impostor.stop()
+    # What agentd issued names both.
+    cert, _ = served_certificate(url)
+    assert ("DNS", f"{sid}.sandbox.agentix") in cert["subjectAltName"], cert["subjectAltName"]
+    assert ("IP Address", sandbox_ip(url)) in cert["subjectAltName"], cert["subjectAltName"]
     # Its own runtime again: every one of them is served.
     r = ctl("exec", "--", "echo", "reached", sid=sid)
     assert r.returncode == 0 and r.stdout == "reached\n", (r.returncode, r.stderr)
@@ -570,6 +570,10 @@ def pool_members_serve_tls_once_claimed():
     assert url.startswith("https://"), url
     r = ctl("exec", "--", "echo", "claimed", sid=str(sid))
     assert r.returncode == 0 and r.stdout == "claimed\n", (r.stdout, r.stderr)
+    # The member's certificate was for a member's life; the claimer's ends with its TTL.
+    expires = expires_at_sec(str(sid))
+    wait_until(lambda: not_after(served_certificate(url)[0]) <= expires + GRACE_SEC + 1, 30,
+               what="the claimed sandbox's certificate")
     a.manager().DeleteSandbox(str(sid), timeout=120)
     os.unlink(os.path.join(pools, "warm.pool"))
     a.agentd.send_signal(1)
