@@ -146,8 +146,8 @@ static void route(HttpConn *c, const char *path, void *userdata) {
                 return;
         }
         if (c->body_pending) {
-                /* A scrape has nothing to send: a body is refused at once, not waited for,
-                 * and the connection ends with the answer (its body is not read). */
+                /* A scrape has nothing to send: a body is refused at its head, never waited
+                 * for, and the connection ends with the answer. */
                 c->close_after_response = true;
                 (void) http_conn_respond_error(c, 400, 0, "/metrics takes no body");
                 return;

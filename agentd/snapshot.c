@@ -18,9 +18,10 @@
  * against it alone lets every concurrent call pass: a take that passed holds a place of its
  * owner's from its check until it ends, and the check counts those places, and the owner's
  * snapshots made while it was being counted (the list may predate them; counting one twice only
- * errs on the safe side). Two takes of one sandbox (its numbered names) or of one name at once
- * would both claim the same name and leave the first image nameless, in no list and no count:
- * they run one after the other. */
+ * errs on the safe side). Two takes of one sandbox (its numbered names), of one name, or of a
+ * name among another sandbox's numbered ones, at once, would both claim the same name and leave
+ * the first image nameless, in no list and no count (and another user's so, by a race): they
+ * run one after the other. */
 typedef enum TakePhase {
         TAKE_COUNTING,
         TAKE_WAITING,
@@ -52,11 +53,21 @@ static const char *full_name(const char *image, char buf[static 300]) {
         return buf;
 }
 
-/* Would a and b claim the same name? */
+/* Does image name a tag of agentix-snapshot/<sandbox_id>, where b's numbered names go? */
+static bool in_numbered(const char *image, const char *sandbox_id) {
+        const char *p = startswith(image, "agentix-snapshot/");
+
+        p = p ? startswith(p, sandbox_id) : NULL;
+        return p && (*p == ':' || *p == 0);
+}
+
+/* Might a and b claim the same name? */
 static bool conflict(const TakeCall *a, const TakeCall *b) {
         char x[300], y[300];
 
         if (streq(a->sandbox_id, b->sandbox_id))
+                return true;
+        if ((a->image && in_numbered(a->image, b->sandbox_id)) || (b->image && in_numbered(b->image, a->sandbox_id)))
                 return true;
         return a->image && b->image && streq(full_name(a->image, x), full_name(b->image, y));
 }

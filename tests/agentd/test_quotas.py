@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import dbus
 
@@ -251,8 +252,10 @@ def snapshots_past_max_snapshots_are_refused():
         delete_all()
 
 
-def snapshots_of(uid):
-    return {str(x[0]) for x in agentd().manager().ListSnapshots(timeout=60) if int(x[2]) == uid}
+def snapshots_of(uid, sid):
+    """The names of uid's snapshots of sandbox sid (the dockerd may be shared: others' are not
+    this test's)."""
+    return {str(x[0]) for x in agentd().manager().ListSnapshots(timeout=60) if int(x[2]) == uid and str(x[1]) == sid}
 
 
 @test
@@ -260,8 +263,6 @@ def twenty_concurrent_snapshots_against_max_snapshots_3_make_3():
     # The attack: one user asks for 20 snapshots at once, each counted before any is made.
     alice = STATE.get("uids", ensure_users())["alice"]
     configure("", {"agx-alice": "[Quotas]\nMaxSnapshots=3\n"})
-    before = snapshots_of(alice)
-    assert not before, before
     results, sid = [], None
     try:
         made, err = create_as("alice")
@@ -276,7 +277,7 @@ def twenty_concurrent_snapshots_against_max_snapshots_3_make_3():
         assert len([r for r in results if "ok" in r]) == 3 and len(taken) == 3, (results, errors[:3])
         assert all(e["error"] == QUOTA and "MaxSnapshots=3" in e["message"] for e in errors), errors[:3]
         # What is left is those 3, alice's.
-        assert snapshots_of(alice) == taken, (snapshots_of(alice), taken)
+        assert snapshots_of(alice, sid) == taken, (snapshots_of(alice, sid), taken)
         # Once one is deleted, there is room for one again.
         agentd().manager().DeleteSnapshot(sorted(taken)[0], timeout=60)
         got = call_as("alice", path, SANDBOX, "Snapshot", [])
@@ -290,7 +291,7 @@ def twenty_concurrent_snapshots_against_max_snapshots_3_make_3():
         assert len(left) == 3, left
     finally:
         delete_all()
-        for image in snapshots_of(alice):
+        for image in snapshots_of(alice, sid):
             agentd().manager().DeleteSnapshot(image, timeout=60)
         if sid:  # and what a failure left without a name
             ids = set(subprocess.run(["docker", "images", "-a", "-q", "--filter",
@@ -299,6 +300,72 @@ def twenty_concurrent_snapshots_against_max_snapshots_3_make_3():
             if ids:
                 subprocess.run(["docker", "rmi", "-f", *ids], capture_output=True)
         configure("")
+
+
+# Snapshot() as one user, sent the moment a file appears (connected before): two users' calls
+# at the same instant.
+SNAPSHOT_AT = r"""
+import json, os, sys, time, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+obj = bus.get_object("org.agentix.Agentd1", sys.argv[2])
+options = dbus.Dictionary({"tag": sys.argv[4]} if sys.argv[4] else {}, signature="sv")
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.001)
+try:
+    print(json.dumps({"ok": str(obj.get_dbus_method("Snapshot", "org.agentix.Agentd1.Sandbox")(options, timeout=300))}))
+except dbus.DBusException as e:
+    print(json.dumps({"error": e.get_dbus_name(), "message": e.get_dbus_message()}))
+"""
+
+
+@test
+def a_name_among_another_users_numbered_snapshots_never_takes_theirs():
+    # The attack: bob names his snapshot agentix-snapshot/ALICES-ID:N at the moment alice takes
+    # her N-th; whichever commit came last had the name, and alice's image could be left with
+    # none (in no list, no count, and hers no more).
+    uids = STATE.get("uids") or ensure_users()
+    configure("")
+    a = agentd()
+    alice_sid = bob_sid = None
+    try:
+        (apath, alice_sid), err = create_as("alice")
+        assert err is None, err
+        (bpath, bob_sid), err = create_as("bob")
+        assert err is None, err
+        for n in range(1, 6):
+            go = os.path.join(a.dir, f"go-{n}")
+            procs = [subprocess.Popen(["runuser", "-u", USERS[who], "--", "/usr/bin/python3", "-c", SNAPSHOT_AT,
+                                       a.address, path, go, tag], stdout=subprocess.PIPE, text=True)
+                     for who, path, tag in (("alice", apath, ""),
+                                            ("bob", bpath, f"agentix-snapshot/{alice_sid}:{n}"))]
+            time.sleep(1)  # both connected and waiting
+            open(go, "w").close()
+            alice_got, bob_got = (json.loads(p.communicate(timeout=300)[0]) for p in procs)
+            assert "ok" in alice_got, alice_got
+            listed = {str(x[0]): int(x[2]) for x in a.manager().ListSnapshots(timeout=60)}
+            # Alice's name is hers; bob's, if he had one, is his and another.
+            assert listed.get(alice_got["ok"]) == uids["alice"], (n, alice_got, bob_got, listed)
+            if "ok" in bob_got:
+                assert bob_got["ok"] != alice_got["ok"] and listed.get(bob_got["ok"]) == uids["bob"], \
+                    (n, alice_got, bob_got)
+            else:
+                assert bob_got["error"] == f"{NAME}.NotOwner", bob_got
+        # No image of either sandbox was left without a name.
+        for sid in (alice_sid, bob_sid):
+            left = subprocess.run(["docker", "images", "-a", "-q", "--filter", "dangling=true", "--filter",
+                                   f"label=org.agentix.snapshot.sandbox={sid}"], capture_output=True,
+                                  text=True).stdout.split()
+            assert not left, (sid, left)
+    finally:
+        delete_all()
+        for image in {str(x[0]) for x in a.manager().ListSnapshots(timeout=60) if str(x[1]) in (alice_sid, bob_sid)}:
+            a.manager().DeleteSnapshot(image, timeout=60)
+        for sid in (alice_sid, bob_sid):
+            ids = set(subprocess.run(["docker", "images", "-a", "-q", "--filter",
+                                      f"label=org.agentix.snapshot.sandbox={sid}"], capture_output=True,
+                                     text=True).stdout.split()) if sid else set()
+            if ids:
+                subprocess.run(["docker", "rmi", "-f", *ids], capture_output=True)
 
 
 @test
