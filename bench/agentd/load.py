@@ -51,9 +51,11 @@ def fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def docker_names(label):
-    r = subprocess.run([DOCKER, "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"],
-                       capture_output=True, text=True, check=True)
+def docker_names(label, scope=()):
+    """Containers with the label, and every label of scope (KEY=VALUE: one agentd's, say)."""
+    filters = [f for lb in (label, *scope) for f in ("--filter", f"label={lb}")]
+    r = subprocess.run([DOCKER, "ps", "-a", *filters, "--format", "{{.Names}}"], capture_output=True, text=True,
+                       check=True)
     return set(r.stdout.split())
 
 
@@ -62,8 +64,11 @@ class PeerFailed(Exception):
 
 
 class Load:
-    def __init__(self, image, bundle, agentd_pid, address=None):
+    def __init__(self, image, bundle, agentd_pid, address=None, scope=()):
+        """scope: labels (KEY=VALUE) of the containers counted (and, cold, carriers removed):
+        the agentd's own (tests/agentd/test_load.py: its AGENTD_INSTANCE); none: all agentix's."""
         self.image, self.bundle, self.pid = image, bundle, agentd_pid
+        self.scope = tuple(scope)
         self.env = dict(os.environ)
         if address:
             self.env["DBUS_SYSTEM_BUS_ADDRESS"] = address
@@ -107,7 +112,7 @@ class Load:
 
     def remove_carriers(self):
         """No carrier on either side: the next creates are cold."""
-        names = sorted(docker_names("org.agentix.carrier")) + [self.carrier]
+        names = sorted(docker_names("org.agentix.carrier", self.scope)) + [self.carrier]
         subprocess.run([DOCKER, "rm", "-f", "-v", *names], capture_output=True)
 
     def docker_create(self, i):
@@ -134,14 +139,14 @@ class Load:
         out = {"cold": cold}
         if cold:
             self.remove_carriers()
-        before = docker_names("org.agentix.sandbox")
+        before = docker_names("org.agentix.sandbox", self.scope)
         t0 = time.monotonic()
         made = self.many(lambda _: self.create(), range(n), n)
         out["agentd_s"] = time.monotonic() - t0
         out["agentd_failed"] = [e for s, e in made if not s]
         out["agentd_rss_kib"] = rss_kib(self.pid)
         self.many(self.delete, [s for s, _ in made if s], n)
-        out["agentd_leaked"] = sorted(docker_names("org.agentix.sandbox") - before)
+        out["agentd_leaked"] = sorted(docker_names("org.agentix.sandbox", self.scope) - before)
         if not peer:
             return out
         if not cold:
@@ -198,14 +203,14 @@ class Load:
         warm = min(50, k // 10)
         errors = [e for e in self.many(cycle, range(warm), parallel) if e]  # the heap's first growth
         out = {"before": {"rss_kib": rss_kib(self.pid), "fds": fds(self.pid),
-                          "containers": len(docker_names("org.agentix.sandbox")),
-                          "carriers": len(docker_names("org.agentix.carrier"))}}
+                          "containers": len(docker_names("org.agentix.sandbox", self.scope)),
+                          "carriers": len(docker_names("org.agentix.carrier", self.scope))}}
         t0 = time.monotonic()
         errors += [e for e in self.many(cycle, range(k), parallel) if e]
         out["agentd_s"] = time.monotonic() - t0
         out["after"] = {"rss_kib": rss_kib(self.pid), "fds": fds(self.pid),
-                        "containers": len(docker_names("org.agentix.sandbox")),
-                        "carriers": len(docker_names("org.agentix.carrier"))}
+                        "containers": len(docker_names("org.agentix.sandbox", self.scope)),
+                        "carriers": len(docker_names("org.agentix.carrier", self.scope))}
         out["errors"] = errors
         out["cycles"] = k
         if not peer:

@@ -7,10 +7,12 @@ EXAMPLE_DIR, POLICY, BUS_CONF_IN, and a running dockerd."""
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import dbus
 
@@ -26,6 +28,12 @@ TEST_BUNDLE = "agentix-test/example-bundle:0.1.0"
 NAME, MANAGER_PATH = "org.agentix.Agentd1", "/org/agentix/Agentd1"
 MANAGER, SANDBOX = "org.agentix.Agentd1.Manager", "org.agentix.Agentd1.Sandbox"
 WORK = tempfile.mkdtemp(prefix="agentix-agentd-test-")
+# The agentds of this test process are an instance of their own (agentd(8), AGENTD_INSTANCE):
+# they label what they make with it, and adopt, expire, prune and count only that, never what
+# the demo, dev-env, an earlier run, another test or a user left on the same dockerd. The same
+# for every Agentd of the process: a second one adopts the first one's sandboxes.
+INSTANCE = os.path.basename(WORK)
+INSTANCE_LABEL = "org.agentix.instance"
 
 
 def docker(*args, check=True, timeout=120):
@@ -41,6 +49,99 @@ def managed_containers():
 
 def carriers():
     return set(docker("ps", "-a", "--filter", "label=org.agentix.carrier", "--format", "{{.Names}}").stdout.split())
+
+
+def own_containers(*labels):
+    """The names of the sandbox containers this process's agentds made (labels: more label
+    filters, "org.agentix.pool=small" say), whatever else is on the host."""
+    filters = [f for label in ("org.agentix.sandbox", f"{INSTANCE_LABEL}={INSTANCE}", *labels)
+               for f in ("--filter", f"label={label}")]
+    return set(docker("ps", "-a", *filters, "--format", "{{.Names}}").stdout.split())
+
+
+def own_carriers():
+    """The carriers this process's agentds made. (A carrier is shared by name: one another
+    agentd made for the same bundle image is used, and is not this process's.)"""
+    return set(docker("ps", "-a", "--filter", "label=org.agentix.carrier", "--filter",
+                      f"label={INSTANCE_LABEL}={INSTANCE}", "--format", "{{.Names}}").stdout.split())
+
+
+class Leftovers:
+    """What the demo, dev-env, an earlier run or another agentd leaves on the host, made on
+    purpose before a test: a running sandbox and a carrier of an agentd that names no instance
+    (as the demo's and dev-env's; the carrier's bundle image is tagged, so no agentd prunes it),
+    and, of another named agentd that is not running, an expired ready member of pool "small"
+    (an agentd that adopted it would remove it at once) and a carrier of a bundle image that is
+    gone (an agentd that pruned others' carriers would remove it). None is this process's: the
+    test's assertions must not count them, and check() at its end says what was removed or
+    changed. (An agentd without an instance on the same dockerd may adopt the first two: they
+    stay as they are.)"""
+
+    OTHER = "agentix-another-agentd"
+
+    def __init__(self):
+        bundle()  # the busybox task image
+        now = int(time.time())
+        busybox_id = docker("image", "inspect", "--format", "{{.Id}}", BUSYBOX).stdout.strip()
+        self.sandbox, self.member = secrets.token_hex(8), secrets.token_hex(8)
+        self.names = [f"agentix-{self.sandbox}", f"agentix-{self.member}", f"agentix-carrier-{secrets.token_hex(6)}",
+                      f"agentix-carrier-{secrets.token_hex(6)}"]
+        common = ["--label", "org.agentix.managed=1", "--label", "org.agentix.owner=0", "--label",
+                  f"org.agentix.created={now - 7200}", "--label", f"org.agentix.image={BUSYBOX}", "--label",
+                  "org.agentix.bundle=example-bundle:0.1.0", "--label", "org.agentix.bundle.id=sha256:" + "0" * 64,
+                  "--label", "org.agentix.egress=*", "-e", "AGENTIX_TOKEN=leftover", "--network", "none",
+                  "--entrypoint", "/bin/sleep"]
+        try:
+            docker("run", "-d", "--name", self.names[0], *common, "--label", f"org.agentix.sandbox={self.sandbox}",
+                   "--label", f"org.agentix.expires={now + 3600}", BUSYBOX, "3600")
+            docker("run", "-d", "--name", self.names[1], *common, "--label", f"org.agentix.sandbox={self.member}",
+                   "--label", f"org.agentix.expires={now - 3600}", "--label", "org.agentix.pool=small", "--label",
+                   f"{INSTANCE_LABEL}={self.OTHER}", "-e", "AGENTIX_CLAIMABLE=1", BUSYBOX, "3600")
+            docker("create", "--name", self.names[2], "--label", "org.agentix.managed=1", "--label",
+                   f"org.agentix.carrier={busybox_id}", "--entrypoint", "/bin/true", BUSYBOX)
+            docker("create", "--name", self.names[3], "--label", "org.agentix.managed=1", "--label",
+                   "org.agentix.carrier=sha256:" + "1" * 64, "--label", f"{INSTANCE_LABEL}={self.OTHER}",
+                   "--entrypoint", "/bin/true", BUSYBOX)
+        except BaseException:
+            self.remove()
+            raise
+        self.states = self.state()
+
+    def state(self):
+        r = docker("inspect", "--format", "{{.Name}} {{.State.Status}}", *self.names, check=False)
+        return dict(line.lstrip("/").split() for line in r.stdout.splitlines() if line.strip())
+
+    def check(self):
+        """What happened to them (empty: nothing)."""
+        now = self.state()
+        problems = [f"{n} was removed" for n in self.names if n not in now]
+        problems += [f"{n} went from {self.states.get(n)} to {now[n]}" for n in now if now[n] != self.states.get(n)]
+        return problems
+
+    def remove(self):
+        docker("rm", "-f", "-v", *self.names, check=False)
+
+
+def main_beside_leftovers(main, cleanup_first=None):
+    """The harness's main() with Leftovers on the host, then cleanup_first() and cleanup(); the
+    test fails when it failed, or when it changed what it did not make. Exits."""
+    leftovers = Leftovers()
+    status = 1
+    try:
+        main()
+    except SystemExit as e:
+        status = e.code
+    finally:
+        try:
+            if cleanup_first:
+                status = cleanup_first(status) or status
+        finally:
+            problems = leftovers.check()
+            leftovers.remove()
+            cleanup()
+    if problems:
+        print("changed what this test did not make:", "; ".join(problems))
+    sys.exit(status or (1 if problems else 0))
 
 
 def start_dbus_daemon(directory):
@@ -97,7 +198,8 @@ def error_name(fn):
 
 class Agentd:
     """agentd on a bus of its own, with its own agentd.conf (config: the file's text) and
-    environment, in a directory every user can reach."""
+    environment, in a directory every user can reach; this process's instance (INSTANCE)
+    unless env_extra names another AGENTD_INSTANCE."""
 
     def __init__(self, name, config="", env_extra=None, args=(), wait=True, wrapper=()):
         self.dir = tempfile.mkdtemp(prefix=f"agentix-{name}-", dir=WORK)
@@ -107,7 +209,8 @@ class Agentd:
         with open(self.config, "w") as f:
             f.write(config)
         self.dbus_daemon, self.address = start_dbus_daemon(self.dir)
-        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address, **(env_extra or {}))
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address, AGENTD_INSTANCE=INSTANCE)
+        self.env.update(env_extra or {})
         self.args = [*wrapper, AGENTD, f"--config={self.config}", *args]  # wrapper: setpriv, say
         self.log_path = os.path.join(self.dir, "agentd.log")
         self.log = open(self.log_path, "ab")

@@ -14,7 +14,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench", "agentd"))
 from harness import main, test  # noqa: E402
-from agentd_env import AGENTD, BUSYBOX, Agentd, bundle, carriers, cleanup, docker, managed_containers  # noqa: E402
+from agentd_env import (AGENTD, BUSYBOX, INSTANCE, INSTANCE_LABEL, Agentd, bundle, docker,  # noqa: E402
+                        main_beside_leftovers, own_containers)
 from load import Load  # noqa: E402
 
 SANITIZED = b"__asan_init" in open(AGENTD, "rb").read()
@@ -25,10 +26,14 @@ def fifty_creates_at_once_a_hundred_live_and_a_churn_leave_agentd_as_it_was():
     ref = bundle()
     a = Agentd("load", env_extra={"GNUTLS_NO_IMPLICIT_INIT": "1"})  # as units/agentd.service runs it
     try:
-        load = Load(BUSYBOX, ref, a.agentd.pid, a.address)
-        # Cold: the 50 creates find no carrier, and all want the same one made.
-        assert not managed_containers()
-        for carrier in carriers():
+        # Counting only what this process's agentd makes: whatever else is on the host stays out.
+        load = Load(BUSYBOX, ref, a.agentd.pid, a.address, scope=[f"{INSTANCE_LABEL}={INSTANCE}"])
+        assert not own_containers()
+        # Cold: the 50 creates find no carrier, and all want the same one made. The carrier of
+        # the tests' own bundle image (agentix-test/…, which this process built) goes, whoever
+        # made it; no other.
+        bundle_id = docker("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+        for carrier in docker("ps", "-aq", "--filter", f"label=org.agentix.carrier={bundle_id}").stdout.split():
             docker("rm", "-f", "-v", carrier)
         b = load.burst(50, peer=False)
         print(f"  50 creates at once: {b['agentd_s']:.1f} s, RSS {b['agentd_rss_kib'] / 1024:.1f} MiB")
@@ -62,7 +67,4 @@ def fifty_creates_at_once_a_hundred_live_and_a_churn_leave_agentd_as_it_was():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    finally:
-        cleanup()
+    main_beside_leftovers(main)

@@ -19,8 +19,8 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
-from agentd_env import (BUSYBOX, MANAGER, NAME, SANDBOX, Agentd, bundle, cleanup, docker,  # noqa: E402
-                        error_name, managed_containers)
+from agentd_env import (BUSYBOX, INSTANCE, INSTANCE_LABEL, MANAGER, NAME, SANDBOX, Agentd, bundle, docker,  # noqa: E402
+                        error_name, main_beside_leftovers, own_containers)
 
 STATE = tempfile.mkdtemp(prefix="agentix-pools-state-")
 AGENTD = None
@@ -51,8 +51,9 @@ def pools():
 
 
 def members(pool="small"):
-    """{container name: start token} of the pool's containers (claimed ones included)."""
-    out = docker("ps", "-a", "--filter", f"label=org.agentix.pool={pool}", "--format", "{{.Names}}").stdout.split()
+    """{container name: start token} of the pool's containers (claimed ones included): this
+    test's agentd's, not another agentd's pool of the same name."""
+    out = own_containers(f"org.agentix.pool={pool}")
     got = {}
     for name in out:
         r = docker("inspect", name, check=False)
@@ -392,24 +393,26 @@ def delete_on_stop_removes_the_pools_sandboxes_too():
     assert "Removing the pools' 2 ready sandbox(es) (DeleteOnStop=yes)." in a.log_text()
 
 
-if __name__ == "__main__":
-    status = 1
-    before = managed_containers()
-    try:
-        main()
-    except SystemExit as e:
-        status = e.code
-    finally:
-        if AGENTD:
-            if status:
-                print("agentd's log, the end:\n" + AGENTD.log_text()[-4000:])
-            AGENTD.stop()
-        # The pools' sandboxes outlive agentd (the next one adopts them): this test's go now.
-        for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool").stdout.split():
+def stop_and_remove_pools(status):
+    """agentd stopped; the pools' sandboxes outlive it (the next one adopts them): this test's
+    go now. Returns 1 when the test left any sandbox behind."""
+    if AGENTD:
+        if status:
+            print("agentd's log, the end:\n" + AGENTD.log_text()[-4000:])
+        AGENTD.stop()
+    # Every sandbox has the label, empty unless it is a pool's.
+    for line in docker("ps", "-a", "--filter", f"label={INSTANCE_LABEL}={INSTANCE}", "--format",
+                       '{{.Names}} {{.Label "org.agentix.pool"}}').stdout.splitlines():
+        name, _, pool = line.partition(" ")
+        if pool:
             docker("rm", "-f", "-v", name, check=False)
-        cleanup()
-        left = managed_containers() - before
-        if left:
-            print(f"left behind: {sorted(left)}")
-            status = status or 1
-    sys.exit(status)
+    left = own_containers() - BEFORE
+    if left:
+        print(f"left behind: {sorted(left)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    BEFORE = own_containers()
+    main_beside_leftovers(main, stop_and_remove_pools)

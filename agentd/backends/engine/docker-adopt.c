@@ -159,21 +159,24 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         return true;
 }
 
-/* Made by agentd: its labels name a sandbox, and the container is named after it. A container
- * run from an image committed of a sandbox carries the labels too (docker-snapshot.c empties
- * them; a plain docker commit does not): it is someone else's. */
-static bool made_by_agentd(json_t *inspect) {
-        const char *id = json_string_value(json_object_get(json_object_get(json_object_get(inspect, "Config"),
-                                                                           "Labels"), "org.agentix.sandbox")),
+/* Made by this agentd: its labels name a sandbox and this agentd's instance (engine-util.h),
+ * and the container is named after the sandbox. A container run from an image committed of a
+ * sandbox carries the labels too (docker-snapshot.c empties them; a plain docker commit does
+ * not): it is someone else's. So is one another agentd on the same service made: adopting it
+ * would take its sandboxes (and expire, prune or remove them) from under that one. */
+static bool made_by_agentd(DockerBackend *b, json_t *inspect) {
+        json_t *labels = json_object_get(json_object_get(inspect, "Config"), "Labels");
+        const char *id = json_string_value(json_object_get(labels, "org.agentix.sandbox")),
                    *name = json_string_value(json_object_get(inspect, "Name")), *rest;
 
-        return id && id[0] && name && (rest = startswith(name, "/agentix-")) && streq(rest, id);
+        return id && id[0] && name && (rest = startswith(name, "/agentix-")) && streq(rest, id) &&
+               docker_labels_instance_is(labels, b->instance);
 }
 
 static void on_inspect(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         Adopt *a = userdata;
 
-        if (status == 200 && !made_by_agentd(body))
+        if (status == 200 && !made_by_agentd(a->backend, body))
                 ; /* not a sandbox */
         else if (status == 200 && !egress_again(a, body))
                 found(a, body, false);
@@ -211,11 +214,18 @@ static void on_list(DockerClient *d, int status, json_t *body, const char *error
 
 int docker_backend_adopt(DockerBackend *b, agentd_found_t found_cb, void (*done)(void *userdata, int error),
                          void *userdata) {
-        _cleanup_free_ char *filters = docker_escape("{\"label\":[\"org.agentix.sandbox\"]}");
+        _cleanup_free_ char *filters = NULL, *json = NULL;
         Adopt *a = calloc(1, sizeof(*a));
         char path[512];
         int r;
 
+        /* An instance's own only (made_by_agentd() checks again); without one, Docker cannot
+         * filter on a label's absence. The name needs no quoting (docker_instance_from_env()). */
+        if (b->instance ? asprintf(&json, "{\"label\":[\"org.agentix.sandbox\",\"%s=%s\"]}", AGENTD_INSTANCE_LABEL,
+                                   b->instance) < 0
+                        : !(json = strdup("{\"label\":[\"org.agentix.sandbox\"]}")))
+                json = NULL;
+        filters = json ? docker_escape(json) : NULL;
         if (!a || !filters) {
                 free(a);
                 return -ENOMEM;

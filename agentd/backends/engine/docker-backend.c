@@ -53,6 +53,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         docker_stats_free_all(b);
         sd_event_unref(b->event);
         free(b->service);
+        free(b->instance);
         free(b);
         return NULL;
 }
@@ -187,6 +188,7 @@ int docker_backend_remove(DockerBackend *b, const char *sandbox_id, agentd_remov
 }
 
 int docker_backend_new_from_env(const char *service, const char *socket, DockerBackend **ret, char **ret_error) {
+        _cleanup_free_ char *instance = NULL;
         uint64_t timeout = 0;
         sd_event *event = NULL;
         int r;
@@ -194,6 +196,8 @@ int docker_backend_new_from_env(const char *service, const char *socket, DockerB
         log_parse_env();
         log_set_prefix("agentd");
         r = docker_timeout_from_env(&timeout, ret_error);
+        if (r >= 0)
+                r = docker_instance_from_env(&instance, ret_error);
         if (r < 0)
                 return r;
         r = sd_event_default(&event);
@@ -205,7 +209,12 @@ int docker_backend_new_from_env(const char *service, const char *socket, DockerB
                 return r;
         if (timeout > 0)
                 docker_backend_set_timeout(*ret, timeout);
-        log_debug("%s at %s.", service, socket);
+        (*ret)->instance = TAKE_PTR(instance);
+        if ((*ret)->instance)
+                log_info("%s at %s: only the containers labelled %s=%s are this agentd's.", service, socket,
+                         AGENTD_INSTANCE_LABEL, (*ret)->instance);
+        else
+                log_debug("%s at %s.", service, socket);
         return 0;
 }
 

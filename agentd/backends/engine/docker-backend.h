@@ -105,6 +105,7 @@ DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid);
 struct AgentdBackend {
         sd_event *event;
         char *service;
+        char *instance;           /* $AGENTD_INSTANCE (engine-util.h), NULL: none */
         DockerClient *docker;
         CurlEvent *probes;
         json_t *host_config;      /* merged into every task container's HostConfig */

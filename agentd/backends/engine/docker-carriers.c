@@ -58,6 +58,7 @@ static void on_carrier_image(DockerClient *d, int status, json_t *body, const ch
 typedef struct PruneList {
         bool (*in_use)(const char *bundle_id, void *userdata);
         void *userdata;
+        const char *instance;     /* the backend's: whose carriers these are */
 } PruneList;
 
 static void on_carriers(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
@@ -72,7 +73,9 @@ static void on_carriers(DockerClient *d, int status, json_t *body, const char *e
                 char path[256];
                 Prune *p;
 
-                if (!bid || !id || pl->in_use(bid, pl->userdata))
+                /* Another agentd's carrier is that one's to prune: only it knows its sandboxes. */
+                if (!bid || !id || !docker_labels_instance_is(json_object_get(c, "Labels"), pl->instance) ||
+                    pl->in_use(bid, pl->userdata))
                         continue;
                 p = calloc(1, sizeof(*p));
                 if (!p)
@@ -101,7 +104,7 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
                 free(pl);
                 return;
         }
-        *pl = (PruneList) { .in_use = in_use, .userdata = userdata };
+        *pl = (PruneList) { .in_use = in_use, .userdata = userdata, .instance = b->instance };
         snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
         if (request(b->docker, "GET", path, on_carriers, pl, free) < 0)
                 free(pl);

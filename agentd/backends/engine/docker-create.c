@@ -199,6 +199,11 @@ static json_t *task_container_json(CreateJob *j) {
         /* On agentd's own networks the host reaches the runtime at the container's address on
          * the bridge (agentix-firewall keeps everyone else off it); elsewhere Docker publishes
          * its port on 127.0.0.1, through a proxy process per sandbox. */
+        /* Whose it is, always set: a container takes the keys the create does not name from its
+         * image, and an image committed of another agentd's sandbox has that one's name. */
+        if (c && json_object_set_new(json_object_get(c, "Labels"), AGENTD_INSTANCE_LABEL,
+                                     json_string(j->backend->instance ?: "")) < 0)
+                return json_decref(c), NULL;
         if (c && !j->own)
                 json_object_set_new(json_object_get(c, "HostConfig"), "PortBindings",
                                     json_pack("{s:[{s:s, s:s}]}", RUNTIME_PORT, "HostIp", "127.0.0.1", "HostPort", ""));
@@ -662,9 +667,9 @@ static void step(CreateJob *j) {
         case STEP_CREATE_CARRIER:
                 snprintf(path, sizeof(path), "/containers/create?name=%s", j->carrier);
                 /* Started, if ever, only to fill its volume: it prints its version and exits. */
-                body = json_pack("{s:s, s:[s], s:[s], s:b, s:{s:s, s:s}}", "Image", j->bundle_id, "Entrypoint",
+                body = json_pack("{s:s, s:[s], s:[s], s:b, s:{s:s, s:s, s:s}}", "Image", j->bundle_id, "Entrypoint",
                                  SERVER_PATH, "Cmd", "--version", "NetworkDisabled", 1, "Labels", "org.agentix.managed", "1", "org.agentix.carrier",
-                                 j->bundle_id);
+                                 j->bundle_id, AGENTD_INSTANCE_LABEL, j->backend->instance ?: "");
                 if (body && j->backend->host_config)
                         json_object_set_new(body, "HostConfig", json_deep_copy(j->backend->host_config));
                 r = body ? send_step(j, "POST", path, body) : -ENOMEM;

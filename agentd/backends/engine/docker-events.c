@@ -24,8 +24,10 @@ static void on_event_line(DockerClient *d, json_t *line, void *userdata) {
         if (action && streq(action, "remove"))
                 action = "destroy"; /* Podman's word for it */
         /* The labels alone do not make a sandbox: a container run from an image committed of
-         * one (docker commit) carries them too. Its own are named agentix-<id>. */
-        if (id && action && name && startswith(name, "agentix-") && streq(name + STRLEN("agentix-"), id))
+         * one (docker commit) carries them too. Its own are named agentix-<id>, and carry this
+         * agentd's instance (another agentd's on the same service are that one's). */
+        if (id && action && name && startswith(name, "agentix-") && streq(name + STRLEN("agentix-"), id) &&
+            docker_labels_instance_is(attrs, b->instance))
                 b->on_event(b->event_userdata, id, action);
 }
 

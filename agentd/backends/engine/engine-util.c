@@ -60,6 +60,32 @@ int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error) {
         return 0;
 }
 
+int docker_instance_from_env(char **ret, char **ret_error) {
+        const char *v = getenv(AGENTD_INSTANCE_ENV);
+        char *s;
+
+        if (!v || !*v) {
+                *ret = NULL;
+                return 0;
+        }
+        /* It goes into labels and filters as it is: nothing that needs quoting there. */
+        if (strlen(v) > AGENTD_INSTANCE_MAX ||
+            strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(v))
+                return backend_new_error(ret_error, -EINVAL, "%s=%s: a name of at most %d letters, digits, '.', '_' "
+                                         "and '-' is expected", AGENTD_INSTANCE_ENV, v, AGENTD_INSTANCE_MAX);
+        s = strdup(v);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+bool docker_labels_instance_is(json_t *labels, const char *instance) {
+        const char *v = json_string_value(json_object_get(labels, AGENTD_INSTANCE_LABEL));
+
+        return streq(v ?: "", instance ?: "");
+}
+
 /* Without a TTY (agentd never asks for one) Docker multiplexes standard output and error into
  * frames: one byte naming the stream, three zero bytes, the payload's size (32 bits, big-endian),
  * the payload. */

@@ -25,3 +25,18 @@ int backend_new_error(char **ret_error, int r, const char *fmt, ...) _printf_(3,
 /* $AGENTD_BACKEND_TIMEOUT in *ret_usec when set (else untouched); -EINVAL and *ret_error
  * (malloc'ed) naming it when it is no number of seconds from 0.1 to 3600. */
 int docker_timeout_from_env(uint64_t *ret_usec, char **ret_error);
+
+/* Which agentd made a container, when more than one shares a service (a test's or a
+ * developer's beside the host's): $AGENTD_INSTANCE, as the label org.agentix.instance on every
+ * container it makes. An agentd adopts, follows and prunes only containers whose label is its
+ * own name, and one that names none only containers without it (those of before the label). */
+#define AGENTD_INSTANCE_ENV "AGENTD_INSTANCE"
+#define AGENTD_INSTANCE_LABEL "org.agentix.instance"
+#define AGENTD_INSTANCE_MAX 64
+/* $AGENTD_INSTANCE in *ret (malloc'ed; NULL when unset or empty); -EINVAL and *ret_error
+ * (malloc'ed) naming it when it is more than AGENTD_INSTANCE_MAX characters or holds any but
+ * letters, digits, '.', '_' and '-'. */
+int docker_instance_from_env(char **ret, char **ret_error);
+/* Whether labels (a container's, or an event's attributes) name instance (NULL: none, which a
+ * missing or empty label names). */
+bool docker_labels_instance_is(json_t *labels, const char *instance);
