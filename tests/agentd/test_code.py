@@ -12,10 +12,17 @@ still usable, a kernel that exits and is started again, two contexts apart, a co
 outlives its client, and bad input: an unknown context, code that is not a string, a kernel
 that is not there, 100 MB of output, a flood of runs on one context.
 
+From the attacker's side, in the e2b-base image (an account `user` beside root), under runc and
+runsc: `user` subscribes to every channel of root's kernel it can find (each port listening on
+127.0.0.1, and the kernels' sockets) while root's code prints a secret, and hears nothing (over
+TCP, iopub served any subscriber); a caller's max_output beyond int64 is an ArgumentError and
+the runtime goes on serving.
+
 Needs what agentd_env.py needs, and a running dockerd."""
 
 import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -217,6 +224,91 @@ def bad_input(runtime, c, ctx):
     # The order in which they ran: each printed its number; the kernel's counter rose with them.
     counts = [next(i["execution_count"] for i in c.items(calls[n]) if i["type"] == "execution_count") for n in done]
     assert counts == sorted(counts), (runtime, counts)
+
+
+E2B_BASE = "agentix-test/e2b-base:1"  # tests/bundle/make-task-images.sh e2b: root and `user` (1000)
+
+# Run by `user`: a ZeroMQ subscriber on every TCP port listening on 127.0.0.1 (but the
+# runtime's) and every kernel socket it can reach, for `seconds`; says whether it heard the secret.
+EAVESDROPPER = r"""
+import glob, sys, time, zmq
+secret, seconds = sys.argv[1].encode(), float(sys.argv[2])
+ports = set()
+for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        lines = open(name).read().splitlines()[1:]
+    except OSError:
+        continue
+    for line in lines:
+        f = line.split()
+        if f[3] == "0A":
+            ports.add(int(f[1].split(":")[1], 16))
+ports.discard(8000)
+s = zmq.Context().socket(zmq.SUB)
+s.setsockopt(zmq.SUBSCRIBE, b"")
+for p in sorted(ports):
+    s.connect("tcp://127.0.0.1:%d" % p)
+for path in glob.glob("/tmp/agentix-kernel-*/kernel-*"):
+    s.connect("ipc://" + path)
+print("listening on", sorted(ports), flush=True)
+end = time.time() + seconds
+while time.time() < end:
+    if s.poll(200) and any(secret in f for f in s.recv_multipart()):
+        print("heard", flush=True)
+        sys.exit(0)
+print("nothing", flush=True)
+"""
+
+
+def attacks_in(runtime):
+    r = subprocess.run([os.path.join(HERE, "..", "bundle", "make-task-images.sh"), "e2b"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _, sid = agentd().create(runtime=runtime, image=E2B_BASE, bundle=python_data_bundle())
+    sid = str(sid)
+    try:
+        c = client(sid)
+        try:
+            # max_output beyond int64 used to wrap to a negative int64 that lifted the cap.
+            for bad in (2**64 - 1, 2**63, -1):
+                items, ev, m = run(c, "print('x' * 300)", max_output=bad)
+                assert ev == "call:error" and m["error"]["type"] == "ArgumentError", (runtime, bad, ev, m)
+                assert "max_output" in m["error"]["message"], (runtime, m)
+            assert text_of(run_ok(c, "print('x' * 300)", max_output=10)) == "x" * 10, runtime
+
+            # Root's kernel is up; `user` listens on whatever it can reach while it prints.
+            run_ok(c, "secret = 'secret-' + 'b7c1'", wait=120)
+            c.call("fs::write", "/tmp/eavesdrop.py", EAVESDROPPER)
+            eve = client(sid)
+            try:
+                call_id = eve.start("sandbox::exec", kwargs={"command": "python3 /tmp/eavesdrop.py secret-b7c1 10",
+                                                             "user": "user", "timeout": 60})
+                time.sleep(3)  # its subscriptions reach the kernel
+                run_ok(c, "import time\nfor i in range(40):\n    print(secret, flush=True)\n    time.sleep(0.1)",
+                       wait=60)
+                ev, m = eve.terminal(call_id, 60)
+                assert ev == "call:result", (runtime, ev, m)
+                out = m["value"]["output"]
+                assert "listening on" in out, (runtime, out)
+                assert out.strip().endswith("nothing"), (runtime, "another account heard root's kernel", out)
+            finally:
+                eve.close()
+        finally:
+            c.close()
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def attacks_on_kernels_under_runc():
+    attacks_in("runc")
+
+
+@test
+def attacks_on_kernels_under_runsc():
+    if "runsc" not in runtimes():
+        print("    skipped: dockerd has no runsc")
+        return
+    attacks_in("runsc")
 
 
 @test

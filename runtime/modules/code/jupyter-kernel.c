@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +35,8 @@ struct JupyterKernel {
         JupyterSession session;
         char *name, *language;
         bool interrupt_message;
-        char *dir;              /* private directory: connection.json, kernel.log */
+        char *dir;              /* private directory: connection.json, kernel.log, ipc sockets */
+        char *ipc;              /* the channels' socket path prefix (DIR/kernel): PREFIX-PORT; NULL: tcp */
         pid_t pid;              /* = its process group */
         int pidfd;
         bool reaped;
@@ -86,8 +88,8 @@ static int write_connection_file(JupyterKernel *k, const int ports[N_PORTS], cha
                 return -ENOMEM;
         j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:s, s:s, s:s}", "shell_port", ports[PORT_SHELL],
                       "iopub_port", ports[PORT_IOPUB], "stdin_port", ports[PORT_STDIN], "control_port",
-                      ports[PORT_CONTROL], "hb_port", ports[PORT_HB], "ip", "127.0.0.1", "key", k->session.key,
-                      "transport", "tcp", "signature_scheme", "hmac-sha256", "kernel_name", k->name);
+                      ports[PORT_CONTROL], "hb_port", ports[PORT_HB], "ip", k->ipc ?: "127.0.0.1", "key", k->session.key,
+                      "transport", k->ipc ? "ipc" : "tcp", "signature_scheme", "hmac-sha256", "kernel_name", k->name);
         if (!j)
                 return -ENOMEM;
         r = json_dump_file(j, path, JSON_COMPACT) < 0 ? -EIO : 0;
@@ -236,14 +238,17 @@ static int spawn_kernel(JupyterKernel *k, const JupyterStartOptions *o, const ch
 }
 
 static void *socket_to(JupyterKernel *k, int type, int port) {
-        char endpoint[64];
+        char endpoint[128 + 16];
         int zero = 0;
         int64_t max = JUPYTER_MESSAGE_MAX;
         void *s = zmq_socket(zmq_context, type);
 
         if (!s)
                 return NULL;
-        snprintf(endpoint, sizeof(endpoint), "tcp://127.0.0.1:%d", port);
+        if (k->ipc)
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", k->ipc, port);
+        else
+                snprintf(endpoint, sizeof(endpoint), "tcp://127.0.0.1:%d", port);
         (void) zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
         (void) zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max));
         if (type == ZMQ_SUB) {
@@ -433,8 +438,23 @@ int jupyter_kernel_start(const JupyterStartOptions *o, JupyterKernel **ret, char
                 k->dir = NULL;
                 goto fail;
         }
+        /* ipykernel speaks ZeroMQ over Unix sockets in the kernel's private (0700) directory:
+         * over TCP, every account in the sandbox could reach its ports on 127.0.0.1 (iopub is
+         * a PUB socket that any subscriber reads, signatures or not: all the output of root's
+         * kernel) and could take a port between free_ports() and the kernel's bind. Other
+         * kernels may know only TCP, and a socket path has room for 107 bytes. */
+        if (is_ipykernel(o->spec->argv) &&
+            strlen(k->dir) + strlen("/kernel-N") < sizeof(((struct sockaddr_un *) NULL)->sun_path) &&
+            asprintf(&k->ipc, "%s/kernel", k->dir) < 0) {
+                k->ipc = NULL;
+                r = -ENOMEM;
+                goto fail;
+        }
         r = jupyter_session_init(&k->session);
-        if (r >= 0)
+        if (r >= 0 && k->ipc)
+                for (size_t i = 0; i < N_PORTS; i++)
+                        ports[i] = (int) i + 1;
+        else if (r >= 0)
                 r = free_ports(ports);
         if (r >= 0)
                 r = write_connection_file(k, ports, &connection_file);
@@ -468,7 +488,8 @@ fail:
 }
 
 static void remove_dir(const char *dir) {
-        static const char *const files[] = { "connection.json", "kernel.log" };
+        static const char *const files[] = { "connection.json", "kernel.log", "kernel-1", "kernel-2", "kernel-3",
+                                             "kernel-4", "kernel-5" };
 
         for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                 _cleanup_free_ char *p = NULL;
@@ -498,6 +519,7 @@ void jupyter_kernel_free(JupyterKernel *k) {
                 remove_dir(k->dir);
         pthread_mutex_destroy(&k->control_lock);
         free(k->dir);
+        free(k->ipc);
         free(k->name);
         free(k->language);
         free(k);

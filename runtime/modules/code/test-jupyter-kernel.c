@@ -2,6 +2,8 @@
 /* The Jupyter client against a real ipykernel (Debian's python3-ipykernel on the build host;
  * skipped, exit 77, when there is no python kernelspec). */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -222,6 +226,74 @@ static void test_early_exit_shows_log(void **state) {
         assert_non_null(strstr(error, "no module named ipykernel"));
 }
 
+/* Another account (nobody) subscribes to a root kernel's iopub channel, where it could find it
+ * (its port on 127.0.0.1, or its socket), and listens while the kernel prints a secret. Over
+ * TCP it heard everything: a PUB socket serves any subscriber, signatures or not. */
+static const char attacker[] =
+        "import sys, time, zmq\n"
+        "s = zmq.Context().socket(zmq.SUB)\n"
+        "s.setsockopt(zmq.SUBSCRIBE, b'')\n"
+        "s.connect(sys.argv[1])\n"
+        "end = time.time() + 8\n"
+        "while time.time() < end:\n"
+        "    if s.poll(200) and any(b'secret-7f3a' in f for f in s.recv_multipart()):\n"
+        "        print('heard the secret', flush=True)\n"
+        "        sys.exit(2)\n";
+
+static void test_iopub_is_not_for_other_accounts(void **state) {
+        JupyterKernel *k;
+        JupyterExecuteResult res;
+        Seen seen = {};
+        char path[64], cmdline[4096], endpoint[512];
+        const char *file = NULL;
+        json_t *conn;
+        ssize_t n;
+        pid_t pid;
+        int fd, status;
+
+        if (geteuid() != 0 || access("/usr/bin/python3", X_OK) < 0)
+                skip();
+        k = start();
+        /* The connection file, from the kernel's command line (-f FILE). */
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int) jupyter_kernel_pid(k));
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, cmdline, sizeof(cmdline) - 1);
+        close(fd);
+        assert_true(n > 0);
+        cmdline[n] = 0;
+        for (const char *a = cmdline; a < cmdline + n; a += strlen(a) + 1)
+                if (streq(a, "-f"))
+                        file = a + strlen(a) + 1;
+        assert_non_null(file);
+        conn = json_load_file(file, 0, NULL);
+        assert_non_null(conn);
+        if (streq(json_string_value(json_object_get(conn, "transport")) ?: "", "ipc"))
+                snprintf(endpoint, sizeof(endpoint), "ipc://%s-%d", json_string_value(json_object_get(conn, "ip")),
+                         (int) json_integer_value(json_object_get(conn, "iopub_port")));
+        else
+                snprintf(endpoint, sizeof(endpoint), "tcp://127.0.0.1:%d",
+                         (int) json_integer_value(json_object_get(conn, "iopub_port")));
+        json_decref(conn);
+
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (setgid(65534) < 0 || setuid(65534) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                        _exit(1);
+                execl("/usr/bin/python3", "python3", "-c", attacker, endpoint, (char *) NULL);
+                _exit(1);
+        }
+        sleep(1); /* its subscription reaches the kernel */
+        assert_int_equal(run(k, "import time\nfor i in range(30):\n    print('secret-7f3a', flush=True)\n    time.sleep(0.1)",
+                             30 * 1000000ULL, &seen, &res), 0);
+        assert_non_null(strstr(seen.text, "secret-7f3a")); /* we heard it */
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0); /* 2: the other account heard it too */
+        jupyter_kernel_free(k);
+}
+
 static void test_pick(void **state) {
         assert_ptr_equal(kernelspecs_pick(&specs, "python"), python);
         assert_ptr_equal(kernelspecs_pick(&specs, "PYTHON"), python);
@@ -241,6 +313,7 @@ int main(void) {
                 cmocka_unit_test(test_on_message_stops_the_run),
                 cmocka_unit_test(test_missing_interpreter_is_explained),
                 cmocka_unit_test(test_early_exit_shows_log),
+                cmocka_unit_test(test_iopub_is_not_for_other_accounts),
         };
         int r;
 
