@@ -271,6 +271,14 @@ process.exit(0);
     return r.stdout.strip()
 
 
+def cockpit_s_client(url, sid):
+    """What cockpit/agentix/terminal.js spawns for an https runtime (tlsChecks()), one round."""
+    name = f"{sid}.sandbox.agentix"
+    return subprocess.run(["openssl", "s_client", "-verify_return_error", "-no_ign_eof", "-verify_hostname", name,
+                           "-servername", name, "-verify_ip", sandbox_ip(url), "-CAfile", ca_file(), "-connect",
+                           url[len("https://"):]], input="", capture_output=True, text=True, timeout=30)
+
+
 def check_neighbours_certificate_refused(runtime):
     a = agentd()
     _, sid = a.create(runtime=runtime, ttl=dbus.UInt64(1800))
@@ -294,9 +302,7 @@ def check_neighbours_certificate_refused(runtime):
         said = js_client_connect(url, token, sid, "polling")
         assert said.startswith("ServerUnreachable") and "another sandbox" in said, said
         # Cockpit's terminal: openssl s_client with the checks terminal.js gives it.
-        s = subprocess.run(["openssl", "s_client", "-verify_return_error", "-CAfile", ca_file(), "-verify_hostname",
-                            f"{sid}.sandbox.agentix", "-verify_ip", sandbox_ip(url), "-connect",
-                            url[len("https://"):]], input="", capture_output=True, text=True, timeout=30)
+        s = cockpit_s_client(url, sid)
         assert s.returncode != 0 and "hostname mismatch" in s.stdout + s.stderr, (s.returncode, s.stderr[-500:])
     finally:
         impostor.stop()
@@ -309,6 +315,9 @@ def check_neighbours_certificate_refused(runtime):
     assert r.returncode == 0 and r.stdout == "reached\n", (r.returncode, r.stderr)
     assert python_client_connect(url, token, sid) == "connected"
     assert js_client_connect(url, token, sid, "manager") == "connected"
+    s = cockpit_s_client(url, sid)
+    assert s.returncode == 0 and "Verify return code: 0 (ok)" in s.stdout, (s.returncode, s.stdout[-500:],
+                                                                           s.stderr[-500:])
     a.manager().DeleteSandbox(sid, timeout=120)
 
 
