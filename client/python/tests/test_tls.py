@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """RuntimeClient against agentix-server over TLS: a certificate from a CA (as agentd's runtime
 CA issues) verifies with that CA; another CA, a self-signed impostor on the same address, or no
-CA at all are refused."""
+CA at all are refused; given a sandbox id, a certificate of the CA that names another sandbox
+(a neighbour on the same swarm node's address), or this sandbox on another address, is
+refused."""
 
 import os
 import shutil
@@ -35,6 +37,13 @@ def pki():
         f.write("subjectAltName=IP:127.0.0.1\n")
     openssl("x509", "-req", "-in", p("server.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"), "-CAcreateserial",
             "-out", p("server.crt"), "-days", "1", "-extfile", p("ext"))
+    # As agentd issues them: the address and the sandbox's name.
+    for sandbox, ip in (("a1a1", "127.0.0.1"), ("b2b2", "127.0.0.1"), ("a1a1-away", "127.0.0.2")):
+        openssl("req", *ec, "-keyout", p(f"{sandbox}.key"), "-out", p(f"{sandbox}.csr"), "-subj", f"/CN={ip}")
+        with open(p(f"{sandbox}.ext"), "w") as f:
+            f.write(f"subjectAltName=IP:{ip},DNS:{sandbox.split('-')[0]}.sandbox.agentix\n")
+        openssl("x509", "-req", "-in", p(f"{sandbox}.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+                "-CAcreateserial", "-out", p(f"{sandbox}.crt"), "-days", "1", "-extfile", p(f"{sandbox}.ext"))
     openssl("req", "-x509", *ec, "-keyout", p("impostor.key"), "-out", p("impostor.crt"), "-days", "1",
             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1")
     yield p
@@ -107,3 +116,41 @@ async def test_no_ca_no_connection(tls_server, monkeypatch):
     with pytest.raises(ValueError) as e:
         RuntimeClient(tls_server.url, TOKEN)
     assert "CA" in str(e.value)
+
+
+async def test_given_its_id_the_sandboxs_own_certificate_is_used(pki):
+    server = TlsServer(pki("a1a1.crt"), pki("a1a1.key"))
+    try:
+        async with RuntimeClient(server.url, TOKEN, ca=read(pki("ca.crt")), sandbox_id="a1a1") as rt:
+            assert (await rt.exec("echo named"))["output"] == "named\n"
+    finally:
+        server.stop()
+
+
+async def test_a_neighbours_certificate_on_the_same_address_is_refused(pki):
+    # Genuine (the CA's), for this address, but for sandbox b2b2: without the id it would pass.
+    server = TlsServer(pki("b2b2.crt"), pki("b2b2.key"))
+    try:
+        with pytest.raises(ServerUnreachable) as e:
+            async with RuntimeClient(server.url, TOKEN, ca=read(pki("ca.crt")), sandbox_id="a1a1", reconnect=False):
+                pass
+        assert "another sandbox than a1a1" in str(e.value), e.value
+    finally:
+        server.stop()
+
+
+async def test_the_sandboxs_certificate_for_another_address_is_refused(pki):
+    # a1a1's name, but made for 127.0.0.2: its key served from here is not a1a1's runtime.
+    server = TlsServer(pki("a1a1-away.crt"), pki("a1a1-away.key"))
+    try:
+        with pytest.raises(ServerUnreachable) as e:
+            async with RuntimeClient(server.url, TOKEN, ca=read(pki("ca.crt")), sandbox_id="a1a1", reconnect=False):
+                pass
+        assert "another address" in str(e.value), e.value
+    finally:
+        server.stop()
+
+
+async def test_an_id_that_is_no_dns_label_is_refused():
+    with pytest.raises(ValueError):
+        RuntimeClient("https://127.0.0.1:1", TOKEN, ca="x", sandbox_id="a.b")
