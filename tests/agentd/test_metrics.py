@@ -245,6 +245,33 @@ def a_scrape_that_trickles_a_body_while_fifty_sandboxes_are_made_is_answered_cle
 
 
 @test
+def clients_that_trickle_bodies_into_every_connection_keep_no_scrape_out():
+    # The attack: as many clients as /metrics takes connections send a scrape with a body and
+    # go on trickling it, a byte a second, after their answer. A scrape then is still answered.
+    port = free_port()
+    a = Agentd("metrics-trickle", f"[Metrics]\nListen=127.0.0.1:{port}\nPerSandbox=yes\n")
+    socks = []
+    try:
+        for _ in range(64):
+            s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n")
+            s.setblocking(False)
+            socks.append(s)
+        for _ in range(15):  # past the request timeout (10 s) and the linger after an answer
+            for s in socks:
+                try:
+                    s.send(b"x")
+                except OSError:
+                    pass
+            time.sleep(1)
+        assert value(samples(scrape(port)), "agentix_agentd_open_fds") > 3
+    finally:
+        for s in socks:
+            s.close()
+        sanitizer_clean(a)
+
+
+@test
 def bad_metrics_settings_name_file_line_and_key_and_change_nothing():
     # An address that is none: agentd does not start, and says where.
     d = Agentd("metrics-bad", "[Metrics]\n\nListen=localhost\n", wait=False)
