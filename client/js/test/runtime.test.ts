@@ -278,6 +278,25 @@ describe("over TLS", () => {
       .rejects.toBeInstanceOf(ServerUnreachable);
   });
 
+  it.each([["websocket"], ["polling"]] as const)("given a sandbox id, takes its own certificate and refuses a neighbour's over %s", async (transport) => {
+    // As agentd issues them: the address and the sandbox's name (a1a1.sandbox.agentix).
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", join(dir, "a1a1.key"),
+      "-out", join(dir, "a1a1.csr"), "-subj", "/CN=127.0.0.1");
+    writeFileSync(join(dir, "a1a1.ext"), "subjectAltName=IP:127.0.0.1,DNS:a1a1.sandbox.agentix\n");
+    openssl("x509", "-req", "-in", join(dir, "a1a1.csr"), "-CA", join(dir, "ca.crt"), "-CAkey", join(dir, "ca.key"),
+      "-CAcreateserial", "-out", join(dir, "a1a1.crt"), "-days", "1", "-extfile", join(dir, "a1a1.ext"));
+    const named = await startServer({ cert: join(dir, "a1a1.crt"), key: join(dir, "a1a1.key") });
+    try {
+      const rt = await RuntimeClient.connect(named.url, TOKEN, { transports: [transport], ca: caPem, sandboxId: "a1a1", reconnect: false });
+      rt.close();
+      // The same address, the same CA, but asked for b2b2: a1a1's runtime is not b2b2's.
+      await expect(RuntimeClient.connect(named.url, TOKEN, { transports: [transport], ca: caPem, sandboxId: "b2b2", reconnect: false, timeoutMs: 3000 }))
+        .rejects.toThrow(/another sandbox than b2b2/);
+    } finally {
+      await named.stop();
+    }
+  });
+
   it("refuses an https:// runtime without a CA", async () => {
     delete process.env.AGENTIX_CA_FILE;
     await expect(RuntimeClient.connect(tlsServer.url, TOKEN, { reconnect: false })).rejects.toThrow(/CA/);
