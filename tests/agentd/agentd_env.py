@@ -322,10 +322,12 @@ def python_data_bundle():
 
 
 def remove_python_data_carriers():
-    """The carrier agentd made for python-data's volume: the other tests count carriers and know
-    only the example bundle's."""
+    """The carrier this process's agentds made for python-data's volume (a carrier takes its
+    bundle image's labels): the other tests count carriers and know only the example bundle's.
+    The demo's or a user's python-data carrier stays."""
     names = docker("ps", "-a", "--filter", "label=org.agentix.bundle=python-data", "--filter",
-                   "label=org.agentix.carrier", "--format", "{{.Names}}", check=False).stdout.split()
+                   "label=org.agentix.carrier", "--filter", f"label={INSTANCE_LABEL}={INSTANCE}", "--format",
+                   "{{.Names}}", check=False).stdout.split()
     if names:
         docker("rm", "-f", "-v", *names, check=False)
 
