@@ -13,6 +13,7 @@ certificates at adoption), warm pool members, and the port proxy over TLS."""
 import asyncio
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -28,8 +29,13 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import main, test, wait_until  # noqa: E402
+import agentd_env  # noqa: E402
 from agentd_env import (AGENTIXCTL, SANDBOX, WORK, Agentd, bundle, cleanup, docker,  # noqa: E402
                         runtimes)
+
+# A bundle tag of this run's own: the shared test tag is rebuilt by every test run on the host,
+# each with the runtime of its own build, and the sealed handover's format must be this build's.
+agentd_env.TEST_BUNDLE = "agentix-test/tls-%s:0.1.0" % re.sub(r"[^a-z0-9]", "", agentd_env.INSTANCE.lower())
 
 STATE = {}
 SERVER = os.path.join(os.environ["AGENTIX_RUNTIME_DIR"], "agentix-server")
@@ -600,4 +606,9 @@ if __name__ == "__main__":
     finally:
         if "agentd" in STATE:
             STATE["agentd"].stop()
+        # The bundle's carriers, then the bundle: this run's alone.
+        carriers = docker("ps", "-a", "-q", "--filter", f"ancestor={agentd_env.TEST_BUNDLE}", check=False).stdout.split()
+        if carriers:
+            docker("rm", "-f", "-v", *carriers, check=False)
+        docker("rmi", agentd_env.TEST_BUNDLE, check=False)
         cleanup()
