@@ -28,6 +28,10 @@
 
 #define LOG_TAIL_MAX 2048
 #define FRAMES_MAX 32   /* frames of one message kept; buffers beyond are dropped */
+/* Messages taken from a socket in one turn of execute()'s loop: a kernel that sends without
+ * pause (or a client that takes items slowly) must not keep the loop from its deadline, the
+ * caller's cancellation and the kernel's death. */
+#define MESSAGES_PER_TURN 64
 
 enum { PORT_SHELL, PORT_IOPUB, PORT_STDIN, PORT_CONTROL, PORT_HB, N_PORTS };
 
@@ -652,7 +656,7 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                 r = zmq_poll(items, n_items, wait_ms);
                 if (r < 0 && errno != EINTR)
                         return -errno;
-                while ((r = recv_message(k, k->iopub, &m)) != 0) {
+                for (unsigned taken = 0; taken < MESSAGES_PER_TURN && (r = recv_message(k, k->iopub, &m)) != 0; taken++) {
                         const char *state;
 
                         if (r < 0)
@@ -680,7 +684,7 @@ int jupyter_kernel_execute(JupyterKernel *k, const char *code, bool silent, uint
                         }
                         jupyter_message_done(&m);
                 }
-                while ((r = recv_message(k, k->shell, &m)) != 0) {
+                for (unsigned taken = 0; taken < MESSAGES_PER_TURN && (r = recv_message(k, k->shell, &m)) != 0; taken++) {
                         if (r < 0)
                                 continue;
                         if (m.parent_msg_id && streq(m.parent_msg_id, msg_id) && streq(m.msg_type, "execute_reply")) {

@@ -115,6 +115,35 @@ static void test_timeout_interrupts_and_kernel_stays(void **state) {
         jupyter_kernel_free(k);
 }
 
+/* A slow taker of a chatty kernel's output. */
+static int on_message_slowly(void *userdata, const JupyterMessage *m) {
+        usleep(20 * 1000);
+        return 0;
+}
+
+static void on_alarm(int sig) {
+        static const char msg[] = "the run never ended: its timeout was not looked at\n";
+
+        (void) write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        _exit(1);
+}
+
+/* The kernel sends faster than the client takes: the run still ends at its timeout (it used to
+ * take messages as long as there were any, and there always were). */
+static void test_timeout_holds_under_a_flood(void **state) {
+        JupyterKernel *k = start();
+        JupyterExecuteHooks h = { .on_message = on_message_slowly, .wait_fd = -1 };
+        JupyterExecuteResult res;
+
+        signal(SIGALRM, on_alarm);
+        alarm(120);
+        assert_int_equal(jupyter_kernel_execute(k, "from IPython.display import display\nwhile True: display(1)", false,
+                                                1000 * 1000, &h, &res), 0);
+        alarm(0);
+        assert_true(res.timed_out);
+        jupyter_kernel_free(k);
+}
+
 static void *interrupt_soon(void *userdata) {
         usleep(300 * 1000);
         assert_int_equal(jupyter_kernel_interrupt(userdata), 0);
@@ -314,6 +343,7 @@ int main(void) {
                 cmocka_unit_test(test_missing_interpreter_is_explained),
                 cmocka_unit_test(test_early_exit_shows_log),
                 cmocka_unit_test(test_iopub_is_not_for_other_accounts),
+                cmocka_unit_test(test_timeout_holds_under_a_flood),
         };
         int r;
 
