@@ -156,9 +156,12 @@ done:
         return r;
 }
 
-static int pack_error_item(msgpack_packer *pk, const char *name, const char *value, const json_t *traceback) {
+/* An error item, each field cut to its bound (not inside a UTF-8 sequence); *ret_size: what it
+ * carries. */
+static int pack_error_item(msgpack_packer *pk, const char *name, const char *value, const json_t *traceback,
+                           size_t *ret_size) {
         _cleanup_free_ char *joined = NULL;
-        size_t len = 0;
+        size_t len = 0, name_len, value_len;
         int r = 0;
 
         if (json_is_array(traceback)) {
@@ -174,20 +177,27 @@ static int pack_error_item(msgpack_packer *pk, const char *name, const char *val
                 if (fclose(f) != 0)
                         return -ENOMEM;
         }
+        name = name ?: "";
+        value = value ?: "";
+        name_len = utf8_cut(name, strlen(name), CODE_ERROR_NAME_MAX);
+        value_len = utf8_cut(value, strlen(value), CODE_ERROR_VALUE_MAX);
+        len = utf8_cut(joined ?: "", len, CODE_TRACEBACK_MAX);
         r |= msgpack_pack_map(pk, 4);
         r |= mp_pack_cstr(pk, "type");
         r |= mp_pack_cstr(pk, "error");
         r |= mp_pack_cstr(pk, "name");
-        r |= mp_pack_cstr(pk, name ?: "");
+        r |= mp_pack_str(pk, name, name_len);
         r |= mp_pack_cstr(pk, "value");
-        r |= mp_pack_cstr(pk, value ?: "");
+        r |= mp_pack_str(pk, value, value_len);
         r |= mp_pack_cstr(pk, "traceback");
-        r |= mp_pack_str(pk, joined ?: "", utf8_cut(joined ?: "", len, CODE_TRACEBACK_MAX));
+        r |= mp_pack_str(pk, joined ?: "", len);
+        if (ret_size)
+                *ret_size = name_len + value_len + len;
         return r < 0 ? -ENOMEM : 1;
 }
 
 int code_output_pack_error(msgpack_packer *pk, const char *name, const char *value) {
-        int r = pack_error_item(pk, name, value, NULL);
+        int r = pack_error_item(pk, name, value, NULL, NULL);
 
         return r < 0 ? r : 0;
 }
@@ -207,9 +217,22 @@ int code_output_pack(CodeOutput *o, const JupyterMessage *m, msgpack_packer *pk)
         if (streq(m->msg_type, "execute_result") || streq(m->msg_type, "display_data") ||
             streq(m->msg_type, "update_display_data"))
                 return pack_result_item(o, pk, m, streq(m->msg_type, "execute_result"));
-        if (streq(m->msg_type, "error"))
-                return pack_error_item(pk, json_string_value(json_object_get(c, "ename")),
-                                       json_string_value(json_object_get(c, "evalue")), json_object_get(c, "traceback"));
+        if (streq(m->msg_type, "error")) {
+                size_t size = 0;
+                int r;
+
+                if (o->errors >= CODE_ERRORS_PAST_CAP && remaining(o) == 0) {
+                        o->truncated = true;
+                        return 0;
+                }
+                r = pack_error_item(pk, json_string_value(json_object_get(c, "ename")),
+                                    json_string_value(json_object_get(c, "evalue")), json_object_get(c, "traceback"), &size);
+                if (r > 0) {
+                        o->errors++;
+                        o->used += size; /* may pass max_output: remaining() is 0 then */
+                }
+                return r;
+        }
         if (streq(m->msg_type, "execute_input")) {
                 const json_t *count = json_object_get(c, "execution_count");
                 int r = 0;

@@ -13,7 +13,9 @@
  * In `data`, image types (but SVG) is bytes (the kernel's base64 decoded), application/json and
  * MIME types ending in +json are the JSON value, everything else text. Output is bounded: past
  * `max_output` bytes of text and data, text is cut, later stdout/stderr/result items are
- * dropped, and one {type: "stderr", text: "…", truncated: true} item says so. */
+ * dropped, and one {type: "stderr", text: "…", truncated: true} item says so. Error items are
+ * cut (name, value, traceback) and counted too: the first CODE_ERRORS_PAST_CAP still go past
+ * the cap, later ones are dropped there. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,12 +26,20 @@
 #include "jupyter-message.h"
 
 #define CODE_TRACEBACK_MAX (64u * 1024u)
+/* An error item's name and value are cut too: the kernel (user code) says how long they are. */
+#define CODE_ERROR_NAME_MAX 256u
+#define CODE_ERROR_VALUE_MAX (64u * 1024u)
+/* The first errors of a run are sent past the cap (they say how it ended); later ones count
+ * against it like any output, so that a kernel that publishes errors without end (IPython's
+ * showtraceback() in a loop) is bounded. */
+#define CODE_ERRORS_PAST_CAP 8u
 
 typedef struct CodeOutput {
         size_t max_output;
         size_t used;          /* bytes of text and data sent so far */
         bool truncated;       /* the cap was hit (the notice is due or sent) */
         bool notice_sent;
+        unsigned errors;      /* error items sent */
 } CodeOutput;
 
 /* Pack the item for `m` (one map) into pk: 1 when one was packed, 0 for messages that give no

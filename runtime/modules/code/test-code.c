@@ -464,6 +464,38 @@ static void test_max_output_out_of_range(void **state) {
         json_decref(items);
 }
 
+/* Errors are what the kernel (user code) says they are: a 5 MB exception message, and errors
+ * published without end, used to go out whole and uncounted past max_output. */
+static void test_errors_are_bounded(void **state) {
+        json_t *items, *it;
+        size_t i, errors = 0;
+
+        items = collect(start("run", "stream", json_pack("{s:s, s:i}", "code", "raise ValueError('v' * 5_000_000)",
+                                                         "max_output", 1000)));
+        json_array_foreach(items, i, it)
+                if (streq(json_string_value(json_object_get(it, "type")) ?: "", "error")) {
+                        errors++;
+                        assert_string_equal(json_string_value(json_object_get(it, "name")), "ValueError");
+                        assert_true(json_string_length(json_object_get(it, "value")) > 1000);
+                        assert_true(json_string_length(json_object_get(it, "value")) <= 64 * 1024);
+                        assert_true(json_string_length(json_object_get(it, "traceback")) <= 64 * 1024);
+                }
+        assert_int_equal(errors, 1);
+        json_decref(items);
+
+        items = collect(start("run", "stream", json_pack("{s:s, s:i}", "code",
+                                                         "try:\n    1 / 0\nexcept ZeroDivisionError:\n"
+                                                         "    for _ in range(200): get_ipython().showtraceback()",
+                                                         "max_output", 1000)));
+        errors = 0;
+        json_array_foreach(items, i, it)
+                errors += streq(json_string_value(json_object_get(it, "type")) ?: "", "error");
+        assert_true(errors >= 1);
+        assert_true(errors <= 8);
+        assert_true(json_is_true(json_object_get(json_array_get(items, json_array_size(items) - 1), "truncated")));
+        json_decref(items);
+}
+
 static void test_bad_input(void **state) {
         expect_error(start("run", "stream", json_pack("{s:s, s:s}", "code", "1", "context", "nope")), "ContextNotFound",
                      "nope");
@@ -493,6 +525,7 @@ int main(void) {
                 cmocka_unit_test(test_output_is_capped),
                 cmocka_unit_test(test_bad_input),
                 cmocka_unit_test(test_max_output_out_of_range),
+                cmocka_unit_test(test_errors_are_bounded),
         };
         KernelSpecs specs = {};
         bool have;
