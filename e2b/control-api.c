@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "control-api.h"
+#include "control-body.h"
 #include "log.h"
 #include "macro.h"
 #include "proxy-token.h"
@@ -22,7 +23,6 @@
 #define CALL_TIMEOUT_USEC (60ULL * 1000 * 1000)
 #define LIST_LIMIT_MAX 100
 #define LIST_MAX 10000                     /* sandboxes one list looks at (agentd's own bound is lower) */
-#define METADATA_MAX 64                    /* entries in a create's metadata or envVars */
 
 typedef enum OpKind {
         OP_CREATE,
@@ -294,67 +294,26 @@ static int append_string_map(sd_bus_message *m, json_t *o, const char *const *ex
         return r < 0 ? r : sd_bus_message_close_container(m);
 }
 
-/* E2B's maps are of strings, and not too many. NULL when o is fine, else why not. */
-static const char *string_map_problem(json_t *o) {
-        const char *k;
-        json_t *v;
-
-        if (!o || json_is_null(o))
-                return NULL;
-        if (!json_is_object(o))
-                return "is not an object";
-        if (json_object_size(o) > METADATA_MAX)
-                return "has more than 64 entries";
-        json_object_foreach(o, k, v)
-                if (!json_is_string(v) || !*k)
-                        return "has a value that is not a string, or an empty key";
-        return NULL;
-}
-
 static void create(Op *op) {
-        json_t *template = json_object_get(op->body, "templateID"), *metadata = json_object_get(op->body, "metadata"),
-               *env = json_object_get(op->body, "envVars"), *network = json_object_get(op->body, "network"),
-               *public_traffic, *value;
-        const char *labels[] = { E2B_TEMPLATE_LABEL, NULL, E2B_PUBLIC_LABEL, NULL, NULL }, *problem, *key;
+        const char *labels[] = { E2B_TEMPLATE_LABEL, NULL, E2B_PUBLIC_LABEL, NULL, NULL };
+        _cleanup_free_ char *problem = NULL;
         sd_bus_message *m = NULL;
+        ControlCreate c;
         int r;
 
-        if (!json_is_string(template) || !*json_string_value(template)) {
-                op_fail(op, 400, "templateID is required (a template is a pool: pools.d/NAME.pool)");
+        r = control_body_create(op->body, &c, &problem);
+        if (r < 0) {
+                op_fail(op, problem ? 400 : 500, "%s", problem ?: "out of memory");
                 return;
         }
-        if ((problem = string_map_problem(metadata))) {
-                op_fail(op, 400, "metadata %s", problem);
-                return;
-        }
-        if ((problem = string_map_problem(env))) {
-                op_fail(op, 400, "envVars %s", problem);
-                return;
-        }
-        json_object_foreach(metadata, key, value)
-                if (startswith(key, E2B_LABEL_PREFIX)) {
-                        op_fail(op, 400, "metadata key '%s' is the gateway's own (no key may start with '%s')", key,
-                                E2B_LABEL_PREFIX);
-                        return;
-                }
-        /* E2B's network: {allowPublicTraffic} (true when not given). */
-        if (network && !json_is_null(network) && !json_is_object(network)) {
-                op_fail(op, 400, "network is not an object");
-                return;
-        }
-        public_traffic = json_object_get(network, "allowPublicTraffic");
-        if (public_traffic && !json_is_null(public_traffic) && !json_is_boolean(public_traffic)) {
-                op_fail(op, 400, "network.allowPublicTraffic is true or false");
-                return;
-        }
-        labels[1] = json_string_value(template);
-        labels[3] = json_is_false(public_traffic) ? "no" : "yes";
+        labels[1] = c.template_id;
+        labels[3] = c.public_traffic ? "yes" : "no";
 
         r = sd_bus_message_new_method_call(op->bus, &m, AGENTD_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0)
-                r = sd_bus_message_append(m, "{sv}", "pool", "s", json_string_value(template));
+                r = sd_bus_message_append(m, "{sv}", "pool", "s", c.template_id);
         if (r >= 0)
                 r = sd_bus_message_append(m, "{sv}", "ttl", "t", op->timeout_sec ?: (uint64_t) E2B_DEFAULT_TIMEOUT_SEC);
         if (r >= 0)
@@ -364,19 +323,19 @@ static void create(Op *op) {
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'v', "a{ss}");
         if (r >= 0)
-                r = append_string_map(m, metadata, labels);
+                r = append_string_map(m, c.metadata, labels);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
-        if (r >= 0 && json_object_size(env) > 0) {
+        if (r >= 0 && json_object_size(c.env) > 0) {
                 r = sd_bus_message_open_container(m, 'e', "sv");
                 if (r >= 0)
                         r = sd_bus_message_append(m, "s", "env");
                 if (r >= 0)
                         r = sd_bus_message_open_container(m, 'v', "a{ss}");
                 if (r >= 0)
-                        r = append_string_map(m, env, NULL);
+                        r = append_string_map(m, c.env, NULL);
                 if (r >= 0)
                         r = sd_bus_message_close_container(m);
                 if (r >= 0)
@@ -688,29 +647,21 @@ static void start(Op *op) {
 }
 
 static void on_request(HttpConn *c, void *userdata) {
+        _cleanup_free_ char *problem = NULL;
         Op *op = userdata;
-        json_t *timeout;
-        json_error_t e;
+        int r = 0;
 
         if (c->body_oversized) {
                 op_fail(op, 413, "the request body is larger than 1 MiB");
                 return;
         }
-        if (c->body.len > 0) {
-                op->body = json_loadb((const char *) buffer_data(&c->body), c->body.len, 0, &e);
-                if (!op->body || !json_is_object(op->body)) {
-                        op_fail(op, 400, "the body is not a JSON object: %s", op->body ? "not an object" : e.text);
-                        return;
-                }
-        }
-        timeout = json_object_get(op->body, "timeout");
-        if (timeout && !json_is_null(timeout)) {
-                if (!json_is_integer(timeout) || json_integer_value(timeout) < 0 ||
-                    json_integer_value(timeout) > 10LL * 365 * 24 * 3600) {
-                        op_fail(op, 400, "timeout is a number of seconds");
-                        return;
-                }
-                op->timeout_sec = (uint64_t) json_integer_value(timeout);
+        if (c->body.len > 0)
+                r = control_body_parse(buffer_data(&c->body), c->body.len, &op->body, &problem);
+        if (r >= 0)
+                r = control_body_timeout(op->body, &op->timeout_sec, &problem);
+        if (r < 0) {
+                op_fail(op, problem ? 400 : 500, "%s", problem ?: "out of memory");
+                return;
         }
         start(op);
 }

@@ -405,6 +405,24 @@ static void lookup_failed(Lookup *l, const sd_bus_error *e) {
                 lookup_finish(l, NULL, 502, e->message ?: e->name);
 }
 
+/* Call agentd for a lookup, each call with LOOKUP_TIMEOUT_USEC: a hung agentd frees the requests.
+ * Each takes one string argument, arg. */
+static int lookup_call(Lookup *l, const char *path, const char *iface, const char *member,
+                       sd_bus_message_handler_t callback, const char *arg) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        sd_bus *bus = l->route->bus;
+        int r;
+
+        if (!bus)
+                return -ENOTCONN;
+        r = sd_bus_message_new_method_call(bus, &m, AGENTD_NAME, path, iface, member);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", arg);
+        if (r >= 0)
+                r = sd_bus_call_async(bus, &l->slot, m, callback, l, LOOKUP_TIMEOUT_USEC);
+        return r;
+}
+
 static int on_runtime_access(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         Lookup *l = userdata;
         SandboxRoute *route = l->route;
@@ -472,8 +490,7 @@ static int on_properties(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 lookup_finish(l, NULL, 502, msg ?: "the sandbox is not running");
                 return 0;
         }
-        r = sd_bus_call_method_async(l->route->bus, &l->slot, AGENTD_NAME, MANAGER_PATH, MANAGER_IFACE,
-                                     "GetRuntimeAccess", on_runtime_access, l, "s", l->id);
+        r = lookup_call(l, MANAGER_PATH, MANAGER_IFACE, "GetRuntimeAccess", on_runtime_access, l->id);
         if (r < 0)
                 lookup_finish(l, NULL, 503, "cannot ask agentd for the sandbox");
         return 0;
@@ -494,27 +511,12 @@ static int on_sandbox_path(sd_bus_message *reply, void *userdata, sd_bus_error *
                 lookup_finish(l, NULL, 502, "agentd's answer to GetSandbox was not an object path");
                 return 0;
         }
-        r = sd_bus_call_method_async(l->route->bus, &l->slot, AGENTD_NAME, path, "org.freedesktop.DBus.Properties",
-                                     "GetAll", on_properties, l, "s", SANDBOX_IFACE);
+        r = lookup_call(l, path, "org.freedesktop.DBus.Properties", "GetAll", on_properties, SANDBOX_IFACE);
         if (r < 0)
                 lookup_finish(l, NULL, 503, "cannot ask agentd for the sandbox");
         return 0;
 }
 
-/* Call agentd for a lookup, with LOOKUP_TIMEOUT_USEC: a hung agentd frees the requests. */
-static int lookup_start(SandboxRoute *route, Lookup *l) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        int r;
-
-        if (!route->bus)
-                return -ENOTCONN;
-        r = sd_bus_message_new_method_call(route->bus, &m, AGENTD_NAME, MANAGER_PATH, MANAGER_IFACE, "GetSandbox");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "s", l->id);
-        if (r >= 0)
-                r = sd_bus_call_async(route->bus, &l->slot, m, on_sandbox_path, l, LOOKUP_TIMEOUT_USEC);
-        return r;
-}
 
 /* The sandbox's or its owner's properties changed: RuntimeUrl (a restart, a TLS certificate
  * re-issued, another node), State (paused, going), ... Any of them: it is looked up again. */
@@ -606,7 +608,7 @@ static void take(int fd, const uint8_t *data, size_t size, void *userdata) {
                 return;
         }
         route->n_pending++;
-        if (lookup_start(route, l) < 0)
+        if (lookup_call(l, MANAGER_PATH, MANAGER_IFACE, "GetSandbox", on_sandbox_path, l->id) < 0)
                 lookup_finish(l, NULL, 503, "cannot ask agentd for the sandbox");
 }
 

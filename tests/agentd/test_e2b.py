@@ -135,7 +135,9 @@ def a_create_with_a_key_is_that_users_sandbox_and_shows_in_their_list():
     owner, props = owner_of(sid)
     assert owner == s["uids"]["alice"], (owner, s["uids"])
     assert props["Pool"] == "base", props  # from the warm pool
-    assert dict(props["Labels"]) == {"purpose": "test", "agentix-e2b.template": "base"}, props["Labels"]
+    # The gateway's own labels: made through it, ports public (E2B's default).
+    assert dict(props["Labels"]) == {"purpose": "test", "agentix-e2b.template": "base",
+                                     "agentix-e2b.public": "yes"}, props["Labels"]
     assert abs(int(props["ExpiresAt"]) / 1e6 - (time.time() + 120)) < 30
     # alice's agentixctl lists it, bob's does not.
     r = subprocess.run(["runuser", "-u", USERS["alice"], "--", "env", f"DBUS_SYSTEM_BUS_ADDRESS={s['agentd'].address}",
@@ -408,20 +410,21 @@ def raw_request(url, data, timeout=30):
 
 
 def serve_in(sid, port, text, env=None):
-    """A web app in the sandbox (busybox httpd) serving index.txt = text, checked from inside,
+    """A web app in the sandbox (python3 -m http.server) serving index.txt = text, checked from inside,
     so that what the gateway refuses is there to be reached."""
     env = env or setup()["agentd"].env
     r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "sh", "-c",
-                        f"mkdir -p /tmp/site{port} && echo {text} > /tmp/site{port}/index.txt && "
-                        f"(busybox httpd -p {port} -h /tmp/site{port} &)"], env=env, capture_output=True, text=True,
+                        f"mkdir -p /tmp/site{port} && echo {text} > /tmp/site{port}/index.txt && cd /tmp/site{port} && "
+                        f"(python3 -m http.server {port} >/dev/null 2>&1 &)"], env=env, capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stderr
-
     last = []
 
     def inside():
-        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "busybox", "wget", "-qO-",
-                            f"http://127.0.0.1:{port}/index.txt"], env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "python3", "-c",
+                            "import sys, urllib.request\n"
+                            f"sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:{port}/index.txt').read().decode())"],
+                           env=env, capture_output=True, text=True, timeout=60)
         last.append((r.returncode, r.stdout, r.stderr))
         return r.stdout == text + "\n"
     try:
@@ -474,11 +477,6 @@ def a_sandbox_without_public_traffic_opens_its_ports_only_with_its_traffic_token
     sandbox but to e2b-traffic-access-token = its trafficAccessToken; another user's token or
     API key opens nothing; E2B metadata cannot set the gateway's own labels."""
     s = setup()
-    for key in ("agentix-e2b.public", "agentix-e2b.template", "agentix-e2b.anything"):
-        status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {key: "yes"}})
-        assert status == 400 and "gateway's own" in body["message"], (key, status, body)
-    status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "network": {"allowPublicTraffic": "no"}})
-    assert status == 400 and "allowPublicTraffic" in body["message"], (status, body)
     for rt in runtimes():
         print(f"  runtime {rt}")
         suffix = "" if rt == "runc" else f"-{rt}"
@@ -490,9 +488,6 @@ def a_sandbox_without_public_traffic_opens_its_ports_only_with_its_traffic_token
             made[who] = body
         a, b = made["alice"], made["bob"]
         try:
-            assert dict(owner_of(a["sandboxID"])[1]["Labels"]) == {"agentix-e2b.template": f"base{suffix}",
-                                                                  "agentix-e2b.public": "no"}
-            assert api("GET", f"/sandboxes/{a['sandboxID']}")[1]["metadata"] == {}
             serve_in(a["sandboxID"], 8080, "alice-private")
             serve_in(b["sandboxID"], 8080, "bob-private")
             for way in (by_headers, by_host):
@@ -518,9 +513,17 @@ def a_sandbox_without_public_traffic_opens_its_ports_only_with_its_traffic_token
                 status, _, _ = http("GET", s["url"] + "/health", headers=way(
                     a["sandboxID"], 49983, **{"X-Access-Token": a["envdAccessToken"]}))
                 assert status == 200, status
+            assert dict(owner_of(a["sandboxID"])[1]["Labels"]) == {"agentix-e2b.template": f"base{suffix}",
+                                                                  "agentix-e2b.public": "no"}
+            assert api("GET", f"/sandboxes/{a['sandboxID']}")[1]["metadata"] == {}
         finally:
             api("DELETE", f"/sandboxes/{a['sandboxID']}")
             api("DELETE", f"/sandboxes/{b['sandboxID']}", who="bob")
+    for key in ("agentix-e2b.public", "agentix-e2b.template", "agentix-e2b.anything"):
+        status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {key: "yes"}})
+        assert status == 400 and "gateway's own" in body["message"], (key, status, body)
+    status, body, _ = api("POST", "/v2/sandboxes", {"templateID": "base", "network": {"allowPublicTraffic": "no"}})
+    assert status == 400 and "allowPublicTraffic" in body["message"], (status, body)
 
 
 @test
@@ -611,6 +614,7 @@ def the_gateway_reconnects_to_the_bus_after_dbus_restarts():
         with open(os.path.join(a.dir, "pools.d", "base.pool"), "w") as f:
             f.write(f"[Pool]\nSize=0\nImage={E2B_BASE}\nBundle={bundle()}\n")
         a.manager().Reload()
+        ensure_users()  # (another test's teardown may have removed them since setup())
         port = free_port()
         log_path = os.path.join(a.dir, "gateway.log")
         gw = subprocess.Popen([GATEWAY, f"--listen=127.0.0.1:{port}", f"--keys={s['keys_file']}"], env=a.env,

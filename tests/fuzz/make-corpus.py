@@ -196,3 +196,19 @@ for name, data in {
     "bare-colons": "1:2-3.e2b.test:4-5",
 }.items():
     write("fuzz-sandbox-target", name, data)
+
+# fuzz-control-body: E2B's control API bodies (create, timeout, connect).
+for name, data in {
+    "create": '{"templateID": "base", "timeout": 120, "metadata": {"purpose": "test"}, "envVars": {"A": "1"}}',
+    "create-private": '{"templateID": "base", "network": {"allowPublicTraffic": false}}',
+    "create-spoof": '{"templateID": "base", "metadata": {"agentix-e2b.public": "yes"}}',
+    "create-bad-network": '{"templateID": "base", "network": {"allowPublicTraffic": "no"}}',
+    "create-no-template": '{"metadata": {"a": 1}}',
+    "timeout": '{"timeout": 600}',
+    "timeout-negative": '{"timeout": -1}',
+    "timeout-huge": '{"timeout": 99999999999999999999}',
+    "connect": '{}',
+    "not-object": '[1, 2]',
+    "broken": '{"templateID": "ba',
+}.items():
+    write("fuzz-control-body", name, data)

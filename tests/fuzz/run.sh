@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 jobs=${FUZZ_JOBS:-1}
-targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file fuzz-proxy-request fuzz-e2b-code-item fuzz-multipart fuzz-tls-handover fuzz-sandbox-target fuzz-signature fuzz-jupyter-message})
+targets=(${FUZZ_TARGETS:-fuzz-eio-ws fuzz-eio-payload fuzz-sio-packet fuzz-frame fuzz-envelope fuzz-ws-receive fuzz-ws-handshake fuzz-http-conn fuzz-bundle-manifest fuzz-environment-file fuzz-proxy-request fuzz-e2b-code-item fuzz-multipart fuzz-tls-handover fuzz-sandbox-target fuzz-control-body fuzz-signature fuzz-jupyter-message})
 
 # Where a target is built: beside the code it reads when it is not one of tests/fuzz's.
 target_path() {
