@@ -11,6 +11,7 @@ loaded into Docker.
 Needs: AGENTIXCTL, AGENTIX_RUNTIME_DIR (agentix-server and agentix-worker), AGENTIX_INCLUDE_DIR,
 EXAMPLE_DIR (examples/bundle-example), and a running dockerd."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -240,9 +241,24 @@ def rebuild_is_cached_and_gives_the_same_image():
             assert fa.read() == fb.read(), "two builds of the same inputs differ"
 
 
+def build_inputs():
+    """What a build of the example bundle is made of besides the cache: the host's packages
+    (name=version) and the runtime's programs (their bytes). Two builds with the same inputs
+    name the same store paths."""
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${binary:Package}=${Version} ${db:Status-Abbrev}\n"],
+                       capture_output=True, text=True, check=True)
+    runtime = os.environ["AGENTIX_RUNTIME_DIR"]
+    programs = {}
+    for name in ("agentix-server", "agentix-worker", "agentix-exec-as"):
+        with open(os.path.join(runtime, name), "rb") as f:
+            programs[name] = hashlib.sha256(f.read()).hexdigest()
+    return set(r.stdout.splitlines()), programs
+
+
 @test
 def gc_removes_what_no_bundles_latest_build_uses_and_nothing_else():
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+        inputs = build_inputs()
         first = build(EXAMPLE, "-o", os.path.join(out, "a.tar"), cache=cache)
 
         def gc():
@@ -273,9 +289,14 @@ def gc_removes_what_no_bundles_latest_build_uses_and_nothing_else():
         assert got["bundles"] == 2 and got["store_paths_removed"] == len(all_paths - used) and \
             got["layers_removed"] >= 1 and got["bytes_freed"] > 0, got
         assert set(os.listdir(store)) == used
-        # What the kept builds use is all still there: rebuilding hits the cache.
+        # What the kept builds use is all still there: rebuilding hits the cache. (Unless the
+        # inputs changed meanwhile, a package upgraded under the test, say: then the rebuild
+        # names other store paths, and which is the cause is said.)
         again = build(EXAMPLE, "-o", os.path.join(out, "b.tar"), cache=cache)
-        assert again["id"] == first["id"] and again["store_paths_made"] == 0 and again["layers_written"] == 0, again
+        (packages, programs), (packages_now, programs_now) = inputs, build_inputs()
+        changed = sorted(packages ^ packages_now) + [p for p in programs if programs[p] != programs_now[p]]
+        assert again["id"] == first["id"] and again["store_paths_made"] == 0 and again["layers_written"] == 0, \
+            (again, f"the build's inputs changed during the test: {changed}" if changed else "same inputs")
         # Without a cache there is nothing to do; a bad option combination is a usage error.
         r = subprocess.run([AGENTIXCTL, "build", "--gc", "--cache-dir", os.path.join(out, "none")],
                            capture_output=True, text=True)
