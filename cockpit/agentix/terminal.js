@@ -37,7 +37,7 @@ export function sandboxTlsName(id) {
 function tlsChecks(host, id) {
     const name = id ? sandboxTlsName(id) : null;
     if (isAddress(host))
-        return name ? ['-verify_hostname', name, '-servername', name, '-verify_ip', host] : ['-verify_ip', host];
+        return name ? ['-verify_hostname', name, '-verify_ip', host] : ['-verify_ip', host];
     return ['-verify_hostname', name || host];
 }
 

@@ -305,14 +305,16 @@ int tls_client_new(SSL_CTX *ctx, int fd, const char *host, const char *sandbox_i
                 r = require_sandbox(param, sandbox_id);
                 if (r < 0)
                         return r;
-                if (SSL_set_tlsext_host_name(ssl, X509_VERIFY_PARAM_get0_host(param, 0)) != 1)
-                        return -ENOMEM;
+                /* No SNI with the sandbox's name: it would say in the clear which sandbox is
+                 * reached. A DNS host is sent, as without an id. */
                 if (ip) {
                         if (X509_VERIFY_PARAM_set1_ip_asc(param, host) != 1)
                                 return -EINVAL;
                 } else {
                         char *copy;
 
+                        if (SSL_set_tlsext_host_name(ssl, host) != 1)
+                                return -ENOMEM;
                         if (pthread_once(&second_name_once, second_name_init) != 0 || second_name_index < 0)
                                 return -ENOMEM;
                         copy = strdup(host);

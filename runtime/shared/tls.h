@@ -45,7 +45,8 @@ int tls_sandbox_name(const char *id, char *buf, size_t size);
 /* A client connection on the connected (or connecting) socket fd that will verify that the
  * peer's certificate names host (an IP address or a DNS name; brackets of an IPv6 URL host
  * removed by the caller) and, with sandbox_id, also that sandbox's name (tls_sandbox_name()).
- * Sets SNI (the sandbox's name, else a DNS host). The SSL does not own fd. */
+ * Sets SNI for a DNS host (never the sandbox's name: that would say in the clear which sandbox
+ * is reached). The SSL does not own fd. */
 int tls_client_new(SSL_CTX *ctx, int fd, const char *host, const char *sandbox_id, SSL **ret);
 /* For a client whose library does the handshake (curl, which checks the URL's host itself):
  * make ctx's connections also require sandbox id's name. */

@@ -281,8 +281,14 @@ def cockpit_s_client(url, sid):
     """What cockpit/agentix/terminal.js spawns for an https runtime (tlsChecks()), one round."""
     name = f"{sid}.sandbox.agentix"
     return subprocess.run(["openssl", "s_client", "-verify_return_error", "-no_ign_eof", "-verify_hostname", name,
-                           "-servername", name, "-verify_ip", sandbox_ip(url), "-CAfile", ca_file(), "-connect",
+                           "-verify_ip", sandbox_ip(url), "-CAfile", ca_file(), "-connect",
                            url[len("https://"):]], input="", capture_output=True, text=True, timeout=30)
+
+
+def demo_client(url, token, sid):
+    return subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "demo-client.py"), url, token, "/tmp"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, AGENTIX_CA_FILE=ca_file(), AGENTIX_SANDBOX=sid))
 
 
 def check_neighbours_certificate_refused(runtime):
@@ -310,6 +316,9 @@ def check_neighbours_certificate_refused(runtime):
         # Cockpit's terminal: openssl s_client with the checks terminal.js gives it.
         s = cockpit_s_client(url, sid)
         assert s.returncode != 0 and "hostname mismatch" in s.stdout + s.stderr, (s.returncode, s.stderr[-500:])
+        # The demo's python-socketio client, told the sandbox.
+        d = demo_client(url, token, sid)
+        assert d.returncode != 0 and f"does not name {sid}.sandbox.agentix" in d.stderr, (d.returncode, d.stderr[-800:])
     finally:
         impostor.stop()
     # What agentd issued names both.
@@ -324,6 +333,8 @@ def check_neighbours_certificate_refused(runtime):
     s = cockpit_s_client(url, sid)
     assert s.returncode == 0 and "Verify return code: 0 (ok)" in s.stdout, (s.returncode, s.stdout[-500:],
                                                                            s.stderr[-500:])
+    d = demo_client(url, token, sid)
+    assert d.returncode == 0 and "tick 3" in d.stdout, (d.returncode, d.stderr[-800:])
     a.manager().DeleteSandbox(sid, timeout=120)
 
 

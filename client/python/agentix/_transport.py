@@ -18,11 +18,13 @@ from websockets.uri import parse_uri
 class WebSocketProtocol(asyncio.Protocol):
     """on_message(protocol, str | bytes) for each whole message (from the first, which may come
     with the handshake's answer); on_lost(exc) once, when the connection is gone (closed by
-    either side or broken)."""
+    either side or broken). check(transport): run once connected, before anything is sent; what
+    it raises fails the connection (opened)."""
 
-    def __init__(self, url, on_message, on_lost):
+    def __init__(self, url, on_message, on_lost, check=None):
         self.conn = ClientConnection(parse_uri(url), max_size=None)
         self.on_message, self.on_lost = on_message, on_lost
+        self._check = check
         self.transport = None
         self.opened = asyncio.get_running_loop().create_future()
         self._parts, self._opcode = [], None
@@ -33,6 +35,13 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        if self._check:
+            try:
+                self._check(transport)
+            except Exception as e:
+                self.opened.set_exception(e)
+                transport.abort()
+                return
         self.conn.send_request(self.conn.connect())
         self._flush()
 
@@ -151,44 +160,44 @@ def _refused(message):
     return e
 
 
-def check_address(cert, host):
-    """After a handshake that checked the sandbox's name: the certificate must name the address
-    dialled as well (on a swarm node, that alone is shared by every runtime; the name alone
-    would take this sandbox's certificate served from anywhere)."""
-    names = (cert or {}).get("subjectAltName", ())
-    try:
-        want = ipaddress.ip_address(host)
-        ok = any(kind == "IP Address" and ipaddress.ip_address(value.strip()) == want for kind, value in names)
-    except ValueError:
-        ok = any(kind == "DNS" and value.lower() == host.lower() for kind, value in names)
-    if not ok:
-        raise _refused(f"the runtime's TLS certificate names another address than {host}")
+def identity_check(host, sandbox_id):
+    """What a connection to sandbox_id's runtime at host checks, once the certificate verified
+    against the CA and before a byte is sent: that it names the sandbox (ID.sandbox.agentix)
+    and the address dialled. Both: on a swarm node every runtime has the node's address, and
+    this sandbox's name alone would take its certificate served from anywhere. (Not through
+    server_hostname, which would send the sandbox's id in the clear as SNI.)"""
+    name = sandbox_tls_name(sandbox_id)
+
+    def check(transport):
+        cert = transport.get_extra_info("peercert") or {}
+        names = cert.get("subjectAltName", ())
+        if not any(kind == "DNS" and value.lower() == name for kind, value in names):
+            raise _refused(f"the runtime's TLS certificate was made for another sandbox than {sandbox_id} "
+                           f"(an impostor: another sandbox's runtime, or a redirected connection)")
+        try:
+            want = ipaddress.ip_address(host)
+            ok = any(kind == "IP Address" and ipaddress.ip_address(value.strip()) == want for kind, value in names)
+        except ValueError:
+            ok = any(kind == "DNS" and value.lower() == host.lower() for kind, value in names)
+        if not ok:
+            raise _refused(f"the runtime's TLS certificate names another address than {host}")
+    return check
 
 
 async def open_websocket(url, on_message, on_lost, timeout, ca_pem=None, sandbox_id=None):
     """Connect and finish the WebSocket handshake; returns the protocol. wss:// needs ca_pem.
-    With sandbox_id, the certificate must name that sandbox (ID.sandbox.agentix, checked by
-    the handshake as the server's name) and the URL's address (checked right after)."""
+    With sandbox_id, the certificate must name that sandbox as well as the URL's address
+    (identity_check())."""
     loop = asyncio.get_running_loop()
     uri = parse_uri(url)
-    proto = WebSocketProtocol(url, on_message, on_lost)
+    check = identity_check(uri.host, sandbox_id) if uri.secure and sandbox_id is not None else None
+    proto = WebSocketProtocol(url, on_message, on_lost, check)
     ssl = tls_context(ca_pem) if uri.secure else None
-    name = sandbox_tls_name(sandbox_id) if uri.secure and sandbox_id is not None else None
-    try:
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl,
-                                   server_hostname=(name or uri.host) if uri.secure else None), timeout)
-    except ssl_module.SSLCertVerificationError as e:
-        if name and e.verify_code == 62:  # X509_V_ERR_HOSTNAME_MISMATCH: the name asked for
-            raise _refused(f"the runtime's TLS certificate was made for another sandbox than {sandbox_id} "
-                           f"(an impostor: another sandbox's runtime, or a redirected connection)") from None
-        raise
-    if name:
-        try:
-            check_address(transport.get_extra_info("peercert"), uri.host)
-        except BaseException:
-            transport.abort()
-            raise
+    if check:
+        ssl.check_hostname = False  # check() does it: the chain is still verified (CERT_REQUIRED)
+    transport, _ = await asyncio.wait_for(
+        loop.create_connection(lambda: proto, uri.host, uri.port, ssl=ssl,
+                               server_hostname=uri.host if uri.secure else None), timeout)
     try:
         await asyncio.wait_for(asyncio.shield(proto.opened), timeout)
     except BaseException:
