@@ -178,8 +178,11 @@ static void forward_tls(SandboxRoute *route, int fd, Buffer *out, const Runtime 
         *f = (Forwarding) { .route = route, .fd = fd, .out = *out, .owner = rt->owner };
         strcpy(f->id, rt->id);
         *out = BUFFER_NULL;
-        if (tls_front_connect(route->event, route->runtime_tls, (const struct sockaddr *) &rt->addr, sizeof(rt->addr),
-                              rt->host, &route->fronts, on_runtime_tls_ready, on_runtime_tls_failed, f) < 0) {
+        /* The certificate must name this sandbox too: on a swarm node every runtime has the
+         * node's address. */
+        if (tls_front_connect_sandbox(route->event, route->runtime_tls, (const struct sockaddr *) &rt->addr,
+                                      sizeof(rt->addr), rt->host, rt->id, &route->fronts, on_runtime_tls_ready,
+                                      on_runtime_tls_failed, f) < 0) {
                 refuse(fd, 502, "cannot connect to the sandbox's runtime");
                 buffer_done(&f->out);
                 free(f);
