@@ -212,3 +212,23 @@ for name, data in {
     "broken": '{"templateID": "ba',
 }.items():
     write("fuzz-control-body", name, data)
+
+# fuzz-jupyter-message: frames split at 0xff (a routing id whose first byte sets the cap, the
+# delimiter, an empty signature, header, parent, metadata, content): what a kernel publishes.
+def jupyter(msg_type, content, cap=b"\x40"):
+    header = '{"msg_id": "m1", "msg_type": "%s", "session": "s", "username": "k", "version": "5.3"}' % msg_type
+    frames = [cap, b"<IDS|MSG>", b"", header.encode(), b'{"msg_id": "p1"}', b"{}", content.encode()]
+    return b"\xff".join(frames)
+
+
+for name, (msg_type, content) in {
+    "stream": ("stream", '{"name": "stdout", "text": "hello\\n"}'),
+    "stream-long": ("stream", '{"name": "stderr", "text": "%s"}' % ("x" * 5000)),
+    "result": ("execute_result", '{"execution_count": 3, "data": {"text/plain": "42", "text/html": "<b>42</b>"}}'),
+    "display-png": ("display_data", '{"data": {"image/png": "iVBORw0KGgo=\\n", "text/plain": ["a", "b"]}}'),
+    "display-json": ("display_data", '{"data": {"application/json": {"a": [1, 2]}, "x/y+json": [null]}}'),
+    "error": ("error", '{"ename": "ValueError", "evalue": "%s", "traceback": ["a", "b"]}' % ("v" * 3000)),
+    "input": ("execute_input", '{"execution_count": 7, "code": "1"}'),
+    "status": ("status", '{"execution_state": "idle"}'),
+}.items():
+    write("fuzz-jupyter-message", name, jupyter(msg_type, content))
