@@ -35,8 +35,9 @@ typedef struct EnvdUser {
 int envd_user_named(const char *name, EnvdUser *ret);
 /* -EINVAL for an Authorization header that does not decode, -ENOENT as above. */
 int envd_request_user(HttpConn *c, EnvdUser *ret);
-/* {uid, gid} of user for fs::upload and fs::mkdir (what they make is the user's), or {} for
- * the runtime's own account; extra: more keys the caller packs after these. */
+/* {uid, gid} of user, the fs:: kwargs that make a call run as the user (what it reaches is what
+ * the user may; what it makes is the user's), or {} for the runtime's own account; extra: more
+ * keys the caller packs after these. */
 int envd_pack_owner_kwargs(msgpack_packer *pk, const EnvdUser *user, uint32_t extra);
 /* The default user (NULL or "": none; then `user` or the runtime's own). */
 int envd_set_default_user(const char *name);

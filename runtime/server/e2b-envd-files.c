@@ -10,8 +10,9 @@
  *                                   with fs::upload (atomically, parents made); answers
  *                                   [{"path", "name", "type": "file"}]
  *
- * Relative paths are below U's home (without U, the default user's: e2b-envd-entry.h), and
- * what an upload makes is U's. Errors are envd's:
+ * Relative paths are below U's home (without U, the default user's: e2b-envd-entry.h). Both
+ * run as U (fs-as-user.h): they reach only what U may read or write, whatever links U planted,
+ * and what an upload makes is U's. Errors are envd's:
  * {"code": STATUS, "message"} with 400, 401, 403, 404, 413 or 500. */
 #include <errno.h>
 #include <stdlib.h>
@@ -137,7 +138,9 @@ static void download_start(FilesRequest *q) {
         r |= msgpack_pack_array(&pk, 2);
         r |= mp_pack_cstr(&pk, q->path);
         r |= msgpack_pack_uint32(&pk, FILES_CHUNK);
-        r |= buffer_append(&kwargs, "\x80", 1);
+        /* Read as the user: what a link it planted points to is read only if it may read it. */
+        mp_packer_init_buffer(&pk, &kwargs);
+        r |= envd_pack_owner_kwargs(&pk, &q->user, 0);
         if (r == 0)
                 r = rpc_call_local(q->rpc, "fs::read_stream", "stream", &args, &kwargs, &download_handlers, q, &q->call);
         if (r < 0) {
@@ -165,6 +168,15 @@ static void upload_done(RpcCall *c, const char *event, const uint8_t *data, size
         json_t *out;
 
         q->call = NULL;
+        if (data && streq(event, "call:error")) {
+                _cleanup_free_ char *type = NULL, *message = NULL;
+
+                /* permission_denied: the worker may not act as the user. */
+                rpc_error_of(data, size, &type, &message);
+                respond_error(q->conn, status_of(type), message ?: "the worker could not write the files");
+                request_finish(q);
+                return;
+        }
         msgpack_unpacked_init(&u);
         if (!data || !streq(event, "call:result") || mp_check(data, size) < 0 ||
             msgpack_unpack_next(&u, (const char *) data, size, &off) != MSGPACK_UNPACK_SUCCESS ||

@@ -13,7 +13,8 @@
  * An entry is envd's EntryInfo: {name, type (FILE_TYPE_FILE, _DIRECTORY, _SYMLINK), path, size
  * (int64, as a string), mode, permissions ("-rw-r--r--"), owner, group, modifiedTime (RFC 3339),
  * symlinkTarget}. Relative paths are the user's: below the home of the account that
- * "Authorization: Basic base64(USER:)" names, else the runtime's own. Errors are Connect's:
+ * "Authorization: Basic base64(USER:)" names (else the default: e2b-envd-entry.h), and every
+ * fs:: call runs as that account (fs-as-user.h). Errors are Connect's:
  * the HTTP status of the code and {"code", "message"}. Authenticated like the code interpreter
  * (e2b-code-interpreter.c). */
 #include <errno.h>
@@ -59,7 +60,7 @@ typedef struct EnvdRequest {
         EnvdStep step;
         char *path;        /* absolute: Stat, MakeDir, Remove, and Move's destination */
         char *source;      /* Move */
-        EnvdUser user;     /* what MakeDir makes is theirs */
+        EnvdUser user;     /* every call runs as them; what MakeDir makes is theirs */
         RpcCall *call;
 } EnvdRequest;
 
@@ -81,8 +82,8 @@ static void request_finish(EnvdRequest *q) {
 
 static const RpcLocalHandlers call_handlers;
 
-/* fs::FUNCTION with [strings…] (as_list: the strings as one list argument); what it makes is
- * owner's (NULL: the runtime's). */
+/* fs::FUNCTION with [strings…] (as_list: the strings as one list argument), run as owner
+ * (fs-as-user.h; NULL: the runtime's own account): what it makes is owner's. */
 static int call_fs(EnvdRequest *q, const char *function, bool as_list, const char *a, const char *b,
                    const EnvdUser *owner) {
         _cleanup_buffer_ Buffer args = BUFFER_NULL, kwargs = BUFFER_NULL;
@@ -112,14 +113,15 @@ static int call_fs(EnvdRequest *q, const char *function, bool as_list, const cha
 
 static int step(EnvdRequest *q) {
         switch (q->step) {
+        /* Each as the user: what it reaches is what the user may (links it planted included). */
         case STEP_CHECK_ABSENT:
-                return call_fs(q, "stat", true, q->path, NULL, NULL);
+                return call_fs(q, "stat", true, q->path, NULL, &q->user);
         case STEP_ACT:
                 return q->method == METHOD_MAKE_DIR ? call_fs(q, "mkdir", true, q->path, NULL, &q->user)
-                     : q->method == METHOD_MOVE     ? call_fs(q, "move", false, q->source, q->path, NULL)
-                                                    : call_fs(q, "remove", true, q->path, NULL, NULL);
+                     : q->method == METHOD_MOVE     ? call_fs(q, "move", false, q->source, q->path, &q->user)
+                                                    : call_fs(q, "remove", true, q->path, NULL, &q->user);
         case STEP_DESCRIBE:
-                return call_fs(q, "stat", true, q->path, NULL, NULL);
+                return call_fs(q, "stat", true, q->path, NULL, &q->user);
         }
         return -EINVAL;
 }

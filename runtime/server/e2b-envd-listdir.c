@@ -2,7 +2,7 @@
 /* envd's Filesystem/ListDir {path, depth} → {entries: [EntryInfo]} (e2b-envd-listdir.h): what the
  * `e2b` SDK's files.list(path, {depth}) sends. The entries below path down to depth levels (1:
  * the directory's own), found with fs::ls one directory at a time, breadth first, then
- * described all at once by one fs::stat of every path found. */
+ * described all at once by one fs::stat of every path found; each call as the request's user. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +30,7 @@ typedef struct ListDir {
         char **paths;           /* found */
         size_t n_paths;
         bool describing;        /* the fs::stat of every path is under way */
+        EnvdUser user;          /* every call runs as them (fs-as-user.h) */
 } ListDir;
 
 static void listdir_free(ListDir *l) {
@@ -63,7 +64,8 @@ static int call(ListDir *l) {
                         r |= mp_pack_cstr(&pk, l->paths[i]);
         } else
                 r |= mp_pack_cstr(&pk, l->dirs[l->next_dir]);
-        r |= buffer_append(&kwargs, "\x80", 1);
+        mp_packer_init_buffer(&pk, &kwargs);
+        r |= envd_pack_owner_kwargs(&pk, &l->user, 0);
         if (r != 0)
                 return -ENOMEM;
         r = rpc_call_local(l->rpc, l->describing ? "fs::stat" : "fs::ls", "unary", &args, &kwargs, &call_handlers, l,
@@ -195,7 +197,6 @@ static const RpcLocalHandlers call_handlers = {
 
 static void on_request(HttpConn *c, void *data) {
         ListDir *l = data;
-        EnvdUser user;
         json_t *body = NULL, *depth;
         const char *path;
         json_error_t e;
@@ -215,14 +216,14 @@ static void on_request(HttpConn *c, void *data) {
         }
         /* envd's depth 0 is its default, 1. */
         l->depth = depth && json_integer_value(depth) > 0 ? (unsigned) json_integer_value(depth) : 1;
-        if (envd_request_user(c, &user) < 0) {
+        if (envd_request_user(c, &l->user) < 0) {
                 json_decref(body);
                 envd_respond_error(c, "invalid_argument", "no such user in this sandbox");
                 listdir_finish(l);
                 return;
         }
         l->levels = calloc(1, sizeof(unsigned));
-        if (!l->levels || strv_consume_n(&l->dirs, &n, envd_absolute_path(user.home, path)) < 0) {
+        if (!l->levels || strv_consume_n(&l->dirs, &n, envd_absolute_path(l->user.home, path)) < 0) {
                 json_decref(body);
                 envd_respond_error(c, "internal", "out of memory");
                 listdir_finish(l);

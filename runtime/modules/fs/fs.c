@@ -14,6 +14,7 @@
 #include <poll.h>
 
 #include "agentix-module.h"
+#include "fs-as-user.h"
 #include "fs-ops.h"
 #include "fs-path.h"
 #include "fs-utf8.h"
@@ -172,8 +173,8 @@ static bool arg_mode(const msgpack_object *o, int *ret) {
         return true;
 }
 
-/* uid and gid arguments: the account what a call makes is given (fs-path.h), for as long as
- * the call runs on this thread. Both nil: the worker's. False if either is not an id. */
+/* uid and gid arguments: the account a call is made for. Both nil: the worker's. False if
+ * either is not an id. */
 static bool arg_owner(const msgpack_object *uid, const msgpack_object *gid, FsOwner *ret) {
         FsOwner o = FS_OWNER_NONE;
 
@@ -189,15 +190,28 @@ static bool arg_owner(const msgpack_object *uid, const msgpack_object *gid, FsOw
         return true;
 }
 
-static void owner_reset(FsOwner *o) {
+static void as_user_done(FsAsUser *s) {
+        fs_as_user_end(s);
         fs_new_owner = FS_OWNER_NONE;
 }
 
-#define OWNER_SCOPE(call, fn, uid_arg, gid_arg)                                                                \
-        _cleanup_(owner_reset) FsOwner _owner_scope = FS_OWNER_NONE;                                           \
-        if (!arg_owner(uid_arg, gid_arg, &_owner_scope))                                                       \
+/* The rest of the function runs as the account uid and gid name (fs-as-user.h): whatever path
+ * it is given, through whatever links, it reaches only what that account may. What it makes is
+ * the account's (fs-path.h). The worker's credentials come back when the function returns. A
+ * worker that may not become the account (not root) refuses the call: permission_denied. */
+#define AS_USER_SCOPE(call, fn, uid_arg, gid_arg)                                                              \
+        _cleanup_(as_user_done) FsAsUser _as_user = FS_AS_USER_NULL;                                           \
+        FsOwner _owner;                                                                                        \
+        if (!arg_owner(uid_arg, gid_arg, &_owner))                                                             \
                 return agentix_call_raise(call, "ValueError", fn "() arguments 'uid' and 'gid' must be ids or None"); \
-        fs_new_owner = _owner_scope
+        {                                                                                                      \
+                int _r = fs_as_user_begin(_owner.uid, _owner.gid, &_as_user);                                  \
+                if (_r < 0)                                                                                    \
+                        return agentix_call_raise(call, "permission_denied",                                   \
+                                                  "Error: the runtime cannot act as uid %u gid %u: %s",        \
+                                                  (unsigned) _owner.uid, (unsigned) _owner.gid, strerror(-_r)); \
+        }                                                                                                      \
+        fs_new_owner = _owner
 
 /* The functions that work on one file and have no result map to put a failure in (the stream
  * shapes) raise it instead: the type is the error code, the message the usual text. */
@@ -306,7 +320,7 @@ static int fs_upload_impl(agentix_call *call, const msgpack_object *argv, size_t
         bool gzip;
         int r;
 
-        OWNER_SCOPE(call, "upload", &argv[1], &argv[2]);
+        AS_USER_SCOPE(call, "upload", &argv[1], &argv[2]);
         if (argv[3].type != MSGPACK_OBJECT_NIL &&
             !(argv[3].type == MSGPACK_OBJECT_STR && argv[3].via.str.size == 4 && memcmp(argv[3].via.str.ptr, "gzip", 4) == 0))
                 return agentix_call_raise(call, "ValueError", "upload() argument 'encoding' must be \"gzip\" or None");
@@ -493,10 +507,12 @@ static int path_batch(agentix_call *call, const msgpack_object *paths_arg, PathO
 }
 
 static int fs_stat_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        AS_USER_SCOPE(call, "stat", &argv[1], &argv[2]);
         return path_batch(call, &argv[0], stat_one, 7);
 }
 
 static int fs_remove_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
+        AS_USER_SCOPE(call, "remove", &argv[1], &argv[2]);
         return path_batch(call, &argv[0], remove_one, 0);
 }
 
@@ -505,7 +521,7 @@ static int mkdir_one(msgpack_packer *pk, const char *path, FsStatus *status) {
 }
 
 static int fs_mkdir_impl(agentix_call *call, const msgpack_object *argv, size_t argc) {
-        OWNER_SCOPE(call, "mkdir", &argv[1], &argv[2]);
+        AS_USER_SCOPE(call, "mkdir", &argv[1], &argv[2]);
         return path_batch(call, &argv[0], mkdir_one, 0);
 }
 
@@ -515,6 +531,7 @@ static int fs_move_impl(agentix_call *call, const msgpack_object *argv, size_t a
         msgpack_packer *pk;
         int r;
 
+        AS_USER_SCOPE(call, "move", &argv[2], &argv[3]);
         r = arg_path(&argv[0], &source, &status);
         if (r >= 0 && source && fs_status_ok(&status))
                 r = arg_path(&argv[1], &destination, &status);
@@ -538,6 +555,7 @@ static int fs_download_impl(agentix_call *call, const msgpack_object *argv, size
         uint64_t budget = FS_DOWNLOAD_BUDGET, content_budget = FS_DOWNLOAD_BUDGET;
         int r;
 
+        AS_USER_SCOPE(call, "download", &argv[2], &argv[3]);
         /* max_bytes: the caller's own bound on the content of this response (its message limit
          * may be lower than ours); files beyond it are too_large, to be fetched otherwise. */
         if (!agentix_arg_is_nil(&argv[1]))
@@ -624,6 +642,7 @@ static int fs_read_stream_impl(agentix_call *call, const msgpack_object *argv, s
         uint64_t left = 0;
         int r;
 
+        AS_USER_SCOPE(call, "read_stream", &argv[2], &argv[3]);
         if (chunk < 1 || chunk > FS_READ_STREAM_CHUNK_MAX)
                 return agentix_call_raise(call, "ValueError", "read_stream() argument 'chunk_size' must be between 1 and %u",
                                           FS_READ_STREAM_CHUNK_MAX);
@@ -682,6 +701,7 @@ static int fs_watch_impl(agentix_call *call, const msgpack_object *argv, size_t 
         bool ready = argv[2].type == MSGPACK_OBJECT_BOOLEAN && argv[2].via.boolean;
         int r;
 
+        AS_USER_SCOPE(call, "watch", &argv[3], &argv[4]);
         r = arg_path(&argv[0], &path, &status);
         if (r >= 0 && path)
                 r = fs_watch_new(path, recursive, &w, &status);
@@ -764,6 +784,7 @@ static int fs_ls_impl(agentix_call *call, const msgpack_object *argv, size_t arg
         msgpack_packer *pk;
         int r;
 
+        AS_USER_SCOPE(call, "ls", &argv[1], &argv[2]);
         r = arg_path(&argv[0], &path, &res.status);
         if (r < 0)
                 return r;
@@ -898,7 +919,7 @@ static const agentix_function fs_functions[] = {
         },
         {
                 .name = "download",
-                .signature = "(paths: list[str], max_bytes: int? = None) -> list",
+                .signature = "(paths: list[str], max_bytes: int? = None, uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_download_impl,
                 .doc = "Read files; one {path, content, error, mode} per path, in order.",
         },
@@ -911,27 +932,27 @@ static const agentix_function fs_functions[] = {
         },
         {
                 .name = "stat",
-                .signature = "(paths: list[str]) -> list",
+                .signature = "(paths: list[str], uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_stat_impl,
                 .doc = "lstat each path: one {path, type, size, mode, uid, gid, modified_at, symlink_target, error} "
                        "per path, in order.",
         },
         {
                 .name = "move",
-                .signature = "(source: str, destination: str) -> map",
+                .signature = "(source: str, destination: str, uid: int? = None, gid: int? = None) -> map",
                 .impl = fs_move_impl,
                 .doc = "Rename source to destination (parents made; a file there is replaced): {path, error}.",
         },
         {
                 .name = "remove",
-                .signature = "(paths: list[str]) -> list",
+                .signature = "(paths: list[str], uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_remove_impl,
                 .doc = "rm -r each path (links, not their targets): one {path, error} per path, in order.",
         },
         {
                 .name = "read_stream",
                 .shape = AGENTIX_SHAPE_STREAM,
-                .signature = "(path: str, chunk_size: int = 1048576) -> bytes",
+                .signature = "(path: str, chunk_size: int = 1048576, uid: int? = None, gid: int? = None) -> bytes",
                 .impl = fs_read_stream_impl,
                 .doc = "A file's bytes as items of at most chunk_size bytes (any size of file).",
         },
@@ -945,7 +966,7 @@ static const agentix_function fs_functions[] = {
         {
                 .name = "watch",
                 .shape = AGENTIX_SHAPE_STREAM,
-                .signature = "(path: str, recursive: bool = True, ready: bool = False) -> map",
+                .signature = "(path: str, recursive: bool = True, ready: bool = False, uid: int? = None, gid: int? = None) -> map",
                 .impl = fs_watch_impl,
                 .doc = "Changes below a path as {path, event} (created, modified, deleted, moved_from, moved_to), "
                        "new directories watched as they appear, until cancelled; with ready, a first {ready: true} "
@@ -971,7 +992,7 @@ static const agentix_function fs_functions[] = {
         },
         {
                 .name = "ls",
-                .signature = "(path: str) -> map",
+                .signature = "(path: str, uid: int? = None, gid: int? = None) -> map",
                 .impl = fs_ls_impl,
                 .doc = "The entries of a directory with size and modification time.",
         },
