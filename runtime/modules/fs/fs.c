@@ -913,9 +913,9 @@ static const agentix_function fs_functions[] = {
                 .name = "upload",
                 .signature = "(files: list, uid: int? = None, gid: int? = None, encoding: str? = None) -> list",
                 .impl = fs_upload_impl,
-                .doc = "Write [[path, bytes, mode?], …] atomically, creating parents (new files and directories owned "
-                       "by uid:gid when given; with encoding \"gzip\", each content is inflated as it is written); "
-                       "one {path, error} per file, in order.",
+                .doc = "Write [[path, bytes, mode?], …] atomically, creating parents (as the account uid:gid when "
+                       "given, which then owns what is made; with encoding \"gzip\", each content is inflated as it "
+                       "is written); one {path, error} per file, in order.",
         },
         {
                 .name = "download",
@@ -927,8 +927,8 @@ static const agentix_function fs_functions[] = {
                 .name = "mkdir",
                 .signature = "(paths: list[str], uid: int? = None, gid: int? = None) -> list",
                 .impl = fs_mkdir_impl,
-                .doc = "mkdir -p each path (new directories owned by uid:gid when given); one {path, error} per path, "
-                       "in order.",
+                .doc = "mkdir -p each path (as the account uid:gid when given, which then owns them); one {path, "
+                       "error} per path, in order.",
         },
         {
                 .name = "stat",
