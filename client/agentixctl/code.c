@@ -97,7 +97,7 @@ static int image_dir(Run *run, const char **ret) {
 static int save_image(Run *run, const agentix_code_data *d) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
-        const char *dir;
+        const char *dir = NULL;
         int status;
 
         status = image_dir(run, &dir);
@@ -248,6 +248,21 @@ static int on_signal(sd_event_source *src, const struct signalfd_siginfo *si, vo
         return 0;
 }
 
+/* The error line says the first line of the message; a kernel that could not start says why in
+ * the lines after it (its own output: a Python traceback, say). Shown whole, indented. */
+static void print_error_detail(const agentix_error *e) {
+        const char *nl = e->message ? strchr(e->message, '\n') : NULL;
+
+        if (!nl || arg_quiet)
+                return;
+        for (const char *line = nl + 1; *line;) {
+                size_t n = strcspn(line, "\n");
+
+                fprintf(stderr, "    %.*s\n", (int) n, line);
+                line += n + (line[n] == '\n');
+        }
+}
+
 static int run_code(const char *code, const agentix_code_run_options *o, const char *images, bool no_images) {
         agentix_client *client = NULL;
         sd_event *event = NULL;
@@ -273,8 +288,10 @@ static int run_code(const char *code, const agentix_code_run_options *o, const c
                 status = fail_errno(EXIT_SOFTWARE, r, "code: event loop failed: %m");
         else if (run.status != EXIT_OK)
                 status = run.status;
-        else if (run.failed)
+        else if (run.failed) {
                 status = fail_agentix(&run.error, "code: the run failed");
+                print_error_detail(&run.error);
+        }
         else
                 status = run.raised ? EXIT_FAILED : EXIT_OK;
 finish:
@@ -446,8 +463,10 @@ int verb_code(int argc, char *argv[]) {
                         r = agentix_code_delete_context(client, target, &e);
                         break;
                 }
-                if (r < 0)
+                if (r < 0) {
                         status = fail_agentix(&e, "code: %s failed", argv[0]);
+                        print_error_detail(&e); /* a kernel that would not start: why */
+                }
                 agentix_error_done(&e);
                 agentix_client_unref(client);
                 return status;

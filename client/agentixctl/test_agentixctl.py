@@ -410,6 +410,17 @@ def code_contexts():
         assert p.stdout.decode().startswith(f"[image/png saved to {saved}, "), p.stdout
         with open(saved, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        # A kernel that cannot start: its whole error (a Python traceback) under the error line.
+        ks = os.path.join(d, "kernels", "broken")
+        os.makedirs(ks)
+        with open(os.path.join(ks, "kernel.json"), "w") as f:
+            json.dump({"argv": ["/bin/sh", "-c", "echo 'Traceback (most recent call last):' >&2; "
+                                                 "echo '  File \"x\", line 1' >&2; echo 'ImportError: why' >&2; exit 1",
+                                "{connection_file}"], "language": "broken", "display_name": "broken"}, f)
+        p = ctl("code", "--new-context", "--language=broken", f"--env=JUPYTER_PATH={d}", check_rc=1)
+        err = p.stderr.decode()
+        assert "exited while starting: Traceback (most recent call last):" in err and \
+            '\n      File "x", line 1\n' in err and "\n    ImportError: why\n" in err, err
         # Without --output-dir: a directory of its own under TMPDIR (0700), printed; nothing in
         # the current directory (a checkout collected agentix-code-1.png).
         tmp = os.path.join(d, "tmp")

@@ -10,7 +10,8 @@ State between runs, a figure as a PNG of the right size, a DataFrame as HTML, an
 interrupted (by its timeout, and by code::interrupt from a second client) with the context
 still usable, a kernel that exits and is started again, two contexts apart, a context that
 outlives its client, and bad input: an unknown context, code that is not a string, a kernel
-that is not there, 100 MB of output, a flood of runs on one context.
+that is not there, 100 MB of output, a flood of runs on one context. On an image with a python3
+of its own (most task images have one), the bundle's kernel starts all the same.
 
 From the attacker's side, in the e2b-base image (an account `user` beside root), under runc and
 runsc: `user` subscribes to every channel of root's kernel it can find (each port listening on
@@ -21,9 +22,11 @@ the runtime goes on serving.
 Needs what agentd_env.py needs, and a running dockerd."""
 
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
@@ -309,6 +312,74 @@ def attacks_on_kernels_under_runsc():
         print("    skipped: dockerd has no runsc")
         return
     attacks_in("runsc")
+
+
+IMAGE_WITH_PYTHON = "agentix-test/busybox-own-python3:1"
+
+# What a task image's own python3 does when run with the bundle's PYTHONPATH: Debian's
+# python3-minimal has no json module, and ipykernel's first import fails.
+OWN_PYTHON3 = """#!/bin/sh
+echo 'Traceback (most recent call last):' >&2
+echo "ModuleNotFoundError: No module named 'json' (the image's own python3 ran: $0)" >&2
+exit 1
+"""
+
+
+def image_with_its_own_python3():
+    """The busybox image with a python3 of its own at /usr/bin and /usr/local/bin (most task
+    images have one), which is not the bundle's."""
+    if subprocess.run(["docker", "image", "inspect", IMAGE_WITH_PYTHON], capture_output=True).returncode == 0:
+        return IMAGE_WITH_PYTHON
+    with tempfile.TemporaryDirectory() as root:
+        for d in ("bin", "etc", "tmp", "usr/bin", "usr/local/bin"):
+            os.makedirs(os.path.join(root, d))
+        os.chmod(os.path.join(root, "tmp"), 0o1777)
+        shutil.copy("/bin/busybox", os.path.join(root, "bin", "busybox"))
+        for applet in ("sh", "ls", "cat", "echo"):
+            os.symlink("busybox", os.path.join(root, "bin", applet))
+        with open(os.path.join(root, "etc", "passwd"), "w") as f:
+            f.write("root:x:0:0:root:/root:/bin/sh\n")
+        for d in ("usr/bin", "usr/local/bin"):
+            path = os.path.join(root, d, "python3")
+            with open(path, "w") as f:
+                f.write(OWN_PYTHON3)
+            os.chmod(path, 0o755)
+        tar = subprocess.run(["tar", "-C", root, "-c", "."], capture_output=True, check=True).stdout
+        subprocess.run(["docker", "import", "-", IMAGE_WITH_PYTHON], input=tar, capture_output=True, check=True)
+    return IMAGE_WITH_PYTHON
+
+
+def own_python3_in(runtime):
+    """A bundle's kernel starts on a task image that has a python3 of its own (issue 46: the
+    kernelspec's /usr/bin/python3 ran the image's, which failed with the bundle's packages)."""
+    _, sid = agentd().create(runtime=runtime, image=image_with_its_own_python3(), bundle=python_data_bundle())
+    sid = str(sid)
+    try:
+        c = client(sid)
+        try:
+            assert main_result(run_ok(c, "6 * 7", wait=120))["text/plain"] == "42", runtime
+            items = run_ok(c, "import sys; print(sys.executable)")
+            assert text_of(items).startswith("/nix/"), (runtime, items)
+            # The image's python3 stays the image's for the caller's own commands by path.
+            r = c.call("sandbox::exec", command="/usr/bin/python3; echo rc=$?")
+            assert "the image's own python3 ran" in r["output"] and "rc=1" in r["output"], (runtime, r)
+        finally:
+            c.close()
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=60)
+
+
+@test
+def a_task_image_with_its_own_python3_under_runc():
+    own_python3_in("runc")
+
+
+@test
+def a_task_image_with_its_own_python3_under_runsc():
+    if "runsc" not in runtimes():
+        print("    skipped: dockerd has no runsc")
+        return
+    own_python3_in("runsc")
 
 
 @test

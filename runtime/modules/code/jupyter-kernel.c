@@ -129,25 +129,17 @@ static char *fill_in(const char *arg, const char *connection_file, const char *r
         return out;
 }
 
-/* The program to run for argv[0]. A kernelspec names its interpreter by the path it had where
- * it was installed (/usr/bin/python3); in a bundle that path is not there, so a missing
- * absolute path is looked up by its last component in PATH, as a bare name is. */
-static char *find_program(const char *name, char *const *env) {
-        _cleanup_free_ char *copy = NULL;
-        const char *path, *base;
+/* base in PATH's directories (only those under /nix with bundle_only), or NULL. */
+static char *search_path(const char *base, char *const *env, bool bundle_only) {
+        _cleanup_free_ char *copy = strdup(env_get(env, "PATH") ?: "/usr/local/bin:/usr/bin:/bin");
         char *saveptr = NULL;
 
-        if (strchr(name, '/') && (access(name, X_OK) == 0 || name[0] != '/'))
-                return strdup(name);
-        base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
-        path = env_get(env, "PATH") ?: "/usr/local/bin:/usr/bin:/bin";
-        copy = strdup(path);
         if (!copy)
                 return NULL;
         for (char *dir = strtok_r(copy, ":", &saveptr); dir; dir = strtok_r(NULL, ":", &saveptr)) {
                 char *candidate;
 
-                if (dir[0] != '/')
+                if (dir[0] != '/' || (bundle_only && !startswith(dir, "/nix/")))
                         continue;
                 if (asprintf(&candidate, "%s/%s", dir, base) < 0)
                         return NULL;
@@ -155,7 +147,29 @@ static char *find_program(const char *name, char *const *env) {
                         return candidate;
                 free(candidate);
         }
-        return strdup(name); /* posix_spawn reports ENOENT */
+        return NULL;
+}
+
+/* The program to run for argv[0]. A kernelspec names its interpreter by the path it had where
+ * it was installed (/usr/bin/python3) or by a bare name (python3). A bundle's kernelspec (under
+ * /nix) runs the bundle's interpreter even when the task image has one of that path or name
+ * earlier in PATH: the image's python3 has neither the bundle's packages nor, often, its
+ * standard library (Debian's python3-minimal has no json), and fails on the bundle's
+ * PYTHONPATH. Otherwise a missing absolute path is looked up by its last component in PATH, as
+ * a bare name is. */
+static char *find_program(const char *name, const char *spec_dir, char *const *env) {
+        const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+        char *found;
+
+        if (spec_dir && startswith(spec_dir, "/nix/") && !startswith(name, "/nix/")) {
+                found = search_path(base, env, true);
+                if (found)
+                        return found;
+        }
+        if (strchr(name, '/') && (access(name, X_OK) == 0 || name[0] != '/'))
+                return strdup(name);
+        found = search_path(base, env, false);
+        return found ?: strdup(name); /* posix_spawn reports ENOENT */
 }
 
 /* Does the kernelspec run ipykernel (python -m ipykernel_launcher, ipykernel, …)? */
@@ -201,7 +215,7 @@ static int spawn_kernel(JupyterKernel *k, const JupyterStartOptions *o, const ch
         r = env_merge(o->env ?: environ, overrides, n, &env);
         if (r < 0)
                 return r;
-        program = find_program(argv[0], env);
+        program = find_program(argv[0], o->spec->dir, env);
         if (!program || asprintf(&log, "%s/kernel.log", k->dir) < 0)
                 return -ENOMEM;
         /* argv[0] names the program found: Python finds its prefix (and standard library) from
