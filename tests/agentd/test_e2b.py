@@ -22,7 +22,7 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, Agentd, bundle, busctl_as,  # noqa: E402
-                        cleanup, docker, ensure_users, managed_containers, python_data_bundle,
+                        cleanup, docker, ensure_users, managed_containers, own_containers, python_data_bundle,
                         remove_python_data_carriers, remove_users, runtimes)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -679,7 +679,8 @@ def teardown():
         for sid in [str(x[0]) for x in s["agentd"].manager().ListSandboxes()]:
             s["agentd"].manager().DeleteSandbox(sid, timeout=60)
         s["agentd"].stop()
-    for name in docker("ps", "-aq", "--filter", "label=org.agentix.pool=base").stdout.split():
+    # The base pool's members this test's agentds made (others' stay: a demo's, a user's).
+    for name in own_containers("org.agentix.pool=base"):
         docker("rm", "-f", "-v", name, check=False)
     remove_python_data_carriers()
     remove_users()
