@@ -22,7 +22,8 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "control-api.h"
+#include "agentd-names.h"
+#include "e2b-token.h"
 #include "http-head.h"
 #include "http-proxy.h"
 #include "log.h"
@@ -91,6 +92,7 @@ struct Pending {
         Pending *next;
         int fd;
         Buffer bytes;           /* the head and whatever followed */
+        HttpHead head;          /* parsed, in bytes */
         unsigned port;
 };
 
@@ -291,22 +293,18 @@ static int upstream_bytes(const HttpHead *h, const uint8_t *data, size_t size, c
         return r;
 }
 
-/* Send the request on to its runtime, or refuse it. fd and the bytes are taken. */
-static void forward(SandboxRoute *route, int fd, const uint8_t *data, size_t size, const Runtime *rt, unsigned port) {
+/* Send the request (h, parsed in data) on to its runtime, or refuse it. fd is taken. */
+static void forward(SandboxRoute *route, int fd, const HttpHead *h, const uint8_t *data, size_t size,
+                    const Runtime *rt, unsigned port) {
         _cleanup_buffer_ Buffer out = BUFFER_NULL;
         const char *why;
-        HttpHead h;
 
-        if (http_head_parse(data, size, &h) < 0) {
-                refuse(fd, 400, "not an HTTP request head");
-                return;
-        }
-        why = denied(&h, rt, port);
+        why = denied(h, rt, port);
         if (why) {
                 refuse(fd, 401, why);
                 return;
         }
-        if (upstream_bytes(&h, data, size, rt, port, &out) < 0) {
+        if (upstream_bytes(h, data, size, rt, port, &out) < 0) {
                 refuse(fd, 500, "out of memory");
                 return;
         }
@@ -388,7 +386,7 @@ static void lookup_finish(Lookup *l, const Runtime *rt, unsigned status, const c
                 l->waiting = p->next;
                 route->n_pending--;
                 if (rt)
-                        forward(route, TAKE_FD(p->fd), buffer_data(&p->bytes), p->bytes.len, rt, p->port);
+                        forward(route, TAKE_FD(p->fd), &p->head, buffer_data(&p->bytes), p->bytes.len, rt, p->port);
                 else
                         refuse(TAKE_FD(p->fd), status, message);
                 buffer_done(&p->bytes);
@@ -569,7 +567,7 @@ static void take(int fd, const uint8_t *data, size_t size, void *userdata) {
         }
         rt = strmap_get(route->runtimes, id, strlen(id));
         if (rt && loop_usec(route) - rt->looked_up_usec < RUNTIME_MAX_AGE_USEC) {
-                forward(route, fd, data, size, rt, port);
+                forward(route, fd, &h, data, size, rt, port);
                 return;
         }
         if (rt)
@@ -590,6 +588,8 @@ static void take(int fd, const uint8_t *data, size_t size, void *userdata) {
         }
         p->fd = fd;
         p->port = port;
+        p->head = h;
+        http_head_move(&p->head, data, buffer_data(&p->bytes));
         if (l) {
                 /* Its lookup is under way: the request waits for that one. */
                 p->next = l->waiting;

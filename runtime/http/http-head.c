@@ -49,3 +49,12 @@ bool http_head_find(const HttpHead *h, const char *name, const char **ret, size_
                 }
         return false;
 }
+
+void http_head_move(HttpHead *h, const uint8_t *from, const uint8_t *to) {
+        const char *f = (const char *) from, *t = (const char *) to;
+
+        h->method = t + (h->method - f);
+        h->target = t + (h->target - f);
+        h->version = t + (h->version - f);
+        h->headers = t + (h->headers - f);
+}

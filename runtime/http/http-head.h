@@ -21,6 +21,10 @@ typedef struct HttpHead {
 /* data starts with a whole head (request line, headers, blank line). -EBADMSG if not. */
 int http_head_parse(const uint8_t *data, size_t size, HttpHead *ret);
 
+/* h, parsed from `from`, as it reads in `to`, a copy of the same bytes: parsed once, kept with
+ * the copy. */
+void http_head_move(HttpHead *h, const uint8_t *from, const uint8_t *to);
+
 /* Is this header line (without its CRLF) one of header `name` (case-insensitive)? */
 bool http_head_line_is(const char *line, size_t n, const char *name);
 /* The value of a header line (after "Name:", blanks trimmed). */
