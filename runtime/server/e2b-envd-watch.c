@@ -41,6 +41,7 @@ struct Watch {
         EnvdWatchApi *api;
         RpcCall *call;
         char *root;             /* the watched path, absolute */
+        EnvdUser user;          /* whose the watch is: it is made with that account's credentials */
         bool ready;
         /* WatchDir: the stream */
         HttpConn *conn;
@@ -194,7 +195,8 @@ static const RpcLocalHandlers watch_handlers = {
         .done = on_done,
 };
 
-/* fs::watch(root, recursive, ready=True) for w. */
+/* fs::watch(root, recursive, ready=True) for w, as its account: a link the account planted
+ * shows only what the account may see. */
 static int watch_start(Watch *w, bool recursive) {
         _cleanup_buffer_ Buffer args = BUFFER_NULL, kwargs = BUFFER_NULL;
         msgpack_packer pk;
@@ -204,7 +206,7 @@ static int watch_start(Watch *w, bool recursive) {
         r |= msgpack_pack_array(&pk, 1);
         r |= mp_pack_cstr(&pk, w->root);
         mp_packer_init_buffer(&pk, &kwargs);
-        r |= msgpack_pack_map(&pk, 2);
+        r |= envd_pack_owner_kwargs(&pk, &w->user, 2);
         r |= mp_pack_cstr(&pk, "recursive");
         r |= recursive ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
         r |= mp_pack_cstr(&pk, "ready");
@@ -247,16 +249,16 @@ static const HttpHandler stream_handler = {
         .closed = stream_closed,
 };
 
-/* The path and recursive flag of a WatchDir or CreateWatcher message, the path made absolute. */
-static int watch_target(HttpConn *c, json_t *msg, char **ret_root, bool *ret_recursive) {
+/* The path and recursive flag of a WatchDir or CreateWatcher message, the path made absolute,
+ * and the account the request is for. */
+static int watch_target(HttpConn *c, json_t *msg, EnvdUser *ret_user, char **ret_root, bool *ret_recursive) {
         const char *path = json_string_value(json_object_get(msg, "path"));
-        EnvdUser user;
 
         if (!path || !path[0])
                 return -EINVAL;
-        if (envd_request_user(c, &user) < 0)
+        if (envd_request_user(c, ret_user) < 0)
                 return -ENOENT;
-        *ret_root = envd_absolute_path(user.home, path);
+        *ret_root = envd_absolute_path(ret_user->home, path);
         *ret_recursive = json_is_true(json_object_get(msg, "recursive"));
         return *ret_root ? 0 : -ENOMEM;
 }
@@ -283,7 +285,7 @@ static void watch_dir(WatchRequest *q, HttpConn *c, json_t *msg) {
         }
         *w = (Watch) { .api = q->api, .conn = c, .keepalive_usec = q->keepalive_usec, .counted = true };
         q->api->n_streams++;
-        r = watch_target(c, msg, &w->root, &recursive);
+        r = watch_target(c, msg, &w->user, &w->root, &recursive);
         if (r < 0) {
                 w->conn = NULL;
                 watch_free(w);
@@ -350,7 +352,7 @@ static void create_watcher(EnvdWatchApi *api, HttpConn *c, json_t *msg) {
                 api->watchers->prev = w;
         api->watchers = w;
         api->n_watchers++;
-        r = w->events ? watch_target(c, msg, &w->root, &recursive) : -ENOMEM;
+        r = w->events ? watch_target(c, msg, &w->user, &w->root, &recursive) : -ENOMEM;
         if (r < 0) {
                 w->creating = NULL;
                 watch_free(w);

@@ -131,6 +131,11 @@ def attempts(t, home, secret_dir, as_root, as_user):
     check("ListDir of root's directory", body.get("code") == "permission_denied" and "victim" not in json.dumps(body),
           (status, body))
 
+    # A watch of root's directory through the link would say the names made and removed there.
+    status, body = t.connect("CreateWatcher", {"path": f"{home}/out", "recursive": False})
+    check("CreateWatcher of root's directory", body.get("code") == "permission_denied" and "watcherId" not in body,
+          (status, body))
+
     after = as_root(f"ls -a {secret_dir}; cat {secret_dir}/key; ls -a {home}")
     check("root's directory and file as they were",
           after.split(SECRET)[0] == before.split(SECRET)[0] and SECRET in after and "overwritten" not in after and

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs-ops.h"
 #include "fs-path.h"
@@ -75,10 +76,30 @@ static int limit_status(FsStatus *status, const char *path) {
                              path);
 }
 
+/* Linux's inotify_add_watch() asks for read permission on what it watches; gVisor's (20221219)
+ * does not, so a watch made as an account (fs-as-user.c) through a link it planted would show
+ * the names in a directory it may not read. Opening it for reading first makes the kernel's own
+ * check, as this thread's account, under every runtime. Directories and regular files only:
+ * opening anything else may do something. */
+static int add_watch(int inotify_fd, const char *path) {
+        struct stat st;
+        int fd;
+
+        if (stat(path, &st) < 0)
+                return -1;
+        if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+                if (fd < 0)
+                        return -1;
+                close(fd);
+        }
+        return inotify_add_watch(inotify_fd, path, WATCH_MASK);
+}
+
 /* Watch one directory; 0, or a status for a limit, or < 0. A directory gone meanwhile is
  * skipped (1: not watched). */
 static int watch_one(FsWatch *w, const char *path, FsStatus *status) {
-        int wd = inotify_add_watch(w->fd, path, WATCH_MASK);
+        int wd = add_watch(w->fd, path);
 
         if (wd < 0) {
                 if (errno == ENOSPC)
@@ -150,7 +171,7 @@ int fs_watch_new(const char *path, bool recursive, FsWatch **ret, FsStatus *stat
         if (w->recursive)
                 r = watch_tree(w, path, NULL, NULL, status);
         else {
-                int wd = inotify_add_watch(w->fd, path, WATCH_MASK);
+                int wd = add_watch(w->fd, path);
                 if (wd < 0)
                         return errno == ENOSPC ? limit_status(status, path)
                                                : fs_status_from_errno(status, -errno, path, FS_SUBJECT_FILE);
