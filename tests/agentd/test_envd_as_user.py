@@ -31,7 +31,7 @@ if not os.environ.get("AGENTIX_SERVER") and os.environ.get("AGENTIX_RUNTIME_DIR"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import Server, main, test  # noqa: E402
 import agentd_env  # noqa: E402
-from agentd_env import Agentd, cleanup, docker  # noqa: E402
+from agentd_env import Agentd, cleanup, docker, runtimes  # noqa: E402
 
 agentd_env.TEST_BUNDLE = "agentix-test/envd-as-user-%s:0.1.0" % re.sub(r"[^a-z0-9]", "", agentd_env.INSTANCE.lower())
 
@@ -184,11 +184,6 @@ def agentd():
     if AGENTD is None:
         AGENTD = Agentd("envd-as-user")
     return AGENTD
-
-
-def runtimes():
-    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
-    return [r for r in ("runc", "runsc") if r in info]
 
 
 def envelope(msg):

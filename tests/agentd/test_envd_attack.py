@@ -34,7 +34,7 @@ if not os.environ.get("AGENTIX_SERVER") and os.environ.get("AGENTIX_RUNTIME_DIR"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import Server, main, test  # noqa: E402
 import agentd_env  # noqa: E402
-from agentd_env import Agentd, cleanup, docker  # noqa: E402
+from agentd_env import Agentd, cleanup, docker, runtimes  # noqa: E402
 
 # A bundle tag of this run's own: the shared test tag is rebuilt by every test run on the host,
 # each with the runtime of its own build, and the attempts must meet this build's.
@@ -362,11 +362,6 @@ def a_header_value_too_long_stays_unusable_in_any_pieces():
 
 
 # ---- in sandboxes --------------------------------------------------------------------------------
-
-def runtimes():
-    info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
-    return [r for r in ("runc", "runsc") if r in info]
-
 
 AGENTD = None
 
