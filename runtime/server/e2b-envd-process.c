@@ -22,6 +22,7 @@
  * /bin/sh; an absolute CMD the image lacks (E2B's /bin/bash on a busybox image) is looked up by
  * its name on PATH, where the bundle's tools are. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -230,6 +231,7 @@ static int process_inbox(EnvdProcess *p, const char *key, const void *data, size
 static void on_item(RpcCall *c, const uint8_t *payload, size_t size, void *userdata) {
         EnvdProcess *p = userdata;
         const msgpack_object *value, *pid, *data, *exit_code;
+        int64_t number;
         const char *stream;
         size_t stream_n, off = 0;
         msgpack_unpacked u;
@@ -243,8 +245,8 @@ static void on_item(RpcCall *c, const uint8_t *payload, size_t size, void *userd
                 return;
         }
         p->uncredited += size;
-        if ((pid = mp_map_get(value, "pid")) && pid->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-                p->pid = (int64_t) pid->via.u64;
+        if ((pid = mp_map_get(value, "pid")) && mp_get_int(pid, 1, INT32_MAX, &number) >= 0) {
+                p->pid = number;
                 for (Subscriber *s = p->subscribers; s; s = s->next)
                         envd_stream_event(s->conn, json_pack("{s:{s:I}}", "start", "pid", (json_int_t) p->pid));
                 /* No stdin: EOF at once, as an item (closing the inbox would also shut out the
@@ -260,9 +262,8 @@ static void on_item(RpcCall *c, const uint8_t *payload, size_t size, void *userd
                 if (p->subscribers && base64_encode(data->via.bin.ptr, data->via.bin.size, &b64) >= 0)
                         for (Subscriber *s = p->subscribers; s; s = s->next)
                                 envd_stream_event(s->conn, json_pack("{s:{s:s}}", "data", key, b64));
-        } else if ((exit_code = mp_map_get(value, "exit_code")) &&
-                   (exit_code->type == MSGPACK_OBJECT_POSITIVE_INTEGER || exit_code->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
-                p->exit_code = (int) exit_code->via.i64;
+        } else if ((exit_code = mp_map_get(value, "exit_code")) && mp_get_int(exit_code, INT_MIN, INT_MAX, &number) >= 0) {
+                p->exit_code = (int) number;
                 p->have_exit = true;
         }
         msgpack_unpacked_destroy(&u);
