@@ -175,19 +175,22 @@ stop() {
         for _ in $(seq 100); do running "$state/bus/dbus.pid" || break; sleep 0.05; done
         # What agentd made outlives it (a restarted agentd adopts it again): say what, and how
         # to remove it, before a dockerd dev-env started goes (and with it the containers).
-        local members=0 sandboxes=0
+        local pooled=0 sandboxes=0 pools
         if docker_answers; then
-                members=$(docker ps -q --filter label=org.agentix.pool | wc -l)
-                sandboxes=$(docker ps -q --filter label=org.agentix.sandbox | wc -l)
-                sandboxes=$((sandboxes - members))
+                # Every sandbox has the pool label; one made for a warm pool names it (and keeps
+                # it once claimed).
+                pools=$(docker ps --filter label=org.agentix.sandbox --format '{{.Label "org.agentix.pool"}}')
+                if [ -n "$pools" ]; then
+                        sandboxes=$(grep -c '' <<<"$pools")
+                        pooled=$(grep -c . <<<"$pools" || true)
+                fi
         fi
         ./scripts/dockerd.sh stop "$state/dockerd.pid"
         say "stopped what dev-env started"
-        if [ $((members + sandboxes)) -gt 0 ]; then
-                say "left on this host: $(count_of "$sandboxes" sandbox sandboxes) and" \
-                    "$(count_of "$members" "warm pool member" "warm pool members") (they expire, or agentd" \
-                    "deletes them when it starts again; scripts/dev-env.sh clean removes them and everything else" \
-                    "agentix made)"
+        if [ "$sandboxes" -gt 0 ]; then
+                say "left on this host: $(count_of "$sandboxes" sandbox sandboxes), $pooled of them made for warm" \
+                    "pools (they expire, or agentd deletes them when it starts again; scripts/dev-env.sh clean" \
+                    "removes them and everything else agentix made)"
         fi
 }
 

@@ -137,11 +137,11 @@ def clean_leaves_the_host_as_it_was():
         assert "agentd: running" in status and "agentix-e2b: running" in status and "not started by dev-env" in status, \
             status
         r = h.sh("scripts/dev-env.sh stop")
-        # What outlives stop is said, by count and in the right number (the base pool keeps one
-        # member warm, unless its refill after the E2B create had not begun).
-        m = re.search(r"left on this host: 2 sandboxes and (\d+) (warm pool members?) ", r.stderr)
-        assert m and m.group(2) == ("warm pool member" if m.group(1) == "1" else
-                                                             "warm pool members"), r.stderr
+        # What outlives stop is said, by count and in the right number: plain and walled, and the
+        # member the base pool made again after the E2B create (unless its refill had not begun).
+        m = re.search(r"left on this host: (\d+) (sandbox(?:es)?), (\d+) of them made for warm pools", r.stderr)
+        assert m and int(m.group(1)) == 2 + int(m.group(3)) and int(m.group(3)) <= 1 and \
+            m.group(2) == ("sandbox" if m.group(1) == "1" else "sandboxes"), r.stderr
         status = h.sh("scripts/dev-env.sh status").stdout
         assert "agentd: not running" in status and "agentix-e2b: not running" in status, status
 

@@ -30,7 +30,7 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import main, test, wait_until  # noqa: E402
 import agentd_env  # noqa: E402
-from agentd_env import (AGENTIXCTL, SANDBOX, WORK, Agentd, bundle, cleanup, docker,  # noqa: E402
+from agentd_env import (AGENTIXCTL, SANDBOX, WORK, Agentd, bundle, cleanup, docker, own_containers,  # noqa: E402
                         runtimes)
 
 # A bundle tag of this run's own: the shared test tag is rebuilt by every test run on the host,
@@ -603,6 +603,10 @@ def pool_members_serve_tls_once_claimed():
     a.manager().DeleteSandbox(str(sid), timeout=120)
     os.unlink(os.path.join(pools, "warm.pool"))
     a.agentd.send_signal(1)
+    # The member made to refill the pool after the claim goes with the pool's file: waited for,
+    # or agentd's stop would leave it behind (on agentix-isolated, where the escape suite then
+    # cannot remove the network).
+    wait_until(lambda: not own_containers("org.agentix.pool=warm"), 60, what="the warm pool's members to go")
 
 
 @test
