@@ -8,6 +8,9 @@
 #include "log.h"
 
 #define ENVIRONMENT_FILE_MAX (1024u * 1024u)
+/* A value, expanded: no longer than the kernel passes one environment string to a program
+ * (MAX_ARG_STRLEN); without a bound, lines like A=${A}${A} double it each time. */
+#define ENVIRONMENT_VALUE_MAX (128u * 1024u)
 
 static bool name_char(char c, bool first) {
         return c == '_' || isalpha((unsigned char) c) || (!first && isdigit((unsigned char) c));
@@ -34,11 +37,15 @@ static int expand(const char *v, size_t n, environment_lookup_t lookup, void *us
                         memcpy(name, v + i + 2, len);
                         name[len] = 0;
                         value = lookup(name, userdata);
+                        if (value && strlen(value) > ENVIRONMENT_VALUE_MAX - b->len)
+                                return -E2BIG;
                         if (value && buffer_append(b, value, strlen(value)) < 0)
                                 return -ENOMEM;
                         i += len + 3;
                         continue;
                 }
+                if (b->len >= ENVIRONMENT_VALUE_MAX)
+                        return -E2BIG;
                 if (buffer_append_byte(b, (uint8_t) v[i]) < 0)
                         return -ENOMEM;
                 i++;
@@ -76,7 +83,7 @@ int environment_parse(const char *text, size_t n, environment_lookup_t lookup, e
                 memcpy(name, line, name_len);
                 name[name_len] = 0;
                 r = expand(line + name_len + 1, len - name_len - 1, lookup, userdata, &value);
-                if (r == -EBADMSG)
+                if (r == -EBADMSG || r == -E2BIG)
                         *ret_line = line_no;
                 if (r < 0)
                         return r;
@@ -117,6 +124,8 @@ int environment_file_apply(const char *path) {
         r = environment_parse(text, st.st_size, lookup_env, assign_env, NULL, &line);
         if (r == -EBADMSG)
                 return log_error_errno(r, "%s:%u: expected NAME=VALUE (with ${NAME} for a variable)", path, line);
+        if (r == -E2BIG)
+                return log_error_errno(r, "%s:%u: the value, expanded, is longer than 128 KiB", path, line);
         if (r < 0)
                 return log_error_errno(r, "Failed to apply %s: %m", path);
         log_debug("Environment from %s applied.", path);

@@ -13,7 +13,8 @@ typedef int (*environment_assign_t)(const char *name, const char *value, void *u
 typedef const char *(*environment_lookup_t)(const char *name, void *userdata);
 
 /* Parse text (n bytes, need not be NUL-terminated), expanding with lookup and calling assign for
- * each line in order. -EBADMSG with *ret_line set on a malformed line. */
+ * each line in order. -EBADMSG with *ret_line set on a malformed line, -E2BIG on one whose value,
+ * expanded, is longer than 128 KiB. */
 int environment_parse(const char *text, size_t n, environment_lookup_t lookup, environment_assign_t assign,
                       void *userdata, unsigned *ret_line);
 

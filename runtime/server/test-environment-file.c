@@ -3,6 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "environment-file.h"
 #include "macro.h"
@@ -64,10 +68,39 @@ static void test_malformed_lines(void **state) {
         }
 }
 
+/* A=${A}${A} on each line doubles A: 40 such lines would ask for a terabyte. A value past 128
+ * KiB is refused at its line; what came before stays. */
+static void test_expansion_is_bounded(void **state) {
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0;
+        unsigned line = 0;
+        FILE *f = open_memstream(&text, &n);
+
+        assert_non_null(f);
+        fprintf(f, "AGX_BIG=0123456789abcdef\n");
+        for (int i = 0; i < 40; i++)
+                fprintf(f, "AGX_BIG=${AGX_BIG}${AGX_BIG}\n");
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(environment_parse(text, n, lookup_getenv, assign_setenv, &(unsigned) { 0 }, &line), -E2BIG);
+        /* 16 << 13 = 128 KiB is the longest a value gets: line 14 would make 256 KiB. */
+        assert_int_equal(line, 15);
+        assert_int_equal(strlen(getenv("AGX_BIG")), 16u << 13);
+        /* Exactly the bound is fine; a literal one byte over is not. */
+        free(text);
+        text = NULL;
+        f = open_memstream(&text, &n);
+        assert_non_null(f);
+        fprintf(f, "AGX_LONG=%0*d\n", 128 * 1024 + 1, 0);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(environment_parse(text, n, lookup_getenv, assign_setenv, &(unsigned) { 0 }, &line), -E2BIG);
+        assert_int_equal(line, 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_assignments_and_expansion),
                 cmocka_unit_test(test_malformed_lines),
+                cmocka_unit_test(test_expansion_is_bounded),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
