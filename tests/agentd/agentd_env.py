@@ -332,6 +332,15 @@ def remove_python_data_carriers():
         docker("rm", "-f", "-v", *names, check=False)
 
 
+def remove_test_bundle():
+    """A test file that built the bundle under a tag of its run's own (TEST_BUNDLE set to it):
+    that bundle's carriers, then the bundle."""
+    carriers = docker("ps", "-a", "-q", "--filter", f"ancestor={TEST_BUNDLE}", check=False).stdout.split()
+    if carriers:
+        docker("rm", "-f", "-v", *carriers, check=False)
+    docker("rmi", TEST_BUNDLE, check=False)
+
+
 def cleanup():
     shutil.rmtree(WORK, ignore_errors=True)
 

@@ -31,7 +31,7 @@ if not os.environ.get("AGENTIX_SERVER") and os.environ.get("AGENTIX_RUNTIME_DIR"
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import Server, main, test  # noqa: E402
 import agentd_env  # noqa: E402
-from agentd_env import Agentd, cleanup, docker, runtimes  # noqa: E402
+from agentd_env import Agentd, cleanup, runtimes  # noqa: E402
 
 agentd_env.TEST_BUNDLE = "agentix-test/envd-as-user-%s:0.1.0" % re.sub(r"[^a-z0-9]", "", agentd_env.INSTANCE.lower())
 
@@ -259,8 +259,5 @@ if __name__ == "__main__":
     finally:
         if AGENTD:
             AGENTD.stop()
-            carriers = docker("ps", "-a", "-q", "--filter", f"ancestor={agentd_env.TEST_BUNDLE}", check=False).stdout.split()
-            if carriers:
-                docker("rm", "-f", "-v", *carriers, check=False)
-            docker("rmi", agentd_env.TEST_BUNDLE, check=False)
+            agentd_env.remove_test_bundle()
         cleanup()

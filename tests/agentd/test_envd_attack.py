@@ -480,9 +480,5 @@ if __name__ == "__main__":
     finally:
         if AGENTD:
             AGENTD.stop()
-            # The bundle's carrier, then the bundle: this run's alone.
-            carriers = docker("ps", "-a", "-q", "--filter", f"ancestor={agentd_env.TEST_BUNDLE}", check=False).stdout.split()
-            if carriers:
-                docker("rm", "-f", "-v", *carriers, check=False)
-            docker("rmi", agentd_env.TEST_BUNDLE, check=False)
+            agentd_env.remove_test_bundle()
         cleanup()
