@@ -19,7 +19,6 @@ static void curl_url_cleanupp(CURLU **u) {
                 curl_url_cleanup(*u);
 }
 #define ANSWER_MAX 1024
-#define END_SLACK_SEC 60 /* a certificate ending this much after the sandbox is still its own */
 
 typedef enum Step {
         STEP_CHECK,         /* GET https://…/health, verified: has it a good certificate already? */
@@ -137,7 +136,7 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         case STEP_CHECK: {
                 uint64_t end = status == 200 ? peer_not_after(easy) : 0;
 
-                if (end >= t->renew_after && end <= t->not_after + END_SLACK_SEC) {
+                if (end >= t->renew_after && end <= t->not_after + RUNTIME_TLS_END_SLACK_SEC) {
                         t->served_not_after = end;
                         return finish(t, true, NULL);
                 }

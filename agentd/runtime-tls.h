@@ -20,6 +20,9 @@
 #include "curl-event.h"
 #include "runtime-ca.h"
 
+/* A certificate ending up to this much after its sandbox (and its grace) is still its own. */
+#define RUNTIME_TLS_END_SLACK_SEC 60
+
 typedef struct RuntimeTls RuntimeTls;
 
 /* https_url: the runtime's URL over TLS (https://HOST:PORT), or NULL with error. */

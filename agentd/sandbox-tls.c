@@ -21,11 +21,17 @@ static uint64_t want_not_after(const Sandbox *s) {
 
 static void schedule(Sandbox *s, uint64_t at_usec);
 
-/* Due again when the sandbox outlives its certificate; not otherwise (it goes with it). */
+/* Due again before it ends when the sandbox outlives its certificate; at once when the
+ * certificate outlives the sandbox (the expiry was brought forward, perhaps while the handover
+ * of an earlier change was on its way); not otherwise (it goes with its sandbox). */
 static void schedule_next(Sandbox *s) {
-        uint64_t end = s->tls_not_after;
+        uint64_t end = s->tls_not_after, want = s->expires_at / 1000000 + SANDBOX_TLS_GRACE_SEC;
 
-        if (end == 0 || end >= s->expires_at / 1000000 + SANDBOX_TLS_GRACE_SEC) {
+        if (end > want + RUNTIME_TLS_END_SLACK_SEC) {
+                schedule(s, now_sec() * 1000000ULL);
+                return;
+        }
+        if (end == 0 || end >= want) {
                 if (s->tls_renew)
                         (void) sd_event_source_set_enabled(s->tls_renew, SD_EVENT_OFF);
                 return;

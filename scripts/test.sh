@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ./scripts/deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 build=${TEST_BUILD_DIR:-build-test}
-fuzz_seconds=${FUZZ_SECONDS:-15}
+fuzz_seconds=${FUZZ_SECONDS:-6}
 passed=0 failed=0 skipped=0
 
 if [ ! -f "$build/build.ninja" ]; then

@@ -114,7 +114,12 @@ def sessions_in_sandbox(runtime, sid):
         pid = int(third.call("shell::run", s2, "sleep 600 & echo $!")["output"].split()[-1])
         third.call("shell::close", s2)
         assert third.call("shell::list") == []
-        r = third.call("sandbox::exec", command=f"kill -0 {pid} 2>/dev/null && echo alive || echo gone")
+        # Killed: gone, or a zombie for the moment its reaper (the runtime: the job was orphaned)
+        # takes to collect it, which kill -0 still sees; bounded.
+        r = third.call("sandbox::exec", command=(
+            f"for i in $(seq 50); do kill -0 {pid} 2>/dev/null || {{ echo gone; exit; }}; "
+            f"[ \"$(cut -d' ' -f3 /proc/{pid}/stat 2>/dev/null)\" = Z ] && {{ echo gone; exit; }}; "
+            f"sleep 0.1; done; echo alive"))
         assert r["output"].strip() == "gone", (runtime, r)
     finally:
         third.close()
