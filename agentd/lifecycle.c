@@ -12,6 +12,7 @@
 #include "pool.h"
 #include "sandbox-claim.h"
 #include "sandbox-setup.h"
+#include "hibernate.h"
 #include "sandbox-tls.h"
 #include "runtime-tls.h"
 #include "strv.h"
@@ -29,6 +30,10 @@ static void set_state(Manager *m, Sandbox *s, SandboxState state) {
         s->state = state;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "State", "RuntimeUrl", "ContainerId",
                                               NULL);
+}
+
+void lifecycle_set_state(Manager *m, Sandbox *s, SandboxState state) {
+        set_state(m, s, state);
 }
 
 /* Stop making s (the backend's job, its setup command), if that is still going on. */
@@ -58,6 +63,7 @@ static void trim_when_idle(Manager *m) {
 /* The sandbox is gone: unregister it, say so, free it. */
 static void drop(Manager *m, Sandbox *s) {
         stop_making(s);
+        hibernate_drop(s);
         s->claim = sandbox_claim_free(s->claim);
         if (s->pool_name)
                 (void) claim_state_remove(s->id);
@@ -584,6 +590,7 @@ int lifecycle_delete(Manager *m, Sandbox *s, sd_bus_message *call) {
                         s->create_call = sd_bus_message_unref(s->create_call);
                 }
         }
+        hibernate_drop(s); /* its caller is told; what the backend still does finds no sandbox */
         set_state(m, s, SANDBOX_REMOVING);
         if (backend_remove(s, on_removed) < 0)
                 on_removed(s, AGENTD_ERROR_BACKEND_UNAVAILABLE, "Cannot reach the backend to remove the sandbox.");
@@ -622,6 +629,8 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         }
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
+        if ((hibernate_in_progress(s) || s->state == SANDBOX_HIBERNATED) && !streq(action, "destroy"))
+                return; /* a checkpoint stops it, a wake starts it: agentd's own doing */
         if (streq(action, "die"))
                 set_state(m, s, SANDBOX_EXITED);
         else if (streq(action, "fail")) {
@@ -670,9 +679,16 @@ int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd
         PauseCall *p;
         int r;
 
+        if (hibernate_in_progress(s))
+                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
+                                         s->id);
+        if (!pause && s->state == SANDBOX_HIBERNATED)
+                return hibernate_wake(m, s, call, error);
+
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING,
-                                         "Sandbox %s is %s: only a running sandbox is paused or resumed.", s->id,
+                                         "Sandbox %s is %s: only a running sandbox is paused, only a paused or "
+                                         "hibernated one resumed.", s->id,
                                          sandbox_state_to_string(s->state));
         if (!s->backend->ops->pause)
                 return sd_bus_error_setf(error, AGENTD_ERROR_BACKEND_UNAVAILABLE, "The %s backend cannot pause sandboxes.",
@@ -699,9 +715,10 @@ int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd
 /* ---- adoption ---------------------------------------------------------------------------- */
 
 static SandboxState state_found(AgentdFoundState state) {
-        return state == AGENTD_FOUND_RUNNING ? SANDBOX_RUNNING :
-               state == AGENTD_FOUND_PAUSED  ? SANDBOX_PAUSED :
-                                               SANDBOX_EXITED;
+        return state == AGENTD_FOUND_RUNNING    ? SANDBOX_RUNNING :
+               state == AGENTD_FOUND_PAUSED     ? SANDBOX_PAUSED :
+               state == AGENTD_FOUND_HIBERNATED ? SANDBOX_HIBERNATED :
+                                                  SANDBOX_EXITED;
 }
 
 static SandboxConfig *config_from_spec(const AgentdSandboxSpec *spec, const char *backend) {
@@ -747,6 +764,7 @@ static int adopt_tls(Sandbox *s, const AgentdSandboxSpec *spec) {
         char *url;
 
         s->spec.tls = spec->tls;
+        s->spec.checkpointable = spec->checkpointable; /* as its container was made */
         if (!spec->tls || !s->runtime_url)
                 return 0;
         url = runtime_url_https(s->runtime_url);
@@ -868,7 +886,7 @@ static void bind_again(Manager *m, Sandbox *s) {
 /* The backend has a sandbox agentd knows: it is still there; is its state what agentd thinks? */
 static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
         s->unconfirmed = false;
-        if (!sandbox_state_is_settled(s->state))
+        if (!sandbox_state_is_settled(s->state) || hibernate_in_progress(s))
                 return; /* agentd's own doing in progress */
         if (state != AGENTD_FOUND_HALF_MADE)
                 set_state(m, s, state_found(state));

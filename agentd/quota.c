@@ -22,7 +22,8 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
                 if (s->owner != uid)
                         continue;
                 u.sandboxes++;
-                if (s->config) {
+                /* A hibernated sandbox holds no memory and no CPU, only its place in the count. */
+                if (s->config && s->state != SANDBOX_HIBERNATED) {
                         u.cpus += s->config->limits.cpus;
                         /* Saturated: an unlimited [Limits] MaxMemory= lets sizes near 2^64. */
                         u.memory = u.memory > UINT64_MAX - s->config->limits.memory ? UINT64_MAX
@@ -45,7 +46,9 @@ static void who(uid_t uid, char buf[static 96]) {
 
 #define WHERE "agentd.conf [Quotas], or the user's agentd.conf.d/users/NAME.conf"
 
-int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_bus_error *error) {
+/* Would a sandbox of config fit owner's quotas, as a new one (one more in the count) or as a
+ * hibernated one of theirs brought back (counted already)? */
+static int check(Manager *m, uid_t owner, const SandboxConfig *config, bool new_sandbox, sd_bus_error *error) {
         Quotas q;
         QuotaUsage u;
         char name[96];
@@ -61,7 +64,7 @@ int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_
                 return 0;
         u = quota_usage_of(m, owner);
         who(owner, name);
-        if (q.max_sandboxes != AGENTD_UNLIMITED && u.sandboxes + 1 > q.max_sandboxes)
+        if (new_sandbox && q.max_sandboxes != AGENTD_UNLIMITED && u.sandboxes + 1 > q.max_sandboxes)
                 return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
                                          "Quota MaxSandboxes=%llu of %s: it has %llu sandboxes, one more is past it (" WHERE
                                          "): delete one first.", (unsigned long long) q.max_sandboxes, name,
@@ -69,18 +72,26 @@ int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_
         /* A hundredth of a CPU is the unit: sums of doubles are not exact. */
         if (q.max_cpus > 0 && u.cpus + config->limits.cpus > q.max_cpus + 0.005)
                 return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
-                                         "Quota MaxCPUs=%g of %s: the create asks for %g CPUs, %g of %g are in use (" WHERE
+                                         "Quota MaxCPUs=%g of %s: the sandbox asks for %g CPUs, %g of %g are in use (" WHERE
                                          ").", q.max_cpus, name, config->limits.cpus, u.cpus, q.max_cpus), -EDQUOT;
         /* Without the sum, which could wrap around. */
         if (q.max_memory != AGENTD_UNLIMITED &&
             (config->limits.memory > q.max_memory || u.memory > q.max_memory - config->limits.memory))
                 return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
-                                         "Quota MaxMemory=%lluM of %s: the create asks for %lluM of memory, %lluM of %lluM "
+                                         "Quota MaxMemory=%lluM of %s: the sandbox asks for %lluM of memory, %lluM of %lluM "
                                          "are in use (" WHERE ").", (unsigned long long) (q.max_memory >> 20), name,
                                          (unsigned long long) (config->limits.memory >> 20),
                                          (unsigned long long) (u.memory >> 20), (unsigned long long) (q.max_memory >> 20)),
                        -EDQUOT;
         return 0;
+}
+
+int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_bus_error *error) {
+        return check(m, owner, config, true, error);
+}
+
+int quota_check_wake(Manager *m, const Sandbox *s, sd_bus_error *error) {
+        return check(m, s->owner, s->config, false, error);
 }
 
 int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max) {

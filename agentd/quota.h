@@ -27,6 +27,9 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid);
 /* Would a create of config by owner pass one of owner's quotas? Then QuotaExceeded, naming the
  * quota, what was asked and what is in use, and -EDQUOT; else 0. */
 int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_bus_error *error);
+/* The same for a hibernated sandbox of its owner's to run again (its memory and CPUs count
+ * again; it is in the count of sandboxes already). */
+int quota_check_wake(Manager *m, const Sandbox *s, sd_bus_error *error);
 
 /* The error for a snapshot past MaxSnapshots= (have: the owner's snapshots now). */
 int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max);

@@ -2,6 +2,7 @@
 #include "agentd-errors.h"
 #include "backend.h"
 #include "buffer.h"
+#include "hibernate.h"
 #include "lifecycle.h"
 #include "macro.h"
 #include "metrics-dbus.h"
@@ -154,6 +155,17 @@ static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return pause_or_resume(m, userdata, false, error);
 }
 
+/* Hibernate(): its processes, memory and files to disk, its memory given back (hibernate.h). */
+static int method_hibernate(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = NULL;
+        int r;
+
+        r = own_sandbox(m, userdata, &s, error);
+        if (r < 0)
+                return r;
+        return hibernate_start(userdata, s, m, error);
+}
+
 /* Snapshot(a{sv} options) → s image. Options: tag (s), the image's name. */
 static int method_snapshot(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         const char *tag = NULL;
@@ -259,6 +271,7 @@ METRICS_COUNTED("Snapshot", method_snapshot)
 METRICS_COUNTED("Delete", method_delete)
 METRICS_COUNTED("Pause", method_pause)
 METRICS_COUNTED("Resume", method_resume)
+METRICS_COUNTED("Hibernate", method_hibernate)
 METRICS_COUNTED("Logs", method_logs)
 METRICS_COUNTED("GetStats", method_get_stats)
 METRICS_COUNTED("Extend", method_extend)
@@ -285,6 +298,7 @@ const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_METHOD("Delete", "", "", method_delete_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", "", "", method_pause_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Resume", "", "", method_resume_counted, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Hibernate", "", "", method_hibernate_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Snapshot", "a{sv}", SD_BUS_PARAM(options), "s", SD_BUS_PARAM(image),
                                  method_snapshot_counted, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_NAMES("Logs", "t", SD_BUS_PARAM(lines), "s", SD_BUS_PARAM(text), method_logs_counted,

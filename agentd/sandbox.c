@@ -29,6 +29,7 @@ static const char *const state_names[_SANDBOX_STATE_MAX] = {
         [SANDBOX_FAILED] = "failed",
         [SANDBOX_REMOVING] = "removing",
         [SANDBOX_PAUSED] = "paused",
+        [SANDBOX_HIBERNATED] = "hibernated",
 };
 
 const char *sandbox_state_to_string(SandboxState s) {
@@ -134,6 +135,14 @@ void sandbox_fill_spec(Sandbox *s) {
                 .egress = (const char *const *) c->egress,
                 .pool = s->pool_name,
         };
+        s->spec.checkpointable = sandbox_spec_checkpointable(&s->spec) && s->backend && s->backend->ops->hibernate;
+}
+
+bool sandbox_spec_checkpointable(const AgentdSandboxSpec *spec) {
+        /* gVisor saves what runs on its own network stack only, and that stack's packets pass no
+         * rules of the host's: not for an egress list, nor for the host's network namespace.
+         * TLS runtimes are not held for a checkpoint yet. */
+        return streq_ptr(spec->runtime, "runsc") && !spec->egress && !spec->tls && !streq_ptr(spec->network, "host");
 }
 
 static int set_copy(char **field, const char *v) {

@@ -26,6 +26,7 @@ typedef enum SandboxState {
         SANDBOX_FAILED,
         SANDBOX_REMOVING,
         SANDBOX_PAUSED,           /* its processes frozen (Pause()); its runtime answers after Resume() */
+        SANDBOX_HIBERNATED,       /* stopped, its processes and memory in a checkpoint (Hibernate()) */
         _SANDBOX_STATE_MAX,
 } SandboxState;
 
@@ -71,6 +72,7 @@ typedef struct Sandbox {
         void (*tls_done)(struct Sandbox *s, const char *error);
         uint64_t tls_not_after;   /* its runtime's certificate ends then (unix seconds), 0: unknown */
         sd_event_source *tls_renew; /* a new certificate due (sandbox-tls.h) */
+        struct LiveOp *live;      /* a Hibernate() or its Resume() on its way (hibernate.h) */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
@@ -84,7 +86,8 @@ int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *u
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {
-        return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED || s == SANDBOX_PAUSED;
+        return s == SANDBOX_RUNNING || s == SANDBOX_EXITED || s == SANDBOX_FAILED || s == SANDBOX_PAUSED ||
+               s == SANDBOX_HIBERNATED;
 }
 
 /* A new record in state creating, taking config; id and token are fresh and random. */
@@ -97,6 +100,8 @@ int sandbox_restore(SandboxConfig *config, uid_t owner, const char *id, const ch
 int sandbox_new_token(char **ret);
 /* Fill s->spec from the record (before the backend's create). */
 void sandbox_fill_spec(Sandbox *s);
+/* Whether a sandbox made so can hibernate (its backend willing): gVisor, its own network stack. */
+bool sandbox_spec_checkpointable(const AgentdSandboxSpec *spec);
 /* Take the backend's place of s (its runtime URL, container and bundle ids). */
 int sandbox_set_place(Sandbox *s, const AgentdSandboxPlace *place);
 

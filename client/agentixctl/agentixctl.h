@@ -89,6 +89,7 @@ int verb_logs(int argc, char *argv[]);
 int verb_pause(int argc, char *argv[]);
 int verb_port(int argc, char *argv[]);
 int verb_resume(int argc, char *argv[]);
+int verb_hibernate(int argc, char *argv[]);
 int verb_snapshot(int argc, char *argv[]);
 int verb_snapshots(int argc, char *argv[]);
 int verb_snapshot_delete(int argc, char *argv[]);

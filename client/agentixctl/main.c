@@ -42,6 +42,7 @@ static const Verb verbs[] = {
         { "pause", verb_pause },
         { "port", verb_port },
         { "resume", verb_resume },
+        { "hibernate", verb_hibernate },
         { "snapshot", verb_snapshot },
         { "snapshots", verb_snapshots },
         { "snapshot-delete", verb_snapshot_delete },
@@ -112,7 +113,8 @@ static void help(void) {
                "  logs [-n|--lines=N] ID  Print what its runtime wrote (the last N lines)\n"
                "  port [--link] ID PORT   Print the address of a port in the sandbox, and its token\n"
                "  pause ID...             Freeze a sandbox's processes (calls wait)\n"
-               "  resume ID...            Thaw them\n"
+               "  resume ID...            Thaw them, or run hibernated ones again\n"
+               "  hibernate ID...         Save a sandbox's processes and memory to disk, stop it\n"
                "  snapshot [--tag=NAME] ID\n"
                "                          Commit its filesystem as an image; print its name\n"
                "  snapshots               List your snapshots\n"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* agentixctl pause, resume: freeze and thaw a sandbox's processes through agentd. */
+/* agentixctl pause, resume, hibernate: freeze and thaw a sandbox's processes, or save them to
+ * disk and run them again, through agentd. */
 #include <getopt.h>
 #include <stdio.h>
 
@@ -21,22 +22,45 @@ static void pause_help(void) {
 static void resume_help(void) {
         printf("Usage: agentixctl resume [OPTIONS] ID...\n"
                "\n"
-               "Thaw the processes of paused sandboxes: calls that waited go on. Owner or root only.\n"
+               "Thaw the processes of paused sandboxes: calls that waited go on. Run hibernated\n"
+               "sandboxes again from their checkpoint. Owner or root only.\n"
                "\n"
                "  -h --help               Show this help\n"
                "\n"
                "See agentixctl(1).\n");
 }
 
-static int pause_or_resume(int argc, char *argv[], bool pause) {
+static void hibernate_help(void) {
+        printf("Usage: agentixctl hibernate [OPTIONS] ID...\n"
+               "\n"
+               "Save every process of the sandboxes, their memory and files to disk and stop them:\n"
+               "their state becomes hibernated and they hold no memory until 'agentixctl resume'\n"
+               "runs them again as they were. gVisor (runtime=runsc) sandboxes only; an open TCP\n"
+               "connection into or out of a sandbox refuses it (the sandbox runs on). Owner or root.\n"
+               "\n"
+               "  -h --help               Show this help\n"
+               "\n"
+               "See agentixctl(1).\n");
+}
+
+typedef enum Act {
+        ACT_PAUSE,
+        ACT_RESUME,
+        ACT_HIBERNATE,
+} Act;
+
+static int act(int argc, char *argv[], Act what) {
         static const struct option options[] = { COMMON_LONG_OPTIONS, {} };
-        const char *verb = pause ? "pause" : "resume";
+        static const char *const verbs[] = { [ACT_PAUSE] = "pause", [ACT_RESUME] = "resume", [ACT_HIBERNATE] = "hibernate" };
+        static void (*const helps[])(void) = { [ACT_PAUSE] = pause_help, [ACT_RESUME] = resume_help,
+                                               [ACT_HIBERNATE] = hibernate_help };
+        const char *verb = verbs[what];
         agentix_manager *m = NULL;
         int c, status, worst = EXIT_OK;
 
         while ((c = getopt_long(argc, argv, "+:" COMMON_OPTIONS, options, NULL)) >= 0)
                 switch (c) {
-                        COMMON_OPTION_CASES(verb, (pause ? pause_help : resume_help), argv);
+                        COMMON_OPTION_CASES(verb, helps[what], argv);
                 }
         if (optind >= argc)
                 return fail_usage(verb, "takes one or more sandbox ids");
@@ -45,7 +69,9 @@ static int pause_or_resume(int argc, char *argv[], bool pause) {
                 return status;
         for (int i = optind; i < argc; i++) {
                 agentix_error e = AGENTIX_ERROR_NULL;
-                int r = pause ? agentix_sandbox_pause(m, argv[i], &e) : agentix_sandbox_resume(m, argv[i], &e);
+                int r = what == ACT_PAUSE  ? agentix_sandbox_pause(m, argv[i], &e) :
+                        what == ACT_RESUME ? agentix_sandbox_resume(m, argv[i], &e) :
+                                             agentix_sandbox_hibernate(m, argv[i], &e);
 
                 if (r < 0) {
                         status = fail_agentix(&e, "cannot %s sandbox %s", verb, argv[i]);
@@ -59,9 +85,13 @@ static int pause_or_resume(int argc, char *argv[], bool pause) {
 }
 
 int verb_pause(int argc, char *argv[]) {
-        return pause_or_resume(argc, argv, true);
+        return act(argc, argv, ACT_PAUSE);
 }
 
 int verb_resume(int argc, char *argv[]) {
-        return pause_or_resume(argc, argv, false);
+        return act(argc, argv, ACT_RESUME);
+}
+
+int verb_hibernate(int argc, char *argv[]) {
+        return act(argc, argv, ACT_HIBERNATE);
 }

@@ -488,6 +488,12 @@ AGENTIX_API int agentix_sandbox_logs(agentix_manager *m, const char *id, uint64_
  * and thaw them. Either on a sandbox in that state already is success. Owner or root only. */
 AGENTIX_API int agentix_sandbox_pause(agentix_manager *m, const char *id, agentix_error *ret_error);
 AGENTIX_API int agentix_sandbox_resume(agentix_manager *m, const char *id, agentix_error *ret_error);
+/* Save its processes, memory and files to disk and stop it (state "hibernated": it holds no
+ * memory); agentix_sandbox_resume() runs it again from there, its runtime URL perhaps changed
+ * (clients reconnect). gVisor (runtime runsc) sandboxes only: others fail NotSupported. A TCP
+ * connection into or out of the sandbox that is open fails it with CheckpointFailed naming
+ * it, the sandbox running on untouched. Owner or root only. */
+AGENTIX_API int agentix_sandbox_hibernate(agentix_manager *m, const char *id, agentix_error *ret_error);
 /* Its filesystem (not the bundle, not its token) as an image a create can name: *ret_image
  * (free() it). tag: REPOSITORY[:TAG], or NULL for agentix-snapshot/<id>:<n>. */
 AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, const char *tag, char **ret_image,

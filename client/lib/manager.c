@@ -306,7 +306,9 @@ static int pause_or_resume(agentix_manager *m, const char *id, const char *metho
         if (r < 0)
                 return error_set(ret_error, AGENTIX_E_OVERFLOW, r, "cannot build the request: %s", strerror(-r));
         return call_sandbox(m, id, msg, CREATE_TIMEOUT_USEC, NULL, ret_error,
-                            streq(method, "Pause") ? "cannot pause the sandbox" : "cannot resume the sandbox");
+                            streq(method, "Pause")     ? "cannot pause the sandbox" :
+                            streq(method, "Hibernate") ? "cannot hibernate the sandbox" :
+                                                         "cannot resume the sandbox");
 }
 
 AGENTIX_API int agentix_sandbox_pause(agentix_manager *m, const char *id, agentix_error *ret_error) {
@@ -315,6 +317,10 @@ AGENTIX_API int agentix_sandbox_pause(agentix_manager *m, const char *id, agenti
 
 AGENTIX_API int agentix_sandbox_resume(agentix_manager *m, const char *id, agentix_error *ret_error) {
         return pause_or_resume(m, id, "Resume", ret_error);
+}
+
+AGENTIX_API int agentix_sandbox_hibernate(agentix_manager *m, const char *id, agentix_error *ret_error) {
+        return pause_or_resume(m, id, "Hibernate", ret_error);
 }
 
 AGENTIX_API int agentix_sandbox_snapshot(agentix_manager *m, const char *id, const char *tag, char **ret_image,

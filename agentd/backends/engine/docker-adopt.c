@@ -40,7 +40,7 @@ static const char *label(json_t *labels, const char *key) {
 
 /* What agentd recorded at create, back from the container's labels and settings. egress_failed:
  * its egress rules could not be set again (it goes). */
-static void found(Adopt *a, json_t *inspect, bool egress_failed) {
+static void found(Adopt *a, json_t *inspect, bool egress_failed, bool hibernated) {
         json_t *config = json_object_get(inspect, "Config"), *labels = json_object_get(config, "Labels"),
                *host = json_object_get(inspect, "HostConfig"), *st = json_object_get(inspect, "State");
         const char *status = json_string_value(json_object_get(st, "Status")), *network;
@@ -87,6 +87,8 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         json_array_foreach(json_object_get(config, "Env"), i, e)
                 if (json_string_value(e) && strneq(json_string_value(e), "AGENTIX_TOKEN=", 14))
                         spec.token = json_string_value(e) + 14;
+                else if (streq_ptr(json_string_value(e), "AGENTIX_CHECKPOINT=1"))
+                        spec.checkpointable = true;
         if (docker_runtime_url(inspect, &url) < 0)
                 url = NULL;
         place.runtime_url = url;
@@ -101,6 +103,7 @@ static void found(Adopt *a, json_t *inspect, bool egress_failed) {
         else
                 state = streq(status, "running") ? AGENTD_FOUND_RUNNING :
                         streq(status, "paused")  ? AGENTD_FOUND_PAUSED :
+                        hibernated               ? AGENTD_FOUND_HIBERNATED :
                                                    AGENTD_FOUND_EXITED;
         a->found(a->userdata, &spec, &place, state);
 }
@@ -119,7 +122,7 @@ static void on_egress_set(void *userdata, int status, const char *output) {
                 log_warning("Sandbox %s: could not set its egress rules again (agentix-firewall egress: %s%s%s): "
                             "it is removed.", id ?: "?", status < 0 ? strerror(-status) : "failed",
                             output[0] ? ": " : "", output);
-        found(e->adopt, e->inspect, status != 0);
+        found(e->adopt, e->inspect, status != 0, false);
         json_decref(e->inspect);
         adopt_unref(e->adopt);
         free(e);
@@ -148,7 +151,7 @@ static bool egress_again(Adopt *a, json_t *inspect) {
         r = cidrs ? strv_split_extend(&cidrs, list) : -ENOMEM;
         e = r >= 0 ? calloc(1, sizeof(*e)) : NULL;
         if (!e) {
-                found(a, inspect, true);
+                found(a, inspect, true, false);
                 return true;
         }
         *e = (AdoptEgress) { .adopt = a, .inspect = json_incref(inspect) };
@@ -173,13 +176,69 @@ static bool made_by_agentd(DockerBackend *b, json_t *inspect) {
                docker_labels_instance_is(labels, b->instance);
 }
 
+typedef struct AdoptStopped {
+        Adopt *adopt;
+        json_t *inspect;
+} AdoptStopped;
+
+static void on_checkpoints(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+        _cleanup_free_ AdoptStopped *st = userdata;
+        bool hibernated = false;
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(status == 200 ? body : NULL, i, c)
+                if (streq_ptr(json_string_value(json_object_get(c, "Name")), DOCKER_CHECKPOINT_NAME))
+                        hibernated = true;
+        found(st->adopt, st->inspect, false, hibernated);
+        json_decref(st->inspect);
+        adopt_unref(st->adopt);
+}
+
+static void checkpoints_drop(void *userdata) {
+        AdoptStopped *st = userdata;
+
+        json_decref(st->inspect);
+        adopt_drop(st->adopt);
+        free(st);
+}
+
+/* A stopped sandbox that could hibernate: is it hibernated (its checkpoint kept)? */
+static bool look_for_checkpoint(Adopt *a, json_t *inspect) {
+        const char *status = json_string_value(json_object_get(json_object_get(inspect, "State"), "Status")),
+                   *id = json_string_value(json_object_get(inspect, "Id"));
+        bool checkpointable = false;
+        AdoptStopped *st;
+        DockerRequest *r;
+        char path[256];
+        size_t i;
+        json_t *e;
+
+        json_array_foreach(json_object_get(json_object_get(inspect, "Config"), "Env"), i, e)
+                if (streq_ptr(json_string_value(e), "AGENTIX_CHECKPOINT=1"))
+                        checkpointable = true;
+        if (!checkpointable || !id || !streq_ptr(status, "exited") || !(st = calloc(1, sizeof(*st))))
+                return false;
+        *st = (AdoptStopped) { .adopt = a, .inspect = json_incref(inspect) };
+        snprintf(path, sizeof(path), "/containers/%s/checkpoints", id);
+        a->pending++;
+        if (docker_request(a->backend->docker, "GET", path, NULL, 0, on_checkpoints, st, &r) < 0) {
+                a->pending--;
+                json_decref(st->inspect);
+                free(st);
+                return false;
+        }
+        docker_request_set_destroy(r, checkpoints_drop);
+        return true;
+}
+
 static void on_inspect(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
         Adopt *a = userdata;
 
         if (status == 200 && !made_by_agentd(a->backend, body))
                 ; /* not a sandbox */
-        else if (status == 200 && !egress_again(a, body))
-                found(a, body, false);
+        else if (status == 200 && !egress_again(a, body) && !look_for_checkpoint(a, body))
+                found(a, body, false, false);
         else if (status != 404) /* 404: removed meanwhile */
                 a->error = status < 0 ? status : -EIO;
         adopt_unref(a);

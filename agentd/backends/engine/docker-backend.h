@@ -44,6 +44,11 @@ void docker_backend_prune_carriers(DockerBackend *b, bool (*in_use)(const char *
 int docker_backend_runtimes(DockerBackend *b, char ***ret);
 int docker_backend_logs(DockerBackend *b, const char *sandbox_id, uint64_t lines, agentd_logs_t done, void *userdata);
 int docker_backend_pause(DockerBackend *b, const char *sandbox_id, bool pause, agentd_done_t done, void *userdata);
+/* docker-checkpoint.c: the checkpoint a hibernated sandbox's container keeps, under this name. */
+#define DOCKER_CHECKPOINT_NAME "agentix-hibernate"
+int docker_backend_hibernate(DockerBackend *b, const char *sandbox_id, agentd_done_t done, void *userdata);
+int docker_backend_wake(DockerBackend *b, const char *sandbox_id, bool from_checkpoint, agentd_made_t made,
+                        void *userdata);
 int docker_backend_stats(DockerBackend *b, const char *sandbox_id, agentd_stats_t done, void *userdata);
 /* docker-stats.c's kept pids: one sandbox's (it went), or all (the backend goes). */
 void docker_stats_forget(DockerBackend *b, const char *sandbox_id);
@@ -85,7 +90,9 @@ void docker_backend_release(DockerBackend *b);
                               .snapshot = docker_backend_snapshot,                   \
                               .snapshots = docker_backend_snapshots,                 \
                               .delete_snapshot = docker_backend_delete_snapshot,     \
-                              .stats = docker_backend_stats)
+                              .stats = docker_backend_stats,                         \
+                              .hibernate = docker_backend_hibernate,                 \
+                              .wake = docker_backend_wake)
 
 
 /* Whose snapshot an image is (its inspect), seen by uid (root may use and replace any). */
@@ -101,7 +108,7 @@ DockerSnapshotOwner docker_snapshot_owner(json_t *image, uid_t uid);
  * docker-create.c (creates), docker-events.c (the event stream), docker-carriers.c (old
  * carriers), docker-adopt.c (finding them again), docker-network.c (agentd's networks),
  * docker-logs.c, docker-pause.c, docker-snapshot.c and docker-stats.c (what a running sandbox is
- * asked for). */
+ * asked for), docker-checkpoint.c (hibernate and wake). */
 struct AgentdBackend {
         sd_event *event;
         char *service;

@@ -55,12 +55,16 @@ json_t *sandbox_env_json(const AgentdSandboxSpec *s) {
         snprintf(token, sizeof(token), "AGENTIX_TOKEN=%s", s->token);
         if (!env || json_array_append_new(env, json_string(token)) < 0 ||
             (s->pool && json_array_append_new(env, json_string("AGENTIX_CLAIMABLE=1")) < 0) ||
-            (s->tls && json_array_append_new(env, json_string("AGENTIX_TLS=1")) < 0))
+            (s->tls && json_array_append_new(env, json_string("AGENTIX_TLS=1")) < 0) ||
+            /* Always set, either way: a task image (a snapshot of a checkpointable sandbox, say)
+             * may carry it, and agentix-runsc(8) gives gVisor's own network stack, which egress
+             * rules do not see, to a container with AGENTIX_CHECKPOINT=1. */
+            json_array_append_new(env, json_string(s->checkpointable ? "AGENTIX_CHECKPOINT=1" : "AGENTIX_CHECKPOINT=0")) < 0)
                 return json_decref(env), NULL;
         for (const char *const *e = s->env; e && *e; e++)
-                /* The token, claimability and TLS are agentd's to set, never the caller's. */
+                /* The token, claimability, TLS and checkpoints are agentd's to set, never the caller's. */
                 if (!strneq(*e, "AGENTIX_TOKEN=", 14) && !strneq(*e, "AGENTIX_CLAIMABLE=", 18) &&
-                    !strneq(*e, "AGENTIX_TLS=", 12) &&
+                    !strneq(*e, "AGENTIX_TLS=", 12) && !strneq(*e, "AGENTIX_CHECKPOINT=", 19) &&
                     json_array_append_new(env, json_string(*e)) < 0)
                         return json_decref(env), NULL;
         return env;

@@ -17,8 +17,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define AGENTD_BACKEND_ABI 6 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED; 5: stats();
-                              * 6: AgentdSandboxSpec.tls, AgentdBackendOps.remote_runtimes */
+#define AGENTD_BACKEND_ABI 7 /* 2: runtimes(); 3: logs(); 4: pause(), snapshots, AGENTD_FOUND_PAUSED; 5: stats();
+                              * 6: AgentdSandboxSpec.tls, AgentdBackendOps.remote_runtimes;
+                              * 7: hibernate(), wake(), AGENTD_FOUND_HIBERNATED, AgentdSandboxSpec.checkpointable */
 
 /* The errors a backend reports (error_name arguments): agentd answers the caller with them. */
 #define AGENTD_ERROR_PREFIX "org.agentix.Agentd1."
@@ -34,6 +35,8 @@
 #define AGENTD_ERROR_TOO_MANY_SNAPSHOTS AGENTD_ERROR_PREFIX "TooManySnapshots"
 #define AGENTD_ERROR_IN_USE AGENTD_ERROR_PREFIX "InUse"
 #define AGENTD_ERROR_NOT_RUNNING AGENTD_ERROR_PREFIX "NotRunning"
+#define AGENTD_ERROR_NOT_SUPPORTED AGENTD_ERROR_PREFIX "NotSupported"
+#define AGENTD_ERROR_CHECKPOINT_FAILED AGENTD_ERROR_PREFIX "CheckpointFailed"
 
 /* The environment variable agentd sets to [Backends] Timeout= (seconds, fractions allowed):
  * how long a backend waits for its service before it fails a request. */
@@ -70,6 +73,9 @@ typedef struct AgentdSandboxSpec {
                                          * hands it once it answers /health: it gets AGENTIX_TLS=1
                                          * (agentix-server(8)), and the backend keeps the flag where
                                          * adopt() gives it back (not where a snapshot takes it) */
+        bool checkpointable;            /* ABI 7: its runtime can hold still for a checkpoint (gVisor
+                                         * with its own network stack): it gets AGENTIX_CHECKPOINT=1,
+                                         * every other sandbox AGENTIX_CHECKPOINT=0; adopt() gives it back */
 } AgentdSandboxSpec;
 
 /* Where a made (or found) sandbox's runtime is. */
@@ -86,6 +92,7 @@ typedef enum AgentdFoundState {
         AGENTD_FOUND_EXITED,
         AGENTD_FOUND_HALF_MADE,         /* never started, or missing what a sandbox needs: agentd removes it */
         AGENTD_FOUND_PAUSED,            /* running, its processes frozen (pause()) */
+        AGENTD_FOUND_HIBERNATED,        /* ABI 7: stopped with its checkpoint kept (hibernate()): wake() */
 } AgentdFoundState;
 
 typedef struct AgentdBackend AgentdBackend; /* the backend's own state */
@@ -207,6 +214,20 @@ typedef struct AgentdBackendOps {
         /* ABI 6. Its runtime URLs name addresses other machines reach (a swarm node's): agentd's
          * [Runtime] TLS=auto turns TLS on for it. */
         bool remote_runtimes;
+        /* ABI 7. Save the sandbox's processes, memory and files as a checkpoint the backend keeps
+         * with it, and stop it; then done(). agentd has asked its runtime to hold still first
+         * (POST /runtime/hold: no listener watched, no connection open). NotSupported when its
+         * OCI runtime cannot (the message names what can); CheckpointFailed when the save failed:
+         * the sandbox may then be stopped or still running, and wake(from_checkpoint false)
+         * brings it back either way. */
+        int (*hibernate)(AgentdBackend *b, const char *sandbox_id, agentd_done_t done, void *userdata);
+        /* ABI 7. Run the sandbox again: from its checkpoint (from_checkpoint), or as it is (still
+         * running: its runtime is told to listen again) or afresh from its files (stopped); then
+         * tell its runtime to listen again (SIGUSR2, agentix-server(8)), wait until it answers
+         * /health and made() with its place (its runtime URL may have changed). The checkpoint
+         * is removed once the sandbox runs from it. */
+        int (*wake)(AgentdBackend *b, const char *sandbox_id, bool from_checkpoint, agentd_made_t made,
+                    void *userdata);
 } AgentdBackendOps;
 
 #define AGENTD_BACKEND_SYMBOL "agentd_backend"

@@ -223,10 +223,19 @@ export class SandboxManager {
     await this.call(() => s.Pause());
   }
 
-  /** Thaw a paused sandbox: calls that waited go on. */
+  /** Thaw a paused sandbox: calls that waited go on. A hibernated one runs again from its
+   * checkpoint (its runtime URL may change: clients reconnect). */
   async resume(id: string): Promise<void> {
     const s = await this.sandboxIface(id);
     await this.call(() => s.Resume());
+  }
+
+  /** Save its processes, memory and files to disk and stop it (state "hibernated"); resume()
+   * runs it again as it was. gVisor (runtime runsc) only: else NotSupported; an open TCP
+   * connection into or out of it: CheckpointFailed, naming it (it runs on untouched). */
+  async hibernate(id: string): Promise<void> {
+    const s = await this.sandboxIface(id);
+    await this.call(() => s.Hibernate());
   }
 
   /** Commit its filesystem (not /nix, not its token) as an image; returns the image's name. */

@@ -241,8 +241,15 @@ class AgentdDeployment:
         await self._run(lambda: self._sandbox(sandbox_id).Pause(timeout=120))
 
     async def resume(self, sandbox_id):
-        """Thaw a paused sandbox: calls that waited go on."""
-        await self._run(lambda: self._sandbox(sandbox_id).Resume(timeout=120))
+        """Thaw a paused sandbox: calls that waited go on. A hibernated one runs again from its
+        checkpoint (its runtime URL may change: clients reconnect)."""
+        await self._run(lambda: self._sandbox(sandbox_id).Resume(timeout=600))
+
+    async def hibernate(self, sandbox_id):
+        """Save its processes, memory and files to disk and stop it (state "hibernated"); resume()
+        runs it again as it was. gVisor (runtime runsc) only: else NotSupported; an open TCP
+        connection into or out of it: CheckpointFailed, naming it (it runs on untouched)."""
+        await self._run(lambda: self._sandbox(sandbox_id).Hibernate(timeout=600))
 
     async def snapshot(self, sandbox_id, tag=None):
         """Commit its filesystem (not /nix, not its token) as an image; returns the image's name,

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+#include "agentd-errors.h"
+#include "backend.h"
+#include "hibernate.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "macro.h"
+#include "quota.h"
+#include "runtime-hold.h"
+
+/* Between the runtime's answer to the hold and the checkpoint: the hold's connection, reset by
+ * agentd, is gone on the runtime's side too (gVisor saves no connected endpoint). */
+#define SETTLE_USEC (50ULL * 1000)
+
+typedef struct LiveOp {
+        Manager *manager;
+        Sandbox *sandbox;         /* NULL once it went (hibernate_drop()) */
+        char *id;
+        sd_bus_message *call;
+        RuntimeHold *hold;
+        sd_event_source *settle;
+        bool in_backend;          /* a hibernate() or wake() of the backend's is on its way */
+        bool waking;              /* Resume(); else Hibernate() */
+        char *failure;            /* a failed save, said once the sandbox runs again */
+        const char *failure_name; /* and its error (AGENTD_ERROR_*) */
+        uint64_t started;         /* CLOCK_MONOTONIC, µs */
+} LiveOp;
+
+static LiveOp *op_free(LiveOp *op) {
+        if (!op)
+                return NULL;
+        runtime_hold_free(op->hold);
+        sd_event_source_disable_unref(op->settle);
+        sd_bus_message_unref(op->call);
+        free(op->failure);
+        free(op->id);
+        return mfree(op);
+}
+
+/* The operation is over: the sandbox is free for the next, the caller is answered (error_name
+ * NULL: success). */
+static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) _printf_(3, 4);
+static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) {
+        if (op->sandbox)
+                op->sandbox->live = NULL;
+        if (op->call && error_name) {
+                _cleanup_free_ char *message = NULL;
+                va_list ap;
+
+                va_start(ap, fmt);
+                if (vasprintf(&message, fmt, ap) < 0)
+                        message = NULL;
+                va_end(ap);
+                (void) sd_bus_reply_method_errorf(op->call, error_name, "%s", message ?: "out of memory");
+        } else if (op->call)
+                (void) sd_bus_reply_method_return(op->call, NULL);
+        op_free(op);
+}
+
+static uint64_t elapsed_ms(LiveOp *op) {
+        uint64_t now = 0;
+
+        (void) sd_event_now(op->manager->event, CLOCK_MONOTONIC, &now);
+        return (now - op->started) / 1000;
+}
+
+/* ---- running again ----------------------------------------------------------------------- */
+
+static void on_woken(void *userdata, const AgentdSandboxPlace *place, const char *error_name, const char *message) {
+        LiveOp *op = userdata;
+        Sandbox *s = op->sandbox;
+        bool url_changed;
+
+        op->in_backend = false;
+        if (!s) {
+                op_free(op);
+                return;
+        }
+        if (error_name) {
+                if (op->failure) {
+                        log_sandbox_warning(s, "Sandbox %s: %s, and it could not be started again: %s", s->id,
+                                            op->failure, strna(message));
+                        lifecycle_set_state(op->manager, s, SANDBOX_EXITED);
+                        op_finish(op, op->failure_name, "Sandbox %s: %s, and it could not be started "
+                                  "again: %s", s->id, op->failure, strna(message));
+                        return;
+                }
+                log_sandbox_warning(s, "Sandbox %s: cannot run it from its checkpoint: %s", s->id, strna(message));
+                op_finish(op, error_name, "Sandbox %s could not be run from its checkpoint (it stays hibernated): %s",
+                          s->id, strna(message));
+                return;
+        }
+        url_changed = !streq_ptr(s->runtime_url, place->runtime_url);
+        if (sandbox_set_place(s, place) < 0) {
+                op_finish(op, AGENTD_ERROR_START_FAILED, "Out of memory");
+                return;
+        }
+        lifecycle_set_state(op->manager, s, SANDBOX_RUNNING);
+        if (url_changed)
+                (void) sd_bus_emit_properties_changed(op->manager->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl", NULL);
+        if (op->failure) {
+                log_sandbox_warning(s, "Sandbox %s: %s; it runs again.", s->id, op->failure);
+                op_finish(op, op->failure_name, "Sandbox %s: %s. It runs again: as it was if the "
+                          "checkpoint had not stopped it yet, else started afresh from its files (its processes "
+                          "and memory lost).", s->id, op->failure);
+                return;
+        }
+        log_sandbox_info(s, "Sandbox %s runs again from its checkpoint (%llu ms).", s->id,
+                         (unsigned long long) elapsed_ms(op));
+        op_finish(op, NULL, NULL);
+}
+
+static int backend_wake(LiveOp *op, bool from_checkpoint) {
+        Sandbox *s = op->sandbox;
+        int r;
+
+        op->in_backend = true; /* before: the backend may answer before it returns */
+        r = s->backend->ops->wake(s->backend->state, s->id, from_checkpoint, on_woken, op);
+        if (r < 0)
+                op->in_backend = false;
+        return r;
+}
+
+/* ---- saving ------------------------------------------------------------------------------ */
+
+static void on_hibernated(void *userdata, const char *error_name, const char *message) {
+        LiveOp *op = userdata;
+        Sandbox *s = op->sandbox;
+
+        op->in_backend = false;
+        if (!s) {
+                op_free(op);
+                return;
+        }
+        if (!error_name) {
+                lifecycle_set_state(op->manager, s, SANDBOX_HIBERNATED);
+                log_sandbox_info(s, "Sandbox %s hibernated (%llu ms).", s->id, (unsigned long long) elapsed_ms(op));
+                op_finish(op, NULL, NULL);
+                return;
+        }
+        /* Held, and perhaps stopped: run it again either way before answering. */
+        op->failure_name = error_name;
+        if (asprintf(&op->failure, "its checkpoint failed (%s)", strna(message)) < 0)
+                op->failure = NULL;
+        if (!op->failure || backend_wake(op, false) < 0) {
+                lifecycle_set_state(op->manager, s, SANDBOX_EXITED);
+                op_finish(op, error_name, "Sandbox %s: its checkpoint failed (%s), and it cannot be started again.", s->id,
+                          strna(message));
+        }
+}
+
+static int on_settled(sd_event_source *es, uint64_t usec, void *userdata) {
+        LiveOp *op = userdata;
+        Sandbox *s = op->sandbox;
+        int r;
+
+        op->settle = sd_event_source_disable_unref(op->settle);
+        op->in_backend = true; /* before: the backend may answer before it returns */
+        r = s->backend->ops->hibernate(s->backend->state, s->id, on_hibernated, op);
+        if (r < 0)
+                on_hibernated(op, AGENTD_ERROR_BACKEND_UNAVAILABLE, "cannot ask the backend to save it");
+        return 0;
+}
+
+static void on_held(bool held, const char *error, void *userdata) {
+        LiveOp *op = userdata;
+        Sandbox *s = op->sandbox;
+
+        op->hold = NULL; /* freed after this returns */
+        if (!held) {
+                log_sandbox_info(s, "Sandbox %s does not hibernate: %s", s->id, strna(error));
+                op_finish(op, AGENTD_ERROR_CHECKPOINT_FAILED, "Sandbox %s cannot hibernate now (it runs on "
+                          "untouched): %s", s->id, strna(error));
+                return;
+        }
+        if (sd_event_add_time_relative(op->manager->event, &op->settle, CLOCK_MONOTONIC, SETTLE_USEC, 1000,
+                                       on_settled, op) < 0)
+                on_settled(NULL, 0, op);
+}
+
+/* ---- the calls --------------------------------------------------------------------------- */
+
+static int op_new(Manager *m, Sandbox *s, sd_bus_message *call, bool waking, LiveOp **ret) {
+        LiveOp *op = calloc(1, sizeof(*op));
+
+        if (!op || !(op->id = strdup(s->id))) {
+                free(op);
+                return -ENOMEM;
+        }
+        op->manager = m;
+        op->sandbox = s;
+        op->call = sd_bus_message_ref(call);
+        op->waking = waking;
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &op->started);
+        *ret = op;
+        return 0;
+}
+
+static int check_backend(Sandbox *s, sd_bus_error *error) {
+        if (!s->backend->ops->hibernate || !s->backend->ops->wake)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_SUPPORTED, "The %s backend cannot hibernate "
+                                         "sandboxes.", s->backend->name);
+        return 0;
+}
+
+int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
+        LiveOp *op;
+        int r;
+
+        if (s->live)
+                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
+                                         s->id);
+        if (s->state != SANDBOX_RUNNING)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING, "Sandbox %s is %s: only a running sandbox "
+                                         "hibernates.", s->id, sandbox_state_to_string(s->state));
+        r = check_backend(s, error);
+        if (r < 0)
+                return r;
+        if (!streq_ptr(s->config->runtime, "runsc"))
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_SUPPORTED, "Sandbox %s runs on %s: only gVisor's "
+                                         "runsc saves a sandbox's processes and memory here (create it with "
+                                         "runtime=runsc; CRIU, which %s would need, does not run on this host).",
+                                         s->id, s->config->runtime ?: "runc", s->config->runtime ?: "runc");
+        if (!s->spec.checkpointable)
+                return sd_bus_error_setf(error, AGENTD_ERROR_NOT_SUPPORTED, "Sandbox %s cannot hibernate: %s.", s->id,
+                                         s->spec.egress || s->config->egress ? "a sandbox with an egress list keeps the "
+                                         "host's network stack, which gVisor cannot save" :
+                                         s->spec.tls ? "its runtime serves TLS, which cannot hold still for a "
+                                         "checkpoint yet" : "it was not made to (made before agentd could, or on the "
+                                         "host's network)");
+        if (!m->curl && (r = curl_event_new(m->event, &m->curl)) < 0)
+                return r;
+        r = op_new(m, s, call, false, &op);
+        if (r < 0)
+                return r;
+        r = runtime_hold_start(m->curl, s->runtime_url, s->token, on_held, op, &op->hold);
+        if (r < 0) {
+                op_free(op);
+                return r;
+        }
+        s->live = op;
+        log_sandbox_info(s, "Sandbox %s: hibernating.", s->id);
+        return 1;
+}
+
+int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
+        LiveOp *op;
+        int r;
+
+        if (s->live)
+                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
+                                         s->id);
+        r = check_backend(s, error);
+        if (r < 0)
+                return r;
+        r = quota_check_wake(m, s, error);
+        if (r < 0)
+                return r;
+        r = op_new(m, s, call, true, &op);
+        if (r < 0)
+                return r;
+        s->live = op;
+        r = backend_wake(op, true);
+        if (r < 0) {
+                s->live = NULL;
+                op_free(op);
+                return r;
+        }
+        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint.", s->id);
+        return 1;
+}
+
+void hibernate_drop(Sandbox *s) {
+        LiveOp *op = s->live;
+
+        if (!op)
+                return;
+        s->live = NULL;
+        op->sandbox = NULL;
+        if (op->call) {
+                (void) sd_bus_reply_method_errorf(op->call, AGENTD_ERROR_NO_SUCH_SANDBOX, "Sandbox %s was deleted "
+                                                  "while it was being %s.", s->id, op->waking ? "resumed" : "hibernated");
+                op->call = sd_bus_message_unref(op->call);
+        }
+        if (!op->in_backend)
+                op_free(op);
+}

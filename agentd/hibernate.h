@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Hibernate and wake a sandbox (org.agentix.Agentd1(5): Sandbox.Hibernate(), Resume()).
+ *
+ * Hibernate: its runtime is asked to hold still (runtime-hold.h), then its backend saves its
+ * processes, memory and files and stops it (hibernate()); state `hibernated`. A runtime that
+ * cannot hold still (a TCP connection gVisor cannot save) leaves the sandbox as it was:
+ * CheckpointFailed, naming the connections. A failed save has its backend run the sandbox again
+ * (wake()), and the caller hears CheckpointFailed with what happened.
+ *
+ * Resume of a hibernated sandbox: its backend runs it from its checkpoint (wake()), within the
+ * owner's memory and CPU quotas, which do not count it while it is hibernated; state `running`
+ * again, RuntimeUrl as the backend says (PropertiesChanged when it changed).
+ *
+ * One such operation per sandbox at a time (s->live): Pause, Snapshot, another Hibernate or
+ * Resume meanwhile are InUse; a Delete meanwhile wins (the operation's caller hears so). */
+
+#include <systemd/sd-bus.h>
+
+#include "manager.h"
+
+/* Start hibernating s for call (answered later: 1), or set error (< 0). */
+int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error);
+/* Start running hibernated s again for call (answered later: 1), or set error (< 0). */
+int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error);
+/* s goes (deleted, or removed outside agentd): its operation's caller is told, and what the
+ * backend still does for it finds no sandbox when it ends. */
+void hibernate_drop(Sandbox *s);
+/* Whether s's state is agentd's to keep while an operation is on its way: the backend's events
+ * about it (the stop a checkpoint makes, the start of a wake) are its own doing. */
+static inline bool hibernate_in_progress(const Sandbox *s) {
+        return s->live != NULL;
+}
