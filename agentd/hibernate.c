@@ -26,6 +26,15 @@ typedef struct LiveOp {
         uint64_t started;         /* CLOCK_MONOTONIC, µs */
 } LiveOp;
 
+/* Counted for /metrics (a call refused before it reached the runtime or the backend is not). */
+static void count(LiveOp *op, bool ok) {
+        uint64_t now = 0;
+
+        (void) sd_event_now(op->manager->event, CLOCK_MONOTONIC, &now);
+        metrics_live_done(&op->manager->metrics, op->waking ? METRICS_RESUME : METRICS_HIBERNATE, ok,
+                          (double) (now - op->started) / 1e6);
+}
+
 static LiveOp *op_free(LiveOp *op) {
         if (!op)
                 return NULL;
@@ -41,6 +50,7 @@ static LiveOp *op_free(LiveOp *op) {
  * NULL: success). */
 static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) _printf_(3, 4);
 static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) {
+        count(op, !error_name);
         if (op->sandbox)
                 op->sandbox->live = NULL;
         if (op->call && error_name) {

@@ -16,12 +16,7 @@ const double metrics_create_bounds[METRICS_CREATE_BUCKETS] = {
 
 static const char *const source_names[_METRICS_SOURCE_MAX] = { "cold", "pool" };
 
-void metrics_create_done(Metrics *m, MetricsSource source, bool ok, double seconds) {
-        MetricsHistogram *h = &m->create_seconds[source];
-
-        m->creates[source][ok ? 0 : 1]++;
-        if (!ok)
-                return;
+static void observe(MetricsHistogram *h, double seconds) {
         for (size_t i = 0; i < METRICS_CREATE_BUCKETS; i++)
                 if (seconds <= metrics_create_bounds[i]) {
                         h->buckets[i]++;
@@ -29,6 +24,18 @@ void metrics_create_done(Metrics *m, MetricsSource source, bool ok, double secon
                 }
         h->count++;
         h->sum += seconds;
+}
+
+void metrics_create_done(Metrics *m, MetricsSource source, bool ok, double seconds) {
+        m->creates[source][ok ? 0 : 1]++;
+        if (ok)
+                observe(&m->create_seconds[source], seconds);
+}
+
+void metrics_live_done(Metrics *m, MetricsLive what, bool ok, double seconds) {
+        m->lives[what][ok ? 0 : 1]++;
+        if (ok)
+                observe(&m->live_seconds[what], seconds);
 }
 
 void metrics_backend_error(Metrics *m, const char *backend) {
@@ -121,6 +128,27 @@ static int render_sandboxes(Manager *m, Buffer *b) {
         return r;
 }
 
+/* One histogram's series, with one label (key NULL: none). */
+static int render_histogram(Buffer *b, const char *name, const char *key, const char *value, const MetricsHistogram *h) {
+        char with[96] = "", only[96] = "";
+        uint64_t cumulative = 0;
+        int r = 0;
+
+        if (key) {
+                snprintf(with, sizeof(with), "%s=\"%s\",", key, value);
+                snprintf(only, sizeof(only), "{%s=\"%s\"}", key, value);
+        }
+        for (size_t i = 0; r >= 0 && i < METRICS_CREATE_BUCKETS; i++) {
+                cumulative += h->buckets[i];
+                r = buffer_printf(b, "%s_bucket{%sle=\"%g\"} %llu\n", name, with, metrics_create_bounds[i],
+                                  (unsigned long long) cumulative);
+        }
+        return r < 0 ? r :
+                       buffer_printf(b, "%s_bucket{%sle=\"+Inf\"} %llu\n%s_sum%s %.6f\n%s_count%s %llu\n", name, with,
+                                     (unsigned long long) h->count, name, only, h->sum, name, only,
+                                     (unsigned long long) h->count);
+}
+
 static int render_creates(Manager *m, Buffer *b) {
         const Metrics *x = &m->metrics;
         int r;
@@ -135,22 +163,34 @@ static int render_creates(Manager *m, Buffer *b) {
         r = r < 0 ? r :
                     family(b, "agentix_create_duration_seconds", "histogram", "seconds",
                            "How long a create took until its runtime answered, by source (successful creates).");
-        for (int s = 0; r >= 0 && s < _METRICS_SOURCE_MAX; s++) {
-                const MetricsHistogram *h = &x->create_seconds[s];
-                uint64_t cumulative = 0;
+        for (int s = 0; r >= 0 && s < _METRICS_SOURCE_MAX; s++)
+                r = render_histogram(b, "agentix_create_duration_seconds", "source", source_names[s], &x->create_seconds[s]);
+        return r;
+}
 
-                for (size_t i = 0; r >= 0 && i < METRICS_CREATE_BUCKETS; i++) {
-                        cumulative += h->buckets[i];
-                        r = buffer_printf(b, "agentix_create_duration_seconds_bucket{source=\"%s\",le=\"%g\"} %llu\n",
-                                          source_names[s], metrics_create_bounds[i], (unsigned long long) cumulative);
-                }
-                r = r < 0 ? r :
-                            buffer_printf(b,
-                                          "agentix_create_duration_seconds_bucket{source=\"%s\",le=\"+Inf\"} %llu\n"
-                                          "agentix_create_duration_seconds_sum{source=\"%s\"} %.6f\n"
-                                          "agentix_create_duration_seconds_count{source=\"%s\"} %llu\n",
-                                          source_names[s], (unsigned long long) h->count, source_names[s], h->sum,
-                                          source_names[s], (unsigned long long) h->count);
+/* Hibernates and resumes of hibernated sandboxes: how many, how they ended, how long they took. */
+static int render_lives(Manager *m, Buffer *b) {
+        static const struct {
+                const char *counter, *counter_help, *histogram, *histogram_help;
+        } f[_METRICS_LIVE_MAX] = {
+                [METRICS_HIBERNATE] = { "agentix_hibernates", "Hibernate() calls, by result.",
+                                        "agentix_hibernate_duration_seconds",
+                                        "How long a successful Hibernate() took, from the call to the checkpoint on disk." },
+                [METRICS_RESUME] = { "agentix_resumes", "Resume() calls of hibernated sandboxes, by result.",
+                                     "agentix_resume_duration_seconds",
+                                     "How long a successful Resume() of a hibernated sandbox took, until its runtime "
+                                     "answered." },
+        };
+        const Metrics *x = &m->metrics;
+        int r = 0;
+
+        for (int w = 0; r >= 0 && w < _METRICS_LIVE_MAX; w++) {
+                r = family(b, f[w].counter, "counter", NULL, f[w].counter_help);
+                for (int ok = 0; r >= 0 && ok < 2; ok++)
+                        r = buffer_printf(b, "%s_total{result=\"%s\"} %llu\n", f[w].counter, ok == 0 ? "ok" : "error",
+                                          (unsigned long long) x->lives[w][ok]);
+                r = r < 0 ? r : family(b, f[w].histogram, "histogram", "seconds", f[w].histogram_help);
+                r = r < 0 ? r : render_histogram(b, f[w].histogram, NULL, NULL, &x->live_seconds[w]);
         }
         return r;
 }
@@ -328,6 +368,7 @@ int metrics_render(Manager *m, const MetricsSandboxUsage *usage, size_t n, Buffe
         int r = render_sandboxes(m, out);
 
         r = r < 0 ? r : render_creates(m, out);
+        r = r < 0 ? r : render_lives(m, out);
         r = r < 0 ? r : render_pools(m, out);
         r = r < 0 ? r : render_users(m, out);
         r = r < 0 ? r : render_calls(m, out);

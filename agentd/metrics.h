@@ -38,9 +38,17 @@ typedef struct MetricsCall {
         uint64_t ok, error;
 } MetricsCall;
 
+typedef enum MetricsLive {
+        METRICS_HIBERNATE,
+        METRICS_RESUME,       /* of a hibernated sandbox */
+        _METRICS_LIVE_MAX,
+} MetricsLive;
+
 typedef struct Metrics {
         uint64_t creates[_METRICS_SOURCE_MAX][2];      /* [source][0: ok, 1: error] */
         MetricsHistogram create_seconds[_METRICS_SOURCE_MAX];
+        uint64_t lives[_METRICS_LIVE_MAX][2];          /* hibernates and resumes: [0: ok, 1: error] */
+        MetricsHistogram live_seconds[_METRICS_LIVE_MAX];
         MetricsCall calls[METRICS_METHODS_MAX];
         size_t n_calls;
         struct {
@@ -53,6 +61,8 @@ typedef struct Metrics {
 extern const double metrics_create_bounds[METRICS_CREATE_BUCKETS]; /* seconds; +Inf after */
 
 void metrics_create_done(Metrics *m, MetricsSource source, bool ok, double seconds);
+/* A Hibernate() or a Resume() of a hibernated sandbox ended (hibernate.c). */
+void metrics_live_done(Metrics *m, MetricsLive what, bool ok, double seconds);
 void metrics_backend_error(Metrics *m, const char *backend);
 /* A D-Bus call of method (a static string) answered at once with an error or not. */
 void metrics_call(Metrics *m, const char *method, bool error);
