@@ -8,8 +8,12 @@
 #                                      first changed it (and reload a running dockerd)
 #
 # start registers gVisor's runsc in dockerd's daemon.json (AGENTIX_DOCKERD_CONFIG, default
-# /etc/docker/daemon.json); the first change keeps the file as it was in daemon.json.before-agentix
-# (or notes that there was none), which restore-config (scripts/dev-env.sh clean) puts back.
+# /etc/docker/daemon.json) as the runtime "runsc", through the checkout's agentix-runsc(8)
+# (policy/runsc/agentix-runsc, copied to AGENTIX_RUNSC_WRAPPER, default
+# /usr/local/libexec/agentix-runsc), with "experimental": true (docker checkpoint); the first
+# change keeps the file as it was in daemon.json.before-agentix (or notes that there was none),
+# which restore-config (scripts/dev-env.sh clean) puts back. restore-config leaves the copied
+# wrapper: another dockerd may still run containers through it.
 #
 # For a host that keeps sandboxes (not for this script's throwaway dockerds, whose stop must take
 # their containers with them): "live-restore": true in daemon.json keeps containers, and so
@@ -26,21 +30,32 @@ socket=${socket#unix://}
 answers() { curl -sf --unix-socket "$socket" http://docker/_ping >/dev/null 2>&1; }
 
 # gVisor (runsc, when installed) as a runtime of dockerd's, as this machine runs it: ptrace (no
-# KVM), and the container's own Docker network namespace (--network=host: runsc refuses its own
-# network stack here). Registered in /etc/docker/daemon.json; a running dockerd reloads it on
-# SIGHUP.
+# KVM), through agentix-runsc, which gives each container its network stack: gVisor's own (which
+# it can checkpoint) for a container with AGENTIX_CHECKPOINT=1 in its own network namespace, else
+# the container's Docker network namespace through the host's kernel (runsc --network=host).
+# Registered in daemon.json; a running dockerd reloads the runtimes on SIGHUP, but not
+# "experimental" (docker checkpoint): that one takes a restart of dockerd.
+wrapper=${AGENTIX_RUNSC_WRAPPER:-/usr/local/libexec/agentix-runsc}
 register_runsc() {
         command -v runsc >/dev/null || return 0
-        /usr/bin/python3 - "$config" "$before" <<'PY'
+        local src
+        src=$(cd "$(dirname "$0")/.." && pwd)/policy/runsc/agentix-runsc
+        # A new file renamed into place: a shim running the old one meanwhile reads it whole.
+        if ! cmp -s "$src" "$wrapper"; then
+                mkdir -p "$(dirname "$wrapper")"
+                install -m 0755 "$src" "$wrapper.tmp.$$"
+                mv -f "$wrapper.tmp.$$" "$wrapper"
+        fi
+        /usr/bin/python3 - "$config" "$before" "$wrapper" <<'PY'
 import json, os, shutil, sys
-path, before = sys.argv[1:3]
+path, before, wrapper = sys.argv[1:4]
 try:
     with open(path) as f:
         conf = json.load(f)
 except FileNotFoundError:
     conf = None
-want = {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=host"]}
-if (conf or {}).get("runtimes", {}).get("runsc") != want:
+want = {"path": wrapper, "runtimeArgs": ["--platform=ptrace"]}
+if (conf or {}).get("runtimes", {}).get("runsc") != want or (conf or {}).get("experimental") is not True:
     # The file as it was before agentix first changed it, for restore-config: a copy, or an
     # empty file saying there was none.
     if not os.path.exists(before):
@@ -51,6 +66,7 @@ if (conf or {}).get("runtimes", {}).get("runsc") != want:
             shutil.copy2(path, before)
     conf = conf or {}
     conf.setdefault("runtimes", {})["runsc"] = want
+    conf["experimental"] = True
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
         json.dump(conf, f, indent=2)
@@ -58,7 +74,10 @@ if (conf or {}).get("runtimes", {}).get("runsc") != want:
 PY
 }
 
-runsc_known() { curl -sf --unix-socket "$socket" http://docker/info 2>/dev/null | grep -q '"runsc"'; }
+info() { curl -sf --unix-socket "$socket" http://docker/info 2>/dev/null; }
+# The running dockerd has runsc through the wrapper.
+runsc_known() { info | grep -qF "\"runsc\":{\"path\":\"$wrapper\""; }
+experimental() { info | grep -q '"ExperimentalBuild":true'; }
 
 # SIGHUP to each dockerd that reads $config (its --config-file, or the default path without one).
 reload() {
@@ -77,9 +96,13 @@ start)
         : >"$pidfile"
         register_runsc
         if answers; then
-                if command -v runsc >/dev/null && ! runsc_known; then
-                        reload
-                        for _ in $(seq 40); do runsc_known && break; sleep 0.25; done
+                if command -v runsc >/dev/null; then
+                        if ! runsc_known; then
+                                reload
+                                for _ in $(seq 40); do runsc_known && break; sleep 0.25; done
+                        fi
+                        experimental || echo "dockerd: running without \"experimental\": true" \
+                                "(docker checkpoint, runsc); it takes a restart of dockerd" >&2
                 fi
                 exit 0
         fi
