@@ -12,6 +12,14 @@
  * agentd, is gone on the runtime's side too (gVisor saves no connected endpoint). */
 #define SETTLE_USEC (50ULL * 1000)
 
+/* Calls that need its runtime (GetRuntimeAccess, GetPortUrl) waiting for it to run again. */
+#define WAITERS_MAX 64
+
+typedef struct Waiter {
+        sd_bus_message *call;
+        hibernate_answer_t answer;
+} Waiter;
+
 typedef struct LiveOp {
         Manager *manager;
         Sandbox *sandbox;         /* NULL once it went (hibernate_drop()) */
@@ -24,6 +32,8 @@ typedef struct LiveOp {
         char *failure;            /* a failed save, said once the sandbox runs again */
         const char *failure_name; /* and its error (AGENTD_ERROR_*) */
         uint64_t started;         /* CLOCK_MONOTONIC, µs */
+        Waiter waiters[WAITERS_MAX];
+        size_t n_waiters;
 } LiveOp;
 
 /* Counted for /metrics (a call refused before it reached the runtime or the backend is not). */
@@ -35,9 +45,25 @@ static void count(LiveOp *op, bool ok) {
                           (double) (now - op->started) / 1e6);
 }
 
+/* Every waiter told error_name (with message), or answered (error_name NULL: the sandbox runs). */
+static void answer_waiters(LiveOp *op, const char *error_name, const char *message) {
+        for (size_t i = 0; i < op->n_waiters; i++) {
+                Waiter *w = &op->waiters[i];
+
+                if (error_name || !op->sandbox)
+                        (void) sd_bus_reply_method_errorf(w->call, error_name ?: AGENTD_ERROR_NO_SUCH_SANDBOX, "%s",
+                                                          message ?: "The sandbox was deleted.");
+                else if (w->answer(op->sandbox, w->call) < 0)
+                        (void) sd_bus_reply_method_errorf(w->call, AGENTD_ERROR_START_FAILED, "Out of memory");
+                sd_bus_message_unref(w->call);
+        }
+        op->n_waiters = 0;
+}
+
 static LiveOp *op_free(LiveOp *op) {
         if (!op)
                 return NULL;
+        answer_waiters(op, AGENTD_ERROR_NO_SUCH_SANDBOX, "The sandbox was deleted while it was being hibernated or resumed.");
         runtime_hold_free(op->hold);
         sd_event_source_disable_unref(op->settle);
         sd_bus_message_unref(op->call);
@@ -46,23 +72,61 @@ static LiveOp *op_free(LiveOp *op) {
         return mfree(op);
 }
 
+static int backend_wake(LiveOp *op, bool from_checkpoint);
+static int op_new(Manager *m, Sandbox *s, sd_bus_message *call, bool waking, LiveOp **ret);
+
+/* The operation is over: those who wait for its runtime get it; or, when it just hibernated,
+ * it runs again for them at once (a call that needs it came meanwhile: auto-resume); else
+ * they hear why not. */
+static void finish_waiters(LiveOp *op, const char *error_name, const char *error_message) {
+        Sandbox *s = op->sandbox;
+        LiveOp *next = NULL;
+        char message[256];
+
+        if (op->n_waiters == 0 || !s)
+                return;
+        if (s->state == SANDBOX_RUNNING) {
+                answer_waiters(op, NULL, NULL);
+                return;
+        }
+        if (s->state == SANDBOX_HIBERNATED && !op->waking && op_new(op->manager, s, NULL, true, &next) >= 0) {
+                memcpy(next->waiters, op->waiters, op->n_waiters * sizeof(Waiter));
+                next->n_waiters = op->n_waiters;
+                op->n_waiters = 0;
+                s->live = next;
+                if (backend_wake(next, true) >= 0) {
+                        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint for a call that needs it.", s->id);
+                        return;
+                }
+                s->live = NULL;
+                op_free(next); /* its waiters are told */
+                return;
+        }
+        snprintf(message, sizeof(message), "Sandbox %s is %s, not running.", s->id, sandbox_state_to_string(s->state));
+        answer_waiters(op, error_name ?: AGENTD_ERROR_START_FAILED, error_message ?: message);
+}
+
 /* The operation is over: the sandbox is free for the next, the caller is answered (error_name
  * NULL: success). */
 static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) _printf_(3, 4);
 static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) {
-        count(op, !error_name);
-        if (op->sandbox)
-                op->sandbox->live = NULL;
-        if (op->call && error_name) {
-                _cleanup_free_ char *message = NULL;
+        _cleanup_free_ char *message = NULL;
+
+        if (error_name) {
                 va_list ap;
 
                 va_start(ap, fmt);
                 if (vasprintf(&message, fmt, ap) < 0)
                         message = NULL;
                 va_end(ap);
+        }
+        count(op, !error_name);
+        if (op->sandbox)
+                op->sandbox->live = NULL;
+        finish_waiters(op, error_name, message);
+        if (op->call && error_name)
                 (void) sd_bus_reply_method_errorf(op->call, error_name, "%s", message ?: "out of memory");
-        } else if (op->call)
+        else if (op->call)
                 (void) sd_bus_reply_method_return(op->call, NULL);
         op_free(op);
 }
@@ -199,7 +263,7 @@ static int op_new(Manager *m, Sandbox *s, sd_bus_message *call, bool waking, Liv
         }
         op->manager = m;
         op->sandbox = s;
-        op->call = sd_bus_message_ref(call);
+        op->call = call ? sd_bus_message_ref(call) : NULL;
         op->waking = waking;
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &op->started);
         *ret = op;
@@ -280,6 +344,38 @@ int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *e
         return 1;
 }
 
+int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hibernate_answer_t answer,
+                           sd_bus_error *error) {
+        LiveOp *op = s->live;
+        int r;
+
+        if (!op && s->state != SANDBOX_HIBERNATED)
+                return 0;
+        if (!op) {
+                if (!s->backend->ops->wake)
+                        return 0;
+                r = quota_check_wake(m, s, error);
+                if (r < 0)
+                        return r;
+                r = op_new(m, s, NULL, true, &op);
+                if (r < 0)
+                        return r;
+                s->live = op;
+                r = backend_wake(op, true);
+                if (r < 0) {
+                        s->live = NULL;
+                        op_free(op);
+                        return r;
+                }
+                log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint for a call that needs it.", s->id);
+        }
+        if (op->n_waiters >= WAITERS_MAX)
+                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being resumed, and %d calls wait "
+                                         "for it already.", s->id, WAITERS_MAX);
+        op->waiters[op->n_waiters++] = (Waiter) { .call = sd_bus_message_ref(call), .answer = answer };
+        return 1;
+}
+
 void hibernate_drop(Sandbox *s) {
         LiveOp *op = s->live;
 
@@ -292,6 +388,8 @@ void hibernate_drop(Sandbox *s) {
                                                   "while it was being %s.", s->id, op->waking ? "resumed" : "hibernated");
                 op->call = sd_bus_message_unref(op->call);
         }
+        answer_waiters(op, AGENTD_ERROR_NO_SUCH_SANDBOX, "The sandbox was deleted while it was being hibernated or "
+                       "resumed.");
         if (!op->in_backend)
                 op_free(op);
 }

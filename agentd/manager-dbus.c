@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "agentd-errors.h"
+#include "hibernate.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "manager-dbus.h"
@@ -120,12 +121,20 @@ static int method_delete_sandbox(sd_bus_message *msg, void *userdata, sd_bus_err
         return r < 0 ? r : 1;
 }
 
+static int answer_runtime_access(Sandbox *s, sd_bus_message *msg) {
+        return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
+}
+
 static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
         Sandbox *s = NULL;
         int r;
 
         r = get_own_sandbox(userdata, msg, &s, error);
         if (r < 0)
+                return r;
+        /* Hibernated (or on its way there or back): answered once it runs again. */
+        r = hibernate_wait_running(userdata, s, msg, answer_runtime_access, error);
+        if (r != 0)
                 return r;
         /* A paused sandbox's runtime answers once it is resumed: calls wait meanwhile. */
         if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED) || !s->runtime_url)
@@ -134,11 +143,28 @@ static int method_get_runtime_access(sd_bus_message *msg, void *userdata, sd_bus
         return sd_bus_reply_method_return(msg, "ss", s->runtime_url, s->token);
 }
 
+static int answer_port_url(Sandbox *s, sd_bus_message *msg) {
+        _cleanup_free_ char *url = NULL;
+        char token[PROXY_TOKEN_LEN + 1];
+        const char *id;
+        uint16_t port;
+        int r;
+
+        /* Read again: it may have waited for the sandbox to run (hibernate_wait_running()). */
+        r = sd_bus_message_rewind(msg, true);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(msg, "sq", &id, &port);
+        if (r < 0)
+                return r;
+        if (proxy_token(s->token, port, token) < 0 || asprintf(&url, "%s/proxy/%u/", s->runtime_url, port) < 0)
+                return -ENOMEM;
+        return sd_bus_reply_method_return(msg, "ss", url, token);
+}
+
 /* The address of a port of the sandbox through its runtime's proxy (/proxy/PORT/), and that
  * port's token (proxy-token.h): the owner's and root's. */
 static int method_get_port_url(sd_bus_message *msg, void *userdata, sd_bus_error *error) {
-        _cleanup_free_ char *url = NULL;
-        char token[PROXY_TOKEN_LEN + 1];
         Sandbox *s = NULL;
         uint16_t port;
         int r;
@@ -151,12 +177,13 @@ static int method_get_port_url(sd_bus_message *msg, void *userdata, sd_bus_error
                 return r;
         if (port == 0)
                 return sd_bus_error_setf(error, AGENTD_ERROR_INVALID_CONFIG, "Ports go from 1 to 65535.");
+        r = hibernate_wait_running(userdata, s, msg, answer_port_url, error);
+        if (r != 0)
+                return r;
         if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED) || !s->runtime_url)
                 return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
                                          sandbox_state_to_string(s->state));
-        if (proxy_token(s->token, port, token) < 0 || asprintf(&url, "%s/proxy/%u/", s->runtime_url, port) < 0)
-                return -ENOMEM;
-        return sd_bus_reply_method_return(msg, "ss", url, token);
+        return answer_port_url(s, msg);
 }
 
 /* a(suu): each pool agentd.conf's pools.d names, its ready sandboxes and its Size=. */

@@ -483,7 +483,8 @@ static int on_properties(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 lookup_finish(l, NULL, 502, NOT_THERE);
                 return 0;
         }
-        if (!streq(l->info.state, "running")) {
+        /* Hibernated: agentd runs it again before it answers GetRuntimeAccess (E2B's auto-resume). */
+        if (!streq(l->info.state, "running") && !streq(l->info.state, "hibernated")) {
                 _cleanup_free_ char *msg = NULL;
 
                 if (asprintf(&msg, "the sandbox is not running (%s)", l->info.state) < 0)
