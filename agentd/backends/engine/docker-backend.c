@@ -50,6 +50,7 @@ DockerBackend *docker_backend_free(DockerBackend *b) {
         json_decref(b->host_config);
         json_decref(b->runtimes);
         free(b->counting_disk);
+        free(b->resolv_conf);
         docker_stats_free_all(b);
         sd_event_unref(b->event);
         free(b->service);

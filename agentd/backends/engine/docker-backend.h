@@ -136,4 +136,11 @@ struct AgentdBackend {
         StrMap *stats_pids;       /* sandbox id → its container's init pid (docker-stats.c) */
         char *counting_disk;      /* cgroup v1: the disk each sandbox gets a rule for (cgroup-stats.h) */
         bool live_restore_checked; /* the warning about Docker's live-restore is said once */
+        char *resolv_conf;        /* docker-resolv.c's file, once written */
+        bool resolv_conf_warned;
 };
+
+/* The resolv.conf a sandbox on gVisor's own network stack gets (the host's resolvers), written
+ * at its first use under $STATE_DIRECTORY (or /var/lib/agentix); NULL when the host has none a
+ * sandbox could reach (warned once), or it cannot be written. */
+const char *docker_resolv_conf_path(DockerBackend *b);

@@ -230,6 +230,13 @@ static json_t *task_container_json(CreateJob *j) {
                 json_object_set_new(json_object_get(c, "HostConfig"), "BlkioDeviceWriteBps",
                                     json_pack("[{s:s, s:I}]", "Path", j->backend->counting_disk,
                                               "Rate", (json_int_t) CGROUP_V1_COUNTING_RATE));
+        if (c && s->checkpointable) {
+                const char *resolv = docker_resolv_conf_path(j->backend);
+                char bind[PATH_MAX + 32];
+
+                if (resolv && snprintf(bind, sizeof(bind), "%s:/etc/resolv.conf:ro", resolv) < (int) sizeof(bind))
+                        json_object_set_new(json_object_get(c, "HostConfig"), "Binds", json_pack("[s]", bind));
+        }
         if (c && j->backend->host_config)
                 json_object_update(json_object_get(c, "HostConfig"), j->backend->host_config);
         return c;
