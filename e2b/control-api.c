@@ -41,12 +41,15 @@ static void timeout_set(Op *op, sd_bus_message *reply) {
         set_ttl_then(op, answer_done);
 }
 
+/* E2B's pause keeps memory and processes and frees the host's RAM: agentd's Hibernate() where
+ * the sandbox runs on gVisor; elsewhere Pause() (frozen in RAM: the same to the sandbox). */
 static void pause_checked(Op *op, sd_bus_message *reply) {
-        if (streq(op->info.state, "paused")) {
+        if (streq_ptr(sandbox_info_e2b_state(&op->info), "paused")) {
                 op_fail(op, 409, "sandbox %s is paused already", op->id);
                 return;
         }
-        op_call(op, op->path, SANDBOX_IFACE, "Pause", answer_done, NULL);
+        op_call(op, op->path, SANDBOX_IFACE, streq_ptr(op->info.runtime, "runsc") ? "Hibernate" : "Pause", answer_done,
+                NULL);
 }
 
 /* Resumed (connect, resume): its timeout from now when one was given, then the access answer. */
@@ -60,7 +63,7 @@ static void resumed(Op *op, sd_bus_message *reply) {
 }
 
 static void resume_checked(Op *op, sd_bus_message *reply) {
-        if (!streq(op->info.state, "paused")) {
+        if (!streq_ptr(sandbox_info_e2b_state(&op->info), "paused")) {
                 op_fail(op, 409, "sandbox %s is not paused", op->id);
                 return;
         }
@@ -68,7 +71,7 @@ static void resume_checked(Op *op, sd_bus_message *reply) {
 }
 
 static void connect_checked(Op *op, sd_bus_message *reply) {
-        if (streq(op->info.state, "paused")) {
+        if (streq_ptr(sandbox_info_e2b_state(&op->info), "paused")) {
                 op_call(op, op->path, SANDBOX_IFACE, "Resume", resumed, NULL);
                 return;
         }
@@ -96,6 +99,10 @@ static void got_stats(Op *op, sd_bus_message *reply) {
 }
 
 static void metrics_read(Op *op, sd_bus_message *reply) {
+        if (streq(op->info.state, "hibernated")) {
+                op_answer(op, 200, json_array()); /* nothing runs: no readings */
+                return;
+        }
         if (!sandbox_info_e2b_state(&op->info)) {
                 op_fail(op, 409, "sandbox %s is %s: it uses nothing", op->id, op->info.state);
                 return;

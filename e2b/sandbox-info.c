@@ -12,6 +12,7 @@
 void sandbox_info_done(SandboxInfo *i) {
         free(i->id);
         free(i->state);
+        free(i->runtime);
         free(i->template_id);
         json_decref(i->metadata);
         *i = (SandboxInfo) {};
@@ -67,8 +68,12 @@ int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret) {
                         r = sd_bus_message_enter_container(reply, 'v', contents);
                 if (r < 0)
                         break;
-                if (streq(contents, "s") && (streq(name, "State") || streq(name, "Pool") || streq(name, "Image"))) {
-                        char **field = streq(name, "State") ? &i.state : streq(name, "Pool") ? &pool : &image;
+                if (streq(contents, "s") && (streq(name, "State") || streq(name, "Pool") || streq(name, "Image") ||
+                                             streq(name, "Runtime"))) {
+                        char **field = streq(name, "State") ? &i.state :
+                                       streq(name, "Pool")  ? &pool :
+                                       streq(name, "Image") ? &image :
+                                                              &i.runtime;
 
                         r = sd_bus_message_read(reply, "s", &s);
                         if (r >= 0 && !(*field = strdup(s)))
@@ -118,7 +123,7 @@ int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret) {
 const char *sandbox_info_e2b_state(const SandboxInfo *i) {
         if (streq(i->state, "running"))
                 return "running";
-        if (streq(i->state, "paused"))
+        if (streq(i->state, "paused") || streq(i->state, "hibernated"))
                 return "paused";
         return NULL;
 }

@@ -29,7 +29,8 @@
 
 typedef struct SandboxInfo {
         char *id;
-        char *state;        /* agentd's: creating, running, paused, exited, failed, removing */
+        char *state;        /* agentd's: creating, running, paused, hibernated, exited, failed, removing */
+        char *runtime;      /* its OCI runtime: runsc sandboxes pause with their memory (Hibernate) */
         char *template_id;  /* the E2B_TEMPLATE_LABEL label, else the pool, else the image */
         uint64_t created_at, expires_at; /* µs since the epoch */
         double cpus;
@@ -44,8 +45,8 @@ typedef struct SandboxInfo {
 int sandbox_info_read(sd_bus_message *reply, const char *id, SandboxInfo *ret);
 void sandbox_info_done(SandboxInfo *i);
 
-/* E2B's state: "running" or "paused"; NULL for a sandbox E2B would not list (being made,
- * exited, failed, going). */
+/* E2B's state: "running" or "paused" (agentd's paused or hibernated); NULL for a sandbox E2B
+ * would not list (being made, exited, failed, going). */
 const char *sandbox_info_e2b_state(const SandboxInfo *i);
 
 /* The sandbox in E2B's form (a new reference, NULL without memory). */
