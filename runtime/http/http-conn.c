@@ -762,6 +762,15 @@ static void conn_step(HttpConn *c) {
                                 c->dead = true;
                         break;
                 }
+                if (c->response_queued && c->close_after_response &&
+                    http_server_config(c->server)->close_by_reset) {
+                        /* No FIN of ours: the drain resets the socket once the peer has
+                         * acknowledged the whole response. */
+                        c->io = sd_event_source_disable_unref(c->io);
+                        http_server_close_socket(c->server, TAKE_FD(c->fd));
+                        c->dead = true;
+                        break;
+                }
                 if (c->response_queued && c->close_after_response) {
                         /* Say we are done and let the peer read it: a close() with unread input
                          * would reset the connection, and the peer could lose the answer. */
@@ -922,10 +931,14 @@ HttpConn *http_conn_free(HttpConn *c) {
         }
         if (http_server_eio_ops(c->server))
                 http_server_eio_ops(c->server)->http_closed(c);
+        /* Out of epoll before the socket is closed: a registration outlives the close while the
+         * socket lives on elsewhere (a child forked meanwhile), and sd-event would then get
+         * events for a source it freed. */
         c->io = sd_event_source_disable_unref(c->io);
         c->timer = sd_event_source_disable_unref(c->timer);
         c->defer = sd_event_source_disable_unref(c->defer);
-        c->fd = safe_close(c->fd);
+        if (c->fd >= 0)
+                http_server_close_socket(c->server, TAKE_FD(c->fd));
         buffer_done(&c->in);
         buffer_done(&c->url);
         buffer_done(&c->out_head);
@@ -937,6 +950,15 @@ HttpConn *http_conn_free(HttpConn *c) {
         http_server_conn_removed(c->server, c);
         free(c);
         return NULL;
+}
+
+void http_conn_reset(HttpConn *c) {
+        c->io = sd_event_source_disable_unref(c->io);
+        if (c->fd >= 0) {
+                (void) socket_reset_on_close(c->fd);
+                c->fd = safe_close(c->fd);
+        }
+        http_conn_free(c);
 }
 
 void http_conn_shutdown(HttpConn *c) {

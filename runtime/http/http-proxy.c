@@ -16,6 +16,7 @@
 #include "log.h"
 #include "macro.h"
 #include "proxy-request.h"
+#include "socket-drain.h"
 
 #define PIPE_MAX (256u * 1024u)
 #define IDLE_TIMEOUT_USEC (15ULL * 60 * 1000 * 1000) /* no byte either way: a WebSocket may be quiet */
@@ -35,6 +36,7 @@ struct Proxy {
         void *userdata;
         ProxyConn *conns;
         unsigned n_conns;
+        SocketDrain *drain; /* close-by-reset mode: clients' sockets we are done with */
 };
 
 /* One direction: bytes read from one side, waiting to be written to the other. */
@@ -64,6 +66,7 @@ struct ProxyConn {
         uint64_t progress_usec;
         char sandbox[64];       /* whose share it takes ("": none) */
         uid_t owner;            /* NO_OWNER: none */
+        bool reset;             /* end both sides with a reset now (proxy_reset_connections()) */
         ProxyConn *prev, *next;
 };
 
@@ -72,6 +75,15 @@ static uint64_t loop_usec(Proxy *p) {
 
         (void) sd_event_now(p->event, CLOCK_MONOTONIC, &t);
         return t;
+}
+
+/* A client's socket we are done with (its event source gone): in close-by-reset mode through
+ * the drain, else closed. */
+static void close_client(Proxy *p, int fd) {
+        if (p->drain)
+                socket_drain_add(p->drain, fd);
+        else
+                safe_close(fd);
 }
 
 static void conn_free(ProxyConn *c) {
@@ -84,10 +96,18 @@ static void conn_free(ProxyConn *c) {
         if (c->next)
                 c->next->prev = c->prev;
         c->proxy->n_conns--;
+        /* Out of epoll before the sockets are closed (http_conn_free() says why). */
         sd_event_source_disable_unref(c->client_io);
         sd_event_source_disable_unref(c->upstream_io);
         sd_event_source_disable_unref(c->timer);
-        safe_close(c->client);
+        if (c->reset) {
+                if (c->client >= 0)
+                        (void) socket_reset_on_close(c->client);
+                if (c->upstream >= 0)
+                        (void) socket_reset_on_close(c->upstream);
+                safe_close(c->client);
+        } else if (c->client >= 0)
+                close_client(c->proxy, c->client);
         safe_close(c->upstream);
         buffer_done(&c->up.buf);
         buffer_done(&c->down.buf);
@@ -96,8 +116,9 @@ static void conn_free(ProxyConn *c) {
 
 /* ---- answers of the proxy's own ------------------------------------------------------------ */
 
-/* A short response, written at once (it fits the socket's buffer), then the connection ends. */
-static void answer_typed(int fd, unsigned status, const char *reason, const char *content_type,
+/* A short response, written at once (it fits the socket's buffer), then the connection ends:
+ * fin says that we say so (else the caller resets it once it is out, close_client()). */
+static void answer_typed(int fd, bool fin, unsigned status, const char *reason, const char *content_type,
                          const char *extra_headers, const char *text) {
         _cleanup_buffer_ Buffer b = BUFFER_NULL;
 
@@ -106,15 +127,16 @@ static void answer_typed(int fd, unsigned status, const char *reason, const char
                           "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n%s",
                           status, reason, content_type, strlen(text), extra_headers ?: "", text) >= 0)
                 (void) send(fd, buffer_data(&b), b.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void) shutdown(fd, SHUT_WR);
+        if (fin)
+                (void) shutdown(fd, SHUT_WR);
 }
 
-static void answer(int fd, unsigned status, const char *reason, const char *extra_headers, const char *text) {
-        answer_typed(fd, status, reason, "text/plain; charset=utf-8", extra_headers, text);
+static void answer(Proxy *p, int fd, unsigned status, const char *reason, const char *extra_headers, const char *text) {
+        answer_typed(fd, !p->drain, status, reason, "text/plain; charset=utf-8", extra_headers, text);
 }
 
 void proxy_answer(int fd, unsigned status, const char *reason, const char *content_type, const char *body) {
-        answer_typed(fd, status, reason, content_type, NULL, body);
+        answer_typed(fd, true, status, reason, content_type, NULL, body);
         safe_close(fd);
 }
 
@@ -127,8 +149,9 @@ static size_t pending(const Pipe *p) {
         return p->buf.len - p->sent;
 }
 
-/* Write what waits in p to fd. -errno when the peer is gone. */
-static int pipe_flush(Pipe *p, int fd) {
+/* Write what waits in p to fd. -errno when the peer is gone. fin: pass the end on (shutdown),
+ * else only note that it is out. */
+static int pipe_flush(Pipe *p, int fd, bool fin) {
         while (pending(p) > 0) {
                 ssize_t n = send(fd, (const uint8_t *) buffer_data(&p->buf) + p->sent, pending(p),
                                  MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -139,7 +162,8 @@ static int pipe_flush(Pipe *p, int fd) {
         buffer_clear(&p->buf);
         p->sent = 0;
         if (p->eof && !p->shut) {
-                (void) shutdown(fd, SHUT_WR);
+                if (fin)
+                        (void) shutdown(fd, SHUT_WR);
                 p->shut = true;
         }
         return 0;
@@ -217,7 +241,7 @@ static void conn_pump(ProxyConn *c) {
         if (r > 0)
                 c->progress_usec = loop_usec(c->proxy);
         if (r >= 0 && c->connected)
-                r = pipe_flush(&c->up, c->upstream);
+                r = pipe_flush(&c->up, c->upstream, true);
         if (r >= 0 && c->connected)
                 r = pipe_fill(&c->down, c->upstream);
         if (r > 0)
@@ -231,7 +255,13 @@ static void conn_pump(ProxyConn *c) {
                         c->response_head_seen = true;
         }
         if (r >= 0 && c->response_head_seen)
-                r = pipe_flush(&c->down, c->client);
+                r = pipe_flush(&c->down, c->client, !c->proxy->drain);
+        /* Close-by-reset: the upstream's end is out; the drain resets the client's socket once
+         * the client has acknowledged it all (no FIN of ours, no lingering). */
+        if (r >= 0 && c->down.shut && c->proxy->drain) {
+                conn_free(c);
+                return;
+        }
         /* The upstream answered and closed: the response is whole and out; nothing the client
          * still sends matters (one request per connection). */
         if (r >= 0 && c->down.shut && !c->up.eof) {
@@ -269,7 +299,7 @@ static int on_upstream(sd_event_source *s, int fd, uint32_t revents, void *userd
                         else
                                 snprintf(text, sizeof(text), "Nothing answers on port %u in the sandbox (%s).\n", c->port,
                                          strerror(error));
-                        answer(c->client, 502, "Bad Gateway", NULL, text);
+                        answer(c->proxy, c->client, 502, "Bad Gateway", NULL, text);
                         conn_free(c);
                         return 0;
                 }
@@ -353,10 +383,10 @@ void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size) {
         r = proxy_request_read(data, size, p->token ? p->token(p->userdata) : NULL, &req);
         if (r < 0 || !req.forward) {
                 if (r < 0)
-                        answer(fd, 500, "Internal Server Error", NULL, "The proxy ran out of memory.\n");
+                        answer(p, fd, 500, "Internal Server Error", NULL, "The proxy ran out of memory.\n");
                 else
-                        answer(fd, req.status, req.reason, req.headers, req.text);
-                safe_close(fd);
+                        answer(p, fd, req.status, req.reason, req.headers, req.text);
+                close_client(p, fd);
                 return;
         }
         conn_start(p, fd, req.port, NULL, 0, -EBADF, &req.upstream, NULL, NO_OWNER);
@@ -420,15 +450,15 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
         if (sandbox && strlen(sandbox) >= sizeof(c->sandbox))
                 sandbox = NULL; /* (no id is that long: agentd's are 16 characters) */
         if (addr_len > sizeof(struct sockaddr_storage) || (full = place(p, sandbox, owner))) {
-                answer(fd, 503, "Service Unavailable", NULL, full ?: "The proxy cannot reach that address.\n");
-                safe_close(fd);
+                answer(p, fd, 503, "Service Unavailable", NULL, full ?: "The proxy cannot reach that address.\n");
+                close_client(p, fd);
                 safe_close(upstream_fd);
                 buffer_done(upstream);
                 return;
         }
         c = calloc(1, sizeof(*c));
         if (!c) {
-                safe_close(fd);
+                close_client(p, fd);
                 safe_close(upstream_fd);
                 buffer_done(upstream);
                 return;
@@ -462,7 +492,7 @@ static void conn_start(Proxy *p, int fd, unsigned port, const struct sockaddr *a
                 safe_close(upstream_fd);
         if (r < 0) {
                 log_warning_errno(r, "Proxy to port %u: %m", c->port);
-                answer(fd, 502, "Bad Gateway", NULL, "The proxy could not reach the port.\n");
+                answer(p, fd, 502, "Bad Gateway", NULL, "The proxy could not reach the port.\n");
                 conn_free(c);
         }
 }
@@ -486,11 +516,27 @@ int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userd
         return 0;
 }
 
+int proxy_set_close_by_reset(Proxy *p) {
+        if (p->drain)
+                return 0;
+        return socket_drain_new(p->event, &p->drain);
+}
+
+void proxy_reset_connections(Proxy *p) {
+        while (p->conns) {
+                p->conns->reset = true;
+                conn_free(p->conns);
+        }
+        socket_drain_reset_all(p->drain);
+}
+
 Proxy *proxy_free(Proxy *p) {
         if (!p)
                 return NULL;
         while (p->conns)
                 conn_free(p->conns);
+        /* After the connections: they hand their clients' sockets to it as they go. */
+        p->drain = socket_drain_free(p->drain);
         sd_event_unref(p->event);
         return mfree(p);
 }

@@ -34,6 +34,15 @@ typedef struct Proxy Proxy;
 int proxy_new(sd_event *event, const char *(*token)(void *userdata), void *userdata, Proxy **ret);
 Proxy *proxy_free(Proxy *p);
 
+/* Close-by-reset mode (HttpServerConfig.close_by_reset says why): the proxy never sends a
+ * client the first FIN: a response the upstream ended is followed, once the client has
+ * acknowledged all of it, by a reset instead (so a response that only the connection's end
+ * delimits ends with a reset too), and so is every other end of a client's connection. The
+ * upstream side (127.0.0.1 in the sandbox) is closed as before. */
+int proxy_set_close_by_reset(Proxy *p);
+/* End every connection now with a reset, both sides (a checkpoint is to be taken). */
+void proxy_reset_connections(Proxy *p);
+
 /* Take a client connection (non-blocking fd) whose request head, and whatever followed it, are
  * data. The fd is the proxy's from now on, whatever happens. */
 void proxy_take(Proxy *p, int fd, const uint8_t *data, size_t size);

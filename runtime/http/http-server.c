@@ -10,6 +10,7 @@
 
 #include "http-server.h"
 #include "log.h"
+#include "socket-drain.h"
 #include "tls-front.h"
 #include "uv-event.h"
 
@@ -40,6 +41,7 @@ struct HttpServer {
         } handlers[MAX_ROUTES];
         size_t n_handlers;
         HttpConn *conns;         /* plain HTTP connections (ours) */
+        HttpConn *ws_conns;      /* WebSockets (libwebsockets' connections) */
         unsigned n_connections;  /* those and the WebSockets lws runs */
         unsigned port;
         bool shutting_down;
@@ -48,6 +50,9 @@ struct HttpServer {
         TlsFronts fronts;        /* TLS connections: handshakes, and the pumps of served ones */
         HttpAdmitFn admit;
         void *admit_userdata;
+        SocketDrain *drain;      /* close-by-reset mode: sockets we are done with */
+        sd_event_source *ws_ending_timer; /* … and WebSockets waiting to be drained */
+        bool not_accepting;      /* http_server_set_accepting(false) */
 };
 
 const HttpServerConfig *http_server_config(const HttpServer *s) {
@@ -68,6 +73,38 @@ void http_server_conn_added(HttpServer *s, HttpConn *c) {
                 s->conns->prev = c;
         s->conns = c;
         s->n_connections++;
+}
+
+void http_server_close_socket(HttpServer *s, int fd) {
+        if (s->drain)
+                socket_drain_add(s->drain, fd);
+        else
+                safe_close(fd);
+}
+
+/* The WebSockets are listed so that a hold can end them (http_server_reset_connections()). */
+static void ws_listed_add(HttpServer *s, HttpConn *c) {
+        if (c->ws_listed)
+                return;
+        c->prev = NULL;
+        c->next = s->ws_conns;
+        if (s->ws_conns)
+                s->ws_conns->prev = c;
+        s->ws_conns = c;
+        c->ws_listed = true;
+}
+
+static void ws_listed_remove(HttpServer *s, HttpConn *c) {
+        if (!c->ws_listed)
+                return;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                s->ws_conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+        c->ws_listed = false;
 }
 
 void http_server_conn_removed(HttpServer *s, HttpConn *c) {
@@ -213,9 +250,92 @@ int http_server_upgrade(HttpServer *s, HttpConn *c, const char *path, const uint
          * itself when it cannot take it. From now on the connection is a WebSocket's. */
         fd = c->fd;
         c->io = sd_event_source_disable_unref(c->io);
+        /* Whatever ends it then (ws_kill(), lws on an error), its close is a reset. */
+        if (s->config.close_by_reset)
+                (void) socket_reset_on_close(fd);
         if (!lws_adopt_socket_vhost_readbuf(s->vhost, fd, (const char *) head, size))
                 log_warning("Failed to hand a WebSocket connection to libwebsockets.");
         uv_event_run(s->uv);
+        return 0;
+}
+
+/* ---- ending WebSockets with a reset (close-by-reset mode) ----------------------------------
+ *
+ * lws's own close of a WebSocket is a close frame, then (on a libuv loop, without waiting)
+ * shutdown(SHUT_WR) and close(): our FIN first, and a peer that answers it before the close
+ * leaves us in TIME_WAIT. A wsi whose timeout runs out is closed as "permanently unusable"
+ * instead: no frame, no shutdown, and with zero linger (set at the upgrade) the close is a
+ * reset. So in that mode the server ends its WebSockets that way: at once when the peer asked
+ * for it or something failed; when Engine.IO is done with the connection, after a close frame
+ * of ours, once the peer has acknowledged all that was sent. */
+
+static uint64_t server_now(HttpServer *s) {
+        uint64_t t = 0;
+
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
+
+static void ws_kill(HttpServer *s, HttpConn *c) {
+        c->ws_ending = true;
+        lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        /* lws looks at its timeouts after it served a socket event, not when one is set: wake
+         * it (its event pipe), in case this is not in one of its callbacks. */
+        lws_cancel_service(s->context);
+}
+
+static void ws_ending_arm(HttpServer *s) {
+        (void) sd_event_source_set_time(s->ws_ending_timer, server_now(s) + 10 * 1000);
+        (void) sd_event_source_set_enabled(s->ws_ending_timer, SD_EVENT_ONESHOT);
+}
+
+static int on_ws_ending_tick(sd_event_source *source, uint64_t usec, void *userdata) {
+        HttpServer *s = userdata;
+        bool waiting = false;
+
+        for (HttpConn *c = s->ws_conns; c; c = c->next) {
+                if (!c->ws_ending || c->ws_ending_deadline == 0)
+                        continue;
+                if (usec >= c->ws_ending_deadline ||
+                    (!lws_partial_buffered(c->wsi) && socket_drained(lws_get_socket_fd(c->wsi)))) {
+                        c->ws_ending_deadline = 0;
+                        ws_kill(s, c);
+                } else
+                        waiting = true;
+        }
+        if (waiting)
+                ws_ending_arm(s);
+        uv_event_run(s->uv);
+        return 0;
+}
+
+/* Engine.IO is done with c: the default mode closes it as lws does (-1); close-by-reset mode
+ * sends the close frame lws would (1000: normal), so that the peer knows the end was meant,
+ * and resets it once the peer has it all (0). lws has no call that only sends one (its close
+ * frame comes with its close), so the frame goes out as it is on the wire (a server's is not
+ * masked), between two of lws's when lws holds nothing back. */
+static int ws_end(HttpServer *s, HttpConn *c) {
+        static const uint8_t close_frame[] = { 0x88, 2, LWS_CLOSE_STATUS_NORMAL >> 8, LWS_CLOSE_STATUS_NORMAL & 0xff };
+        int fd = lws_get_socket_fd(c->wsi);
+
+        if (!s->config.close_by_reset)
+                return -1;
+        if (!lws_partial_buffered(c->wsi) && fd >= 0)
+                (void) send(fd, close_frame, sizeof(close_frame), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (s->tls)
+                tls_fronts_written(&s->fronts, lws_get_socket_fd(c->wsi));
+        c->ws_ending = true;
+        c->ws_ending_deadline = server_now(s) + SOCKET_DRAIN_MAX_USEC;
+        ws_ending_arm(s);
+        return 0;
+}
+
+/* Something failed, or the peer asked to close: -1 (lws closes it), or in close-by-reset mode
+ * a reset at once (0). */
+static int ws_fail(HttpServer *s, HttpConn *c) {
+        if (!s->config.close_by_reset)
+                return -1;
+        ws_kill(s, c);
         return 0;
 }
 
@@ -253,26 +373,40 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                         return -1;
                 c->wsi = wsi;
                 c->is_ws = true;
-                return s->eio_ops->ws_established(c->eio, c) < 0 ? -1 : 0;
+                ws_listed_add(s, c);
+                return s->eio_ops->ws_established(c->eio, c) < 0 ? ws_fail(s, c) : 0;
 
         case LWS_CALLBACK_RECEIVE:
                 if (!c || !s)
                         return -1;
-                return s->eio_ops->ws_receive(c, in, len) < 0 ? -1 : 0;
+                if (c->ws_ending)
+                        return 0; /* too late for anything it says */
+                return s->eio_ops->ws_receive(c, in, len) < 0 ? ws_fail(s, c) : 0;
+
+        case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+                /* lws would answer with its close frame and its FIN. */
+                if (c && s && s->config.close_by_reset)
+                        ws_kill(s, c);
+                return 0;
 
         case LWS_CALLBACK_SERVER_WRITEABLE: {
                 int r;
 
                 if (!c || !s)
                         return -1;
+                if (c->ws_ending)
+                        return 0;
                 r = s->eio_ops->ws_writeable(c);
                 /* Over TLS what was written goes on through the pump now, not a turn later. */
                 if (r >= 0 && s->tls)
                         tls_fronts_written(&s->fronts, lws_get_socket_fd(wsi));
-                return r < 0 ? -1 : 0;
+                return r < 0 ? ws_end(s, c) : 0;
         }
 
         case LWS_CALLBACK_CLOSED:
+                /* Closed: nothing to end any more (WSI_DESTROY comes a loop turn later). */
+                if (c && s)
+                        ws_listed_remove(s, c);
                 if (c && s && s->eio_ops)
                         s->eio_ops->ws_closed(c);
                 return 0;
@@ -283,6 +417,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
                 return 0;
 
         case LWS_CALLBACK_WSI_DESTROY:
+                if (c && s)
+                        ws_listed_remove(s, c);
                 if (c) {
                         if (c->is_ws && s && s->eio_ops)
                                 s->eio_ops->ws_closed(c);
@@ -342,6 +478,17 @@ int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer 
                 return -ENOMEM;
         s->event = sd_event_ref(event);
         s->config = *config;
+        if (config->close_by_reset) {
+                r = socket_drain_new(event, &s->drain);
+                if (r < 0)
+                        goto fail;
+                s->fronts.drain = s->drain;
+                r = sd_event_add_time(event, &s->ws_ending_timer, CLOCK_MONOTONIC, 0, 5 * 1000, on_ws_ending_tick, s);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(s->ws_ending_timer, SD_EVENT_OFF);
+                if (r < 0)
+                        goto fail;
+        }
         if (s->config.idle_timeout_ms == 0)
                 s->config.idle_timeout_ms = 60 * 1000;
         if (s->config.request_timeout_ms == 0)
@@ -401,7 +548,7 @@ static int serve_connection(int fd, void *userdata) {
         r = http_conn_new(s, fd, &c);
         if (r < 0) {
                 log_warning_errno(r, "Failed to set up a connection: %m");
-                safe_close(fd);
+                http_server_close_socket(s, fd);
         }
         return r;
 }
@@ -464,7 +611,7 @@ static int on_accept(sd_event_source *source, int fd, uint32_t revents, void *us
                  * bound holds all the same. */
                 if (s->shutting_down ||
                     (s->n_connections + s->fronts.n >= s->config.max_connections && !evict_waiting(s))) {
-                        safe_close(cfd);
+                        http_server_close_socket(s, cfd);
                         continue;
                 }
                 (void) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int));
@@ -538,7 +685,11 @@ int http_server_listen(HttpServer *s, const char *host, const char *port) {
                         r = negative_errno();
                         continue;
                 }
-                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int) { 1 }, sizeof(int));
+                /* Not in close-by-reset mode: there no TIME_WAIT of ours can be in the way of a
+                 * restart, and SO_REUSEADDR would let another socket bind the port while ours is
+                 * shut down (http_server_set_accepting()), and then listen on it. */
+                if (!s->config.close_by_reset)
+                        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int) { 1 }, sizeof(int));
                 if (ai->ai_family == AF_INET6)
                         (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &(int) { 1 }, sizeof(int));
                 if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
@@ -563,6 +714,27 @@ unsigned http_server_port(HttpServer *s) {
         return s->port;
 }
 
+size_t http_server_ports(HttpServer *s, uint16_t *ret, size_t max) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < s->n_listeners && n < max; i++) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof(ss);
+                uint16_t port;
+
+                if (getsockname(s->listeners[i].fd, (struct sockaddr *) &ss, &len) < 0)
+                        continue;
+                if (ss.ss_family == AF_INET)
+                        port = ntohs(((struct sockaddr_in *) &ss)->sin_port);
+                else if (ss.ss_family == AF_INET6)
+                        port = ntohs(((struct sockaddr_in6 *) &ss)->sin6_port);
+                else
+                        continue;
+                ret[n++] = port;
+        }
+        return n;
+}
+
 int http_server_add_eio(HttpServer *s, EioServer *eio, const HttpEioOps *ops) {
         if (s->n_routes >= MAX_ROUTES)
                 return -E2BIG;
@@ -581,6 +753,87 @@ void http_server_shutdown(HttpServer *s) {
         }
         for (HttpConn *c = s->conns; c; c = c->next)
                 http_conn_shutdown(c);
+}
+
+/* Out of epoll first: gVisor cannot save a listening socket that has waiters. */
+static int listener_stop(Listener *l) {
+        int r = sd_event_source_set_enabled(l->source, SD_EVENT_OFF);
+
+        if (r < 0)
+                return r;
+        if (shutdown(l->fd, SHUT_RD) < 0)
+                return negative_errno();
+        return 0;
+}
+
+static int listener_start(Listener *l) {
+        if (listen(l->fd, SOMAXCONN) < 0)
+                return negative_errno();
+        return sd_event_source_set_enabled(l->source, SD_EVENT_ON);
+}
+
+int http_server_set_accepting(HttpServer *s, bool accepting) {
+        int r = 0;
+
+        if (s->not_accepting == !accepting || s->shutting_down)
+                return 0;
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                Listener *l = &s->listeners[i];
+                int k;
+
+                if (l->fd < 0)
+                        continue;
+                k = accepting ? listener_start(l) : listener_stop(l);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        s->not_accepting = !accepting;
+        return r;
+}
+
+static HttpConn *conn_other_than(HttpServer *s, HttpConn *keep) {
+        for (HttpConn *c = s->conns; c; c = c->next)
+                if (c != keep)
+                        return c;
+        return NULL;
+}
+
+/* As ws_kill() does (LWS_TO_KILL_SYNC would try the polite close, and wait for the peer). */
+static void reset_websockets(HttpServer *s) {
+        for (HttpConn *c = s->ws_conns; c; c = c->next) {
+                int fd = lws_get_socket_fd(c->wsi);
+
+                if (fd >= 0)
+                        (void) socket_reset_on_close(fd);
+                c->ws_ending_deadline = 0;
+                ws_kill(s, c);
+        }
+        /* Now, not at the loop's next turn. */
+        uv_event_run(s->uv);
+        if (s->ws_conns)
+                log_warning("WebSockets are still open after they were reset.");
+}
+
+void http_server_reset_connections(HttpServer *s, HttpConn *keep) {
+        int keep_fd = keep ? keep->fd : -EBADF;
+        HttpConn *c;
+
+        /* Freeing one calls back into Engine.IO and handlers, which may touch others: start
+         * from the list's head each time. */
+        while ((c = conn_other_than(s, keep)))
+                http_conn_reset(c);
+        reset_websockets(s);
+        tls_fronts_reset(&s->fronts, keep_fd);
+        socket_drain_reset_all(s->drain);
+}
+
+int http_server_conn_socket(const HttpServer *s, const HttpConn *c) {
+        int fd;
+
+        if (c->is_ws || c->fd < 0)
+                return -EBADF;
+        fd = tls_fronts_net_fd(&s->fronts, c->fd);
+        return fd >= 0 ? fd : c->fd;
 }
 
 HttpServer *http_server_free(HttpServer *s) {
@@ -602,6 +855,9 @@ HttpServer *http_server_free(HttpServer *s) {
                 s->context = NULL;
         }
         s->uv = uv_event_free(s->uv);
+        /* After the connections: they hand their sockets to it as they go. */
+        s->drain = socket_drain_free(s->drain);
+        s->ws_ending_timer = sd_event_source_disable_unref(s->ws_ending_timer);
         sd_event_unref(s->event);
         free(s);
         return NULL;

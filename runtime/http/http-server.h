@@ -48,7 +48,9 @@ typedef struct HttpConn {
         /* plain HTTP: the connection (http-conn.c) */
         int fd;
         sd_event_source *io, *timer, *defer;
-        struct HttpConn *prev, *next; /* HttpServer's list */
+        /* HttpServer's list: of plain connections, or (ws_listed) of WebSockets */
+        struct HttpConn *prev, *next;
+        bool ws_listed;
         struct http_parser *parser;
         Buffer in;        /* received, from the start of the current request's head */
         size_t in_parsed; /* bytes of `in` the parser has taken */
@@ -111,6 +113,9 @@ typedef struct HttpConn {
         /* websocket send progress within the head packet of the session queue */
         size_t tx_offset;
         bool close_requested;
+        /* close-by-reset mode: being ended with a reset (once drained, by this time) */
+        bool ws_ending;
+        uint64_t ws_ending_deadline;
 
         /* the takeover (http_server_set_takeover()) has the socket once its head is parsed */
         bool takeover_requested;
@@ -146,6 +151,13 @@ typedef struct HttpServerConfig {
         unsigned idle_timeout_ms;    /* a kept-alive connection with no request (default 60 s) */
         unsigned request_timeout_ms; /* no progress while a request arrives or a response
                                       * leaves (default 30 s) */
+        /* Never send the first FIN of a connection, so that no TCP connection of ours is ever
+         * left in TIME_WAIT (gVisor cannot checkpoint a sandbox that holds one): a connection
+         * the server ends is reset (SO_LINGER {1, 0}) once the peer has acknowledged all of it
+         * (socket-drain.h), none is shut down for writing, and listening sockets are made
+         * without SO_REUSEADDR (else another listener could join ours on the port while we
+         * hold still, http_server_set_accepting()). */
+        bool close_by_reset;
 } HttpServerConfig;
 
 int http_server_new(sd_event *event, const HttpServerConfig *config, HttpServer **ret);
@@ -158,6 +170,9 @@ int http_server_listen(HttpServer *s, const char *host, const char *port);
 int http_server_listen_fd(HttpServer *s, int fd);
 /* The port actually bound by the first listener (useful with port "0"). */
 unsigned http_server_port(HttpServer *s);
+/* The TCP ports of its listening sockets (at most max, into ret; a port twice when it listens
+ * on two addresses). */
+size_t http_server_ports(HttpServer *s, uint16_t *ret, size_t max);
 
 /* A program that takes a connection itself once a request's head is in (the port proxy,
  * http-proxy.h; the E2B gateway): `wants` is asked at each head (c's path, method and headers
@@ -207,6 +222,17 @@ void http_server_set_admit(HttpServer *s, HttpAdmitFn fn, void *userdata);
 
 /* Stop accepting; idle connections close, the others after their current response. */
 void http_server_shutdown(HttpServer *s);
+
+/* false: stop accepting on every listening socket and keep its port: its event source is
+ * disabled (out of epoll) and it is shut down for reading, which ends its listening (what
+ * waited in its queue is reset) but keeps it bound. true: listen() again and accept. */
+int http_server_set_accepting(HttpServer *s, bool accepting);
+/* End every connection but keep (NULL: all) at once with a reset: plain ones, WebSockets, TLS
+ * connections, and sockets waiting to be drained (socket-drain.h). */
+void http_server_reset_connections(HttpServer *s, HttpConn *keep);
+/* The TCP socket c's bytes travel over: its own, or its TLS connection's. -EBADF for none (a
+ * WebSocket, libwebsockets' own). */
+int http_server_conn_socket(const HttpServer *s, const HttpConn *c);
 
 /* The reason phrase of an HTTP status ("Not Found"), "Unknown" for one it does not know. */
 const char *http_reason_phrase(unsigned status);
@@ -282,9 +308,14 @@ void http_server_conn_added(HttpServer *s, HttpConn *c);
  * waited longest gives its place to a new connection. */
 bool http_conn_waiting(const HttpConn *c, uint64_t *ret_since);
 void http_server_conn_removed(HttpServer *s, HttpConn *c);
+/* Close a connection's socket the server is done with (its event source is gone already): in
+ * close-by-reset mode through the drain (socket-drain.h), else at once. */
+void http_server_close_socket(HttpServer *s, int fd);
 
 /* http-conn.c */
 int http_conn_new(HttpServer *server, int fd, HttpConn **ret);
 HttpConn *http_conn_free(HttpConn *c);
 /* Close now if idle, else after the response in progress (server shutdown). */
 void http_conn_shutdown(HttpConn *c);
+/* End the connection now with a reset, whatever it was doing. */
+void http_conn_reset(HttpConn *c);

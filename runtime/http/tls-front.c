@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "socket-drain.h"
 #include "tls-front.h"
 #include "tls.h"
 
@@ -42,6 +43,7 @@ struct TlsFront {
         bool net_readable;   /* epoll said so, and no read since */
         bool read_wants_out; /* the last TLS read waits for the socket to take data */
         bool inner_readable;
+        bool reset;          /* end with a reset now, not through the set's drain */
         Pipe to_inner, to_net;
 };
 
@@ -74,10 +76,13 @@ static void front_free(TlsFront *f) {
                 f->next->prev = f->prev;
         if (f->set->n > 0)
                 f->set->n--;
+        /* Out of epoll before the sockets are closed (http_conn_free() says why). */
         f->net_io = sd_event_source_disable_unref(f->net_io);
         f->inner_io = sd_event_source_disable_unref(f->inner_io);
         f->timer = sd_event_source_disable_unref(f->timer);
-        SSL_free(f->ssl);
+        SSL_free(f->ssl); /* (its BIO does not close the socket) */
+        if (f->set->drain && !f->reset && f->net_fd >= 0)
+                socket_drain_add(f->set->drain, TAKE_FD(f->net_fd));
         f->net_fd = safe_close(f->net_fd);
         f->inner_fd = safe_close(f->inner_fd);
         sd_event_unref(f->event);
@@ -379,6 +384,34 @@ void tls_fronts_written(TlsFronts *set, int served_fd) {
                                 front_free(f);
                         return;
                 }
+}
+
+int tls_fronts_net_fd(const TlsFronts *set, int served_fd) {
+        if (served_fd < 0)
+                return -EBADF;
+        for (TlsFront *f = set->head; f; f = f->next)
+                if (f->established && f->served_fd == served_fd)
+                        return f->net_fd;
+        return -EBADF;
+}
+
+static TlsFront *front_other_than(TlsFronts *set, int keep_served_fd) {
+        for (TlsFront *f = set->head; f; f = f->next)
+                if (!f->established || keep_served_fd < 0 || f->served_fd != keep_served_fd)
+                        return f;
+        return NULL;
+}
+
+void tls_fronts_reset(TlsFronts *set, int keep_served_fd) {
+        TlsFront *f;
+
+        /* A client side one's failed() may free others: from the head each time. */
+        while ((f = front_other_than(set, keep_served_fd))) {
+                if (f->net_fd >= 0)
+                        (void) socket_reset_on_close(f->net_fd);
+                f->reset = true;
+                front_free(f);
+        }
 }
 
 void tls_fronts_free_all(TlsFronts *set) {

@@ -17,10 +17,14 @@
 #include <systemd/sd-event.h>
 
 typedef struct TlsFront TlsFront;
+struct SocketDrain;
 
 typedef struct TlsFronts {
         TlsFront *head;
         unsigned n; /* in the handshake or pumping */
+        /* Not NULL: the TCP socket of a connection that ends goes there, to be reset once the
+         * peer has acknowledged everything (close-by-reset mode, socket-drain.h). */
+        struct SocketDrain *drain;
 } TlsFronts;
 
 /* The handshake is done: serve plain_fd (non-blocking, CLOEXEC; the callee owns it). A
@@ -46,6 +50,12 @@ int tls_front_connect_sandbox(sd_event *event, SSL_CTX *ctx, const struct sockad
 /* The server wrote to served_fd (a pair's end it got from ready): move that now, rather than at
  * the loop's next turn. A no-op for any other fd. */
 void tls_fronts_written(TlsFronts *set, int served_fd);
+
+/* The TCP socket of the connection whose plain end (from ready) is served_fd, or -EBADF. */
+int tls_fronts_net_fd(const TlsFronts *set, int served_fd);
+/* End every connection of the set but the one whose plain end is keep_served_fd (-EBADF: none)
+ * at once, with a reset. */
+void tls_fronts_reset(TlsFronts *set, int keep_served_fd);
 
 /* Close every connection of the set at once (the server stops). */
 void tls_fronts_free_all(TlsFronts *set);

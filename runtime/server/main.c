@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "checkpoint-hold.h"
 #include "conformance.h"
 #include "environment-file.h"
 #include "eio-server.h"
@@ -51,6 +52,7 @@ typedef struct Options {
         const char *environment_file; /* NULL: the bundle's, if there is one; "": none */
         bool insecure_no_token;
         const char *tls_cert, *tls_key;
+        bool checkpoint; /* $AGENTIX_CHECKPOINT=1: close connections by reset */
 } Options;
 
 typedef struct Server {
@@ -68,6 +70,7 @@ typedef struct Server {
         WorkerLink *worker;
         PidsLimit *pids_limit;
         TlsInstall *tls_install;
+        CheckpointHold *hold;    /* POST /runtime/hold */
         sd_event_source *shutdown_timer;
         uint64_t shutdown_deadline;
         bool shutting_down;
@@ -125,7 +128,13 @@ static void help(void) {
                "{\"token\": …}), AGENTIX_BIND_HOST, AGENTIX_BIND_PORT, AGENTIX_MODULE_DIR,\n"
                "AGENTIX_LOG_LEVEL (debug, info, notice, warning, err), AGENTIX_DEFAULT_USER (the\n"
                "account E2B requests that name none run as), AGENTIX_TLS=1 (serve nothing but\n"
-               "/health until agentd hands over a TLS certificate, then TLS only).\n"
+               "/health until agentd hands over a TLS certificate, then TLS only),\n"
+               "AGENTIX_CHECKPOINT=1 (the sandbox may be checkpointed: end connections with a\n"
+               "reset, never a FIN, and listen without SO_REUSEADDR).\n"
+               "\n"
+               "POST /runtime/hold (with the token) stops accepting and resets every other\n"
+               "connection, so that gVisor can checkpoint the sandbox; SIGUSR2 (or 120 s without\n"
+               "one) makes the server listen again.\n"
                "\n"
                "See agentix-server(8).\n",
                AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
@@ -334,6 +343,9 @@ static void options_from_env(Options *o) {
         e = getenv("AGENTIX_MODULE_DIR");
         if (!strempty(e))
                 o->module_dir = e;
+        /* agentd's to set, for a sandbox it may checkpoint; none of the commands' business. */
+        o->checkpoint = streq_ptr(getenv("AGENTIX_CHECKPOINT"), "1");
+        (void) unsetenv("AGENTIX_CHECKPOINT");
 }
 
 /* The token, taken out of the environment at start (take_token()). */
@@ -519,6 +531,7 @@ static int setup(Server *srv, Options *o) {
         };
         HttpServerConfig http_config = {
                 .max_connections = o->max_connections,
+                .close_by_reset = o->checkpoint,
         };
         SioConfig sio_config = { .connect_timeout_ms = o->connect_timeout_ms };
 
@@ -632,6 +645,16 @@ static int setup(Server *srv, Options *o) {
         if (r < 0)
                 return r;
         http_server_set_takeover(srv->http, &(HttpTakeover) PROXY_TAKEOVER(srv->proxy));
+        if (o->checkpoint) {
+                r = proxy_set_close_by_reset(srv->proxy);
+                if (r < 0)
+                        return r;
+        }
+        if (srv->rpc) {
+                r = checkpoint_hold_new(srv->event, srv->http, srv->proxy, srv->rpc, &srv->hold);
+                if (r < 0)
+                        return r;
+        }
 
         if (o->tls_cert) {
                 _cleanup_(SSL_CTX_freep) SSL_CTX *ctx = NULL;
@@ -661,11 +684,11 @@ static int setup(Server *srv, Options *o) {
                         return r;
                 }
         }
-        log_info("agentix-server %s listening on port %u%s%s.", AGENTIX_VERSION, http_server_port(srv->http),
+        log_info("agentix-server %s listening on port %u%s%s%s.", AGENTIX_VERSION, http_server_port(srv->http),
                  http_server_is_tls(srv->http) ? " (TLS)"
                  : server_awaits_tls           ? " (waiting for its TLS certificate)"
                                                : "",
-                 o->conformance ? " (conformance mode)" : "");
+                 o->conformance ? " (conformance mode)" : "", o->checkpoint ? " (checkpointable)" : "");
         return 0;
 }
 
@@ -692,6 +715,8 @@ static void server_done(Server *srv) {
         srv->envd_fs = envd_filesystem_api_free(srv->envd_fs);
         srv->envd_process = envd_process_api_free(srv->envd_process);
         srv->proxy = proxy_free(srv->proxy);
+        /* After the HTTP server, whose route calls it. */
+        srv->hold = checkpoint_hold_free(srv->hold);
         srv->tls_install = tls_install_free(srv->tls_install);
         srv->eio = eio_server_free(srv->eio);
         srv->eio_echo = eio_server_free(srv->eio_echo);
@@ -751,6 +776,7 @@ int main(int argc, char *argv[]) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGUSR2); /* listen again after a hold (checkpoint-hold.h) */
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
@@ -773,9 +799,10 @@ int main(int argc, char *argv[]) {
                 return 1;
         }
 
+        /* Its exit code: 0, or 1 from a part that cannot go on (a hold that cannot listen again). */
         r = sd_event_loop(srv.event);
         if (r < 0)
                 log_error_errno(r, "Event loop failed: %m");
         server_done(&srv);
-        return r < 0 ? 1 : 0;
+        return r == 0 ? 0 : 1;
 }

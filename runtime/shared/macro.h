@@ -118,6 +118,9 @@ int loop_write(int fd, const void *buf, size_t n);
  * when it is not executable), else name beside our own executable (the build tree, a bundle's
  * bin directory), else in AGENTIX_LIBEXECDIR; -ENOENT when none is. Into buf. */
 int companion_program(const char *name, const char *env, char *buf, size_t size);
+/* Make close() of the TCP socket fd end its connection with a reset (SO_LINGER {1, 0}): no FIN
+ * and no TIME_WAIT on our side, but whatever the peer has not acknowledged yet is lost. */
+int socket_reset_on_close(int fd);
 /* Monotonic time in microseconds. */
 unsigned long long now_usec(void);
 /* Keep the first failure's message for a person: *msg gets the formatted text unless it holds

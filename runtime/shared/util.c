@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "macro.h"
@@ -86,4 +87,13 @@ int companion_program(const char *name, const char *env, char *buf, size_t size)
         if (snprintf(buf, size, "%s/%s", AGENTIX_LIBEXECDIR, name) < (int) size && access(buf, X_OK) == 0)
                 return 0;
         return -ENOENT;
+}
+
+int socket_reset_on_close(int fd) {
+        /* Zero linger: close() aborts the connection (RST), whatever its state, and leaves no
+         * TIME_WAIT behind. */
+        if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &(struct linger) { .l_onoff = 1, .l_linger = 0 },
+                       sizeof(struct linger)) < 0)
+                return negative_errno();
+        return 0;
 }

@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Sandbox.Hibernate() and Resume() through agentd, against a real dockerd with gVisor (runsc,
+through agentix-runsc on gVisor's own network stack): a sandbox's processes, memory, shell
+sessions and files come back as they were, twice (by Resume(), then by a call that needs its
+runtime: auto-resume), and across a restart of agentd; nothing of it
+runs on the host meanwhile; an open TCP connection keeps it from hibernating and it runs on
+untouched; a runc sandbox is NotSupported naming runsc; another user is refused; Delete during a
+hibernate wins.
+
+Needs what agentd_env.py needs and a running dockerd with runsc registered (skips without)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import dbus
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import RpcClient, main, test, wait_until  # noqa: E402
+from agentd_env import (AGENTIXCTL, NAME, SANDBOX, Agentd, busctl_as, cleanup, docker, ensure_users,  # noqa: E402
+                        error_name, remove_users, runtimes)
+
+STATE = {}
+# A counter the sandbox keeps in memory and writes out, atomically, every 0.2 s.
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; "
+           "sleep 0.2; done")
+
+
+def agentd():
+    if "agentd" not in STATE:
+        STATE["uids"] = ensure_users()
+        STATE["agentd"] = Agentd("hibernate")
+    return STATE["agentd"]
+
+
+def props(path):
+    p = dbus.Interface(agentd().conn.get_object(NAME, path), "org.freedesktop.DBus.Properties")
+    return {str(k): v for k, v in p.GetAll(SANDBOX).items()}
+
+
+def sandbox(path):
+    return dbus.Interface(agentd().conn.get_object(NAME, path), SANDBOX)
+
+
+def client(sid):
+    url, token = agentd().manager().GetRuntimeAccess(sid)
+    return RpcClient(str(url), str(token))
+
+
+def run(sid, command, timeout=60):
+    c = client(sid)
+    try:
+        r = c.call("sandbox::exec", command=command, timeout=timeout)
+        assert r["exit_code"] == 0, r
+        return r["output"]
+    finally:
+        c.close()
+
+
+def container(sid):
+    return json.loads(docker("inspect", f"agentix-{sid}").stdout)[0]
+
+
+def host_processes_of(cid):
+    """Processes on the host whose command line names the container (runsc's sandbox, gofer,
+    containerd's shim)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if cid.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def count(sid):
+    return int(run(sid, "cat /tmp/count").strip())
+
+
+def runsc_or_skip():
+    if "runsc" not in runtimes():
+        print("SKIP: runsc is not registered with dockerd")
+        return False
+    return True
+
+
+def hibernate_and_resume(path, sid, how):
+    """Hibernate, check nothing of it runs, and run it again: by Resume(), or by a call that
+    needs its runtime (agentixctl exec: GetRuntimeAccess resumes it first)."""
+    before = props(path)
+    sandbox(path).Hibernate(timeout=300)
+    p = props(path)
+    assert str(p["State"]) == "hibernated", p["State"]
+    info = container(sid)
+    assert info["State"]["Running"] is False and info["State"]["Pid"] == 0, info["State"]
+    # Its RAM is given back: nothing of it runs on the host.
+    assert host_processes_of(info["Id"]) == [], host_processes_of(info["Id"])
+    assert int(p["ExpiresAt"]) == int(before["ExpiresAt"]) and dict(p["Labels"]) == dict(before["Labels"])
+    if how == "resume":
+        sandbox(path).Resume(timeout=300)
+    else:
+        r = subprocess.run([AGENTIXCTL, f"--sandbox={sid}", "exec", "--", "echo", "woken"], env=agentd().env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout == "woken\n", (r.returncode, r.stdout, r.stderr)
+    assert str(props(path)["State"]) == "running"
+
+
+@test
+def a_runsc_sandbox_hibernates_and_resumes_with_its_processes_memory_and_sessions():
+    if not runsc_or_skip():
+        return
+    path, sid = agentd().create(runtime="runsc", labels=dbus.Dictionary({"purpose": "hibernate"}, signature="ss"))
+    sid = str(sid)
+    try:
+        # Memory: 64 MiB of random bytes in gVisor's memory-backed /dev/shm, and its sum.
+        run(sid, "head -c 67108864 /dev/urandom > /dev/shm/blob")
+        blob_sum = run(sid, "md5sum /dev/shm/blob").split()[0]
+        # A process counting in its own memory.
+        counter_pid = int(run(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $!").strip())
+        wait_until(lambda: count(sid) >= 3, 30, what="the counter")
+        # A shell session with its own state.
+        c = client(sid)
+        try:
+            session = c.call("shell::open", cwd="/")
+            c.call("shell::run", session, "cd /tmp && export KEPT=across-hibernation")
+        finally:
+            c.close()
+        token_before = str(agentd().manager().GetRuntimeAccess(sid)[1])
+
+        for round_trip, how in ((1, "resume"), (2, "access")):
+            counted = count(sid)
+            hibernate_and_resume(path, sid, how)
+            # The same process goes on counting from where it was (not from 1: not started afresh).
+            assert run(sid, f"kill -0 {counter_pid} && echo alive").strip() == "alive", round_trip
+            first = count(sid)
+            assert first >= counted, (round_trip, first, counted)
+            wait_until(lambda: count(sid) > first, 30, what="the counter going on")
+            assert run(sid, "md5sum /dev/shm/blob").split()[0] == blob_sum, round_trip
+            c = client(sid)
+            try:
+                r = c.call("shell::run", session, "pwd; echo $KEPT")
+                assert r["output"] == "/tmp\nacross-hibernation\n", (round_trip, r)
+            finally:
+                c.close()
+            assert str(agentd().manager().GetRuntimeAccess(sid)[1]) == token_before
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=120)
+    assert subprocess.run(["docker", "inspect", f"agentix-{sid}"], capture_output=True).returncode != 0
+
+
+@test
+def a_hibernated_sandbox_stays_hibernated_across_an_agentd_restart():
+    if not runsc_or_skip():
+        return
+    path, sid = agentd().create(runtime="runsc")
+    sid = str(sid)
+    try:
+        run(sid, "echo kept > /tmp/file")
+        sandbox(path).Hibernate(timeout=300)
+        agentd().kill_and_restart()
+        wait_until(lambda: sid in agentd().ids(), 30, what="the sandbox adopted")
+        assert str(props(path)["State"]) == "hibernated"
+        sandbox(path).Resume(timeout=300)
+        assert str(props(path)["State"]) == "running"
+        assert run(sid, "cat /tmp/file") == "kept\n"
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def an_open_tcp_connection_keeps_it_from_hibernating_and_it_runs_on():
+    if not runsc_or_skip():
+        return
+    path, sid = agentd().create(runtime="runsc")
+    sid = str(sid)
+    try:
+        run(sid, "mkdir -p /tmp/www && httpd -p 9000 -h /tmp/www")
+        address = str(props(path)["RuntimeUrl"]).split("//")[1].rsplit(":", 1)[0]
+        counter_pid = int(run(sid, f"nohup sh -c '{COUNTER}' >/dev/null 2>&1 & echo $!").strip())
+        conn = socket.create_connection((address, 9000), timeout=10)
+        try:
+            # The server has it (accepted): then the hold must see it.
+            wait_until(lambda: ":2328 " in run(sid, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | "
+                                                    "awk '$4 == \"01\"'"), 10, what="the connection")
+            name, message = error_name(lambda: sandbox(path).Hibernate(timeout=300))
+            assert name.endswith(".CheckpointFailed"), (name, message)
+            assert ":9000" in message and "runs on untouched" in message, message
+            # Untouched: running, the same processes, calls answered.
+            assert str(props(path)["State"]) == "running"
+            assert run(sid, f"kill -0 {counter_pid} && echo alive").strip() == "alive"
+        finally:
+            conn.close()
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def a_runc_sandbox_is_not_supported_and_names_runsc():
+    path, sid = agentd().create(runtime="runc")
+    try:
+        name, message = error_name(lambda: sandbox(path).Hibernate(timeout=60))
+        assert name.endswith(".NotSupported"), (name, message)
+        assert "runsc" in message, message
+        assert str(props(path)["State"]) == "running"
+        # agentixctl says the same, with a non-zero status.
+        r = subprocess.run([AGENTIXCTL, "hibernate", str(sid)], env=agentd().env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode != 0 and "runsc" in r.stderr, (r.returncode, r.stderr)
+    finally:
+        agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def only_its_owner_and_root_hibernate_it_and_delete_during_one_wins():
+    if not runsc_or_skip():
+        return
+    path, sid = agentd().create(runtime="runsc")
+    sid = str(sid)
+    try:
+        # Another user's sandbox is not there for bob (agentd shows a user their own objects).
+        r = busctl_as("bob", agentd().address, "call", NAME, str(path), SANDBOX, "Hibernate")
+        assert r.returncode != 0 and ("NotOwner" in r.stderr or "Unknown object" in r.stderr), (r.returncode, r.stderr)
+        assert str(props(path)["State"]) == "running"
+        # agentixctl hibernate, then a Delete while it is on its way (or just after).
+        hib = subprocess.Popen([AGENTIXCTL, "hibernate", sid], env=agentd().env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        agentd().manager().DeleteSandbox(sid, timeout=120)
+        hib.communicate(timeout=300)
+        assert sid not in agentd().ids()
+        wait_until(lambda: subprocess.run(["docker", "inspect", f"agentix-{sid}"],
+                                          capture_output=True).returncode != 0, 60, what="the container gone")
+        assert agentd().agentd.poll() is None, agentd().log_text()
+    finally:
+        if sid in agentd().ids():
+            agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if "agentd" in STATE:
+            rc = STATE["agentd"].stop()
+            if rc not in (0, None):
+                print(STATE["agentd"].log_text()[-4000:])
+        remove_users()
+        cleanup()
