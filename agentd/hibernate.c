@@ -317,16 +317,13 @@ int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *
         return 1;
 }
 
-int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
+/* A wake of hibernated s from its checkpoint for call (NULL: for waiters only), within its
+ * owner's quotas; *ret the operation, s->live. */
+static int start_wake(Manager *m, Sandbox *s, sd_bus_message *call, const char *why, LiveOp **ret,
+                      sd_bus_error *error) {
         LiveOp *op;
         int r;
 
-        if (s->live)
-                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
-                                         s->id);
-        r = check_backend(s, error);
-        if (r < 0)
-                return r;
         r = quota_check_wake(m, s, error);
         if (r < 0)
                 return r;
@@ -340,8 +337,22 @@ int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *e
                 op_free(op);
                 return r;
         }
-        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint.", s->id);
+        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint%s.", s->id, why);
+        *ret = op;
         return 1;
+}
+
+int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
+        LiveOp *op;
+        int r;
+
+        if (s->live)
+                return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
+                                         s->id);
+        r = check_backend(s, error);
+        if (r < 0)
+                return r;
+        return start_wake(m, s, call, "", &op, error);
 }
 
 int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hibernate_answer_t answer,
@@ -349,25 +360,12 @@ int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
         LiveOp *op = s->live;
         int r;
 
-        if (!op && s->state != SANDBOX_HIBERNATED)
+        if (!op && (s->state != SANDBOX_HIBERNATED || !s->backend->ops->wake))
                 return 0;
         if (!op) {
-                if (!s->backend->ops->wake)
-                        return 0;
-                r = quota_check_wake(m, s, error);
+                r = start_wake(m, s, NULL, " for a call that needs it", &op, error);
                 if (r < 0)
                         return r;
-                r = op_new(m, s, NULL, true, &op);
-                if (r < 0)
-                        return r;
-                s->live = op;
-                r = backend_wake(op, true);
-                if (r < 0) {
-                        s->live = NULL;
-                        op_free(op);
-                        return r;
-                }
-                log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint for a call that needs it.", s->id);
         }
         if (op->n_waiters >= WAITERS_MAX)
                 return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being resumed, and %d calls wait "

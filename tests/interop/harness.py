@@ -242,12 +242,10 @@ class RpcClient:
         self.sio.disconnect()
 
 
-def main():
-    only = sys.argv[1:]
+def run_tests(tests):
+    """Run each test, print ok/FAIL with its time and the closing count; the number that failed."""
     passed = failed = 0
-    for fn in _tests:
-        if only and fn.__name__ not in only:
-            continue
+    for fn in tests:
         t0 = time.time()
         try:
             fn()
@@ -260,4 +258,10 @@ def main():
             print(f"ok   {fn.__name__} ({time.time() - t0:.2f}s)")
         sys.stdout.flush()
     print(f"{passed} passed, {failed} failed")
+    return failed
+
+
+def main():
+    only = sys.argv[1:]
+    failed = run_tests([fn for fn in _tests if not only or fn.__name__ in only])
     sys.exit(1 if failed else 0)

@@ -28,9 +28,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import urllib.request
 import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
+from harness import _tests, run_tests, test  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WRAPPER = os.path.normpath(os.path.join(HERE, "..", "..", "policy", "runsc", "agentix-runsc"))
@@ -39,32 +41,6 @@ BUSYBOX = "agentix-test/busybox:1"
 RUN = uuid.uuid4().hex[:12]
 LABEL = f"org.agentix.test.runsc={RUN}"
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]
-
-_tests = []
-
-
-def test(fn):
-    _tests.append(fn)
-    return fn
-
-
-def run_tests(tests):
-    passed = failed = 0
-    for fn in tests:
-        t0 = time.time()
-        try:
-            fn()
-        except Exception:
-            failed += 1
-            print(f"FAIL {fn.__name__} ({time.time() - t0:.2f}s)")
-            traceback.print_exc()
-        else:
-            passed += 1
-            print(f"ok   {fn.__name__} ({time.time() - t0:.2f}s)")
-        sys.stdout.flush()
-    print(f"{passed} passed, {failed} failed")
-    return failed
-
 
 # ---- decision: no container ----
 
