@@ -37,12 +37,14 @@ int agentd_config_new(AgentdConfig **ret) {
                 .max_sandboxes = 1024,
                 .max_sandboxes_per_user = 256,
                 .max_snapshots_per_user = 32,
+                .hibernated_retention_sec = 7 * 24 * 3600,
+                .max_hibernated = AGENTD_UNLIMITED,
                 /* Never unlimited: a fork bomb in a sandbox must not reach the host. */
                 .defaults = { .cpus = 1.0, .memory = MIN(2ULL << 30, host), .pids = 1024 },
                 .maxima = { .cpus = 0, .memory = host, .pids = 1ULL << 22 },
                 .backend_timeout_usec = 30ULL * 1000 * 1000,
                 .quotas = { .max_sandboxes = AGENTD_UNLIMITED, .max_cpus = 0, .max_memory = AGENTD_UNLIMITED,
-                            .max_snapshots = AGENTD_UNLIMITED },
+                            .max_snapshots = AGENTD_UNLIMITED, .max_hibernated = AGENTD_UNLIMITED },
         };
         c->backend_dir = strdup(AGENTD_BACKEND_DIR_DEFAULT);
         c->default_backend = strdup("docker");
@@ -129,6 +131,26 @@ static int sandboxes_key(Parser *p, const char *key, const char *value) {
                 c->max_snapshots_per_user = v;
                 return 1;
         }
+        if (streq(key, "OnExpiry")) {
+                if (!streq(value, "delete") && !streq(value, "hibernate"))
+                        return parser_fail(p, "OnExpiry=%s is neither delete nor hibernate", value);
+                c->hibernate_on_expiry = streq(value, "hibernate");
+                return 1;
+        }
+        if (streq(key, "HibernatedRetention")) {
+                if (parse_timespan_sec(value, &v) < 0 || v == 0)
+                        return parser_fail(p, "HibernatedRetention=%s is not a time span of at least 1 s (like 1h, "
+                                           "7d) or infinity", value);
+                c->hibernated_retention_sec = v;
+                return 1;
+        }
+        if (streq(key, "MaxHibernated")) {
+                if (parse_count(value, 0, 1000000, &v) < 0)
+                        return parser_fail(p, "MaxHibernated=%s is not a number of sandboxes from 0 to 1000000 or "
+                                           "infinity", value);
+                c->max_hibernated = v;
+                return 1;
+        }
         if (streq(key, "DeleteOnStop")) {
                 int b = parse_boolean(value);
                 if (b < 0)
@@ -137,7 +159,7 @@ static int sandboxes_key(Parser *p, const char *key, const char *value) {
                 return 1;
         }
         return parser_fail(p, "unknown key %s= in [Sandboxes] (DefaultTTL, MaxTTL, MaxSandboxes, MaxSandboxesPerUser, "
-                           "MaxSnapshotsPerUser, DeleteOnStop)", key);
+                           "MaxSnapshotsPerUser, OnExpiry, HibernatedRetention, MaxHibernated, DeleteOnStop)", key);
 }
 
 static int limits_key(Parser *p, const char *key, const char *value) {
@@ -546,6 +568,9 @@ int agentd_config_format(const AgentdConfig *c, FILE *out) {
         config_put_count(out, "MaxSandboxes", c->max_sandboxes);
         config_put_count(out, "MaxSandboxesPerUser", c->max_sandboxes_per_user);
         config_put_count(out, "MaxSnapshotsPerUser", c->max_snapshots_per_user);
+        fprintf(out, "OnExpiry=%s\n", c->hibernate_on_expiry ? "hibernate" : "delete");
+        put_seconds(out, "HibernatedRetention", c->hibernated_retention_sec);
+        config_put_count(out, "MaxHibernated", c->max_hibernated);
         fprintf(out, "DeleteOnStop=%s\n", c->delete_on_stop ? "yes" : "no");
         fputs("\n[Limits]\n", out);
         fprintf(out, "DefaultCPUs=%g\n", c->defaults.cpus);

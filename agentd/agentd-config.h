@@ -30,6 +30,9 @@ typedef struct AgentdConfig {
         uint64_t max_sandboxes_per_user;
         uint64_t max_snapshots_per_user; /* root has no maximum */
         bool delete_on_stop;             /* agentd deletes its sandboxes when it stops (else they run on) */
+        bool hibernate_on_expiry;        /* OnExpiry=hibernate: an expiring sandbox that can hibernates */
+        uint64_t hibernated_retention_sec; /* then it expires this much later (AGENTD_UNLIMITED: never) */
+        uint64_t max_hibernated;         /* hibernated sandboxes on the host (AGENTD_UNLIMITED: any) */
         /* [Limits]: what a create gets when it names none, and the most it may ask for */
         SandboxLimits defaults;
         SandboxLimits maxima;            /* cpus 0, memory/pids AGENTD_UNLIMITED: any */

@@ -29,6 +29,7 @@ typedef struct LiveOp {
         sd_event_source *settle;
         bool in_backend;          /* a hibernate() or wake() of the backend's is on its way */
         bool waking;              /* Resume(); else Hibernate() */
+        bool expiring;            /* OnExpiry=hibernate: deleted when it cannot hibernate */
         char *failure;            /* a failed save, said once the sandbox runs again */
         const char *failure_name; /* and its error (AGENTD_ERROR_*) */
         uint64_t started;         /* CLOCK_MONOTONIC, µs */
@@ -212,6 +213,13 @@ static void on_hibernated(void *userdata, const char *error_name, const char *me
                 op_finish(op, NULL, NULL);
                 return;
         }
+        if (op->expiring) {
+                log_sandbox_warning(s, "Sandbox %s expired and could not hibernate (%s): deleting it.", s->id,
+                                    strna(message));
+                op_finish(op, error_name, "%s", strna(message));
+                (void) lifecycle_delete(s->manager, s, NULL);
+                return;
+        }
         /* Held, and perhaps stopped: run it again either way before answering. */
         op->failure_name = error_name;
         if (asprintf(&op->failure, "its checkpoint failed (%s)", strna(message)) < 0)
@@ -241,6 +249,12 @@ static void on_held(bool held, const char *error, void *userdata) {
         Sandbox *s = op->sandbox;
 
         op->hold = NULL; /* freed after this returns */
+        if (!held && op->expiring) {
+                log_sandbox_info(s, "Sandbox %s expired and cannot hibernate (%s): deleting it.", s->id, strna(error));
+                op_finish(op, AGENTD_ERROR_CHECKPOINT_FAILED, "%s", strna(error));
+                (void) lifecycle_delete(s->manager, s, NULL);
+                return;
+        }
         if (!held) {
                 log_sandbox_info(s, "Sandbox %s does not hibernate: %s", s->id, strna(error));
                 op_finish(op, AGENTD_ERROR_CHECKPOINT_FAILED, "Sandbox %s cannot hibernate now (it runs on "
@@ -277,8 +291,8 @@ static int check_backend(Sandbox *s, sd_bus_error *error) {
         return 0;
 }
 
-int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
-        LiveOp *op;
+/* Whether s may hibernate now (error set, < 0, when not). */
+static int check_hibernate(Manager *m, Sandbox *s, sd_bus_error *error) {
         int r;
 
         if (s->live)
@@ -302,19 +316,56 @@ int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *
                                          s->spec.tls ? "its runtime serves TLS, which cannot hold still for a "
                                          "checkpoint yet" : "it was not made to (made before agentd could, or on the "
                                          "host's network)");
+        return quota_check_hibernate(m, s, error);
+}
+
+/* Ask its runtime to hold still; the rest follows (on_held()). call may be NULL. */
+static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, bool expiring) {
+        LiveOp *op;
+        int r;
+
         if (!m->curl && (r = curl_event_new(m->event, &m->curl)) < 0)
                 return r;
         r = op_new(m, s, call, false, &op);
         if (r < 0)
                 return r;
+        op->expiring = expiring;
         r = runtime_hold_start(m->curl, s->runtime_url, s->token, on_held, op, &op->hold);
         if (r < 0) {
                 op_free(op);
                 return r;
         }
         s->live = op;
-        log_sandbox_info(s, "Sandbox %s: hibernating.", s->id);
+        log_sandbox_info(s, "Sandbox %s: hibernating%s.", s->id, expiring ? " (it expired: OnExpiry=hibernate)" : "");
         return 1;
+}
+
+int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
+        int r;
+
+        r = check_hibernate(m, s, error);
+        if (r < 0)
+                return r;
+        return begin_hibernate(m, s, call, false);
+}
+
+bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        uint64_t retention = m->config->hibernated_retention_sec;
+
+        if (s->live) {
+                /* Being hibernated or resumed: what it is then decides, a minute from now. */
+                s->expires_at = now + 60 * 1000000ULL;
+                return true;
+        }
+        if (!m->config->hibernate_on_expiry || check_hibernate(m, s, &error) < 0)
+                return false;
+        /* Kept that long from now (no retention: a century), then deleted as any other. */
+        s->expires_at = now + (retention == AGENTD_UNLIMITED ? 100ULL * 365 * 24 * 3600 : retention) * 1000000ULL;
+        if (begin_hibernate(m, s, NULL, true) < 0)
+                return false;
+        (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
+        return true;
 }
 
 /* A wake of hibernated s from its checkpoint for call (NULL: for waiters only), within its
@@ -372,6 +423,10 @@ int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
                                          "for it already.", s->id, WAITERS_MAX);
         op->waiters[op->n_waiters++] = (Waiter) { .call = sd_bus_message_ref(call), .answer = answer };
         return 1;
+}
+
+bool hibernate_counted(const Sandbox *s) {
+        return s->state == SANDBOX_HIBERNATED || (s->live && !s->live->waking);
 }
 
 void hibernate_drop(Sandbox *s) {

@@ -95,6 +95,8 @@ static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
         while ((s = manager_find_sandbox(m, is_expired, &now))) {
                 char id[32];
 
+                if (hibernate_on_expiry(m, s, now))
+                        continue; /* it expires again later */
                 log_sandbox_info(s, "Sandbox %s expired: deleting it.", s->id);
                 snprintf(id, sizeof(id), "%s", s->id);
                 (void) lifecycle_delete(m, s, NULL);

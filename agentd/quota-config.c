@@ -13,7 +13,7 @@
 #include "quota-config.h"
 #include "strv.h"
 
-int quota_key(Quotas *q, bool set[4], const char *key, const char *value, char **ret_error) {
+int quota_key(Quotas *q, bool set[5], const char *key, const char *value, char **ret_error) {
         uint64_t v;
         double d;
         int i = -1;
@@ -40,9 +40,14 @@ int quota_key(Quotas *q, bool set[4], const char *key, const char *value, char *
                         goto bad;
                 q->max_snapshots = v;
                 i = 3;
+        } else if (streq(key, "MaxHibernated")) {
+                if (parse_count(value, 0, 1000000, &v) < 0)
+                        goto bad;
+                q->max_hibernated = v;
+                i = 4;
         } else {
-                if (asprintf(ret_error, "unknown key %s= in [Quotas] (MaxSandboxes, MaxCPUs, MaxMemory, MaxSnapshots)",
-                             key) < 0)
+                if (asprintf(ret_error, "unknown key %s= in [Quotas] (MaxSandboxes, MaxCPUs, MaxMemory, MaxSnapshots, "
+                             "MaxHibernated)", key) < 0)
                         *ret_error = NULL;
                 return 0;
         }
@@ -248,6 +253,8 @@ Quotas quotas_apply(const Quotas *defaults, const UserQuotas *u) {
                 q.max_memory = u->quotas.max_memory;
         if (u->set[3])
                 q.max_snapshots = u->quotas.max_snapshots;
+        if (u->set[4])
+                q.max_hibernated = u->quotas.max_hibernated;
         return q;
 }
 
@@ -260,4 +267,5 @@ void quotas_format(const Quotas *q, FILE *out) {
                 fputs("MaxCPUs=infinity\n", out);
         config_put_size(out, "MaxMemory", q->max_memory);
         config_put_count(out, "MaxSnapshots", q->max_snapshots);
+        config_put_count(out, "MaxHibernated", q->max_hibernated);
 }

@@ -9,6 +9,7 @@
  *   MaxCPUs=       the sum of their CPUs
  *   MaxMemory=     the sum of their memory limits
  *   MaxSnapshots=  snapshots (root has no such quota)
+ *   MaxHibernated= hibernated sandboxes (root has no such quota)
  * "infinity" (the default) for none. They come on top of [Sandboxes] MaxSandboxesPerUser= and
  * MaxSnapshotsPerUser=, one bound for every user alike; a quota is the operator's per user, and
  * passing one is QuotaExceeded (agentd-errors.h). */
@@ -25,18 +26,19 @@ typedef struct Quotas {
         double max_cpus;         /* 0: none */
         uint64_t max_memory;     /* AGENTD_UNLIMITED: none */
         uint64_t max_snapshots;  /* AGENTD_UNLIMITED: none */
+        uint64_t max_hibernated; /* AGENTD_UNLIMITED: none */
 } Quotas;
 
 /* One user's file: what it sets, over the defaults. */
 typedef struct UserQuotas {
         char *user;              /* NAME of users/NAME.conf */
         Quotas quotas;
-        bool set[4];             /* MaxSandboxes, MaxCPUs, MaxMemory, MaxSnapshots given */
+        bool set[5];             /* MaxSandboxes, MaxCPUs, MaxMemory, MaxSnapshots, MaxHibernated given */
 } UserQuotas;
 
 /* A [Quotas] key into q (set: which were given, may be NULL). 1 when taken; 0 with *ret_error
  * (malloc'ed) naming the key for a bad value or an unknown key. */
-int quota_key(Quotas *q, bool set[4], const char *key, const char *value, char **ret_error);
+int quota_key(Quotas *q, bool set[5], const char *key, const char *value, char **ret_error);
 
 /* Every dir/ *.conf (a missing dir: none), each [Quotas] only. On a bad file *ret_error says
  * "FILE:LINE: what" and -EINVAL is returned; a file (or dir) another user than root may write,

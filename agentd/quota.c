@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "log.h"
 #include "macro.h"
+#include "hibernate.h"
 #include "quota.h"
 #include "strmap.h"
 
@@ -22,6 +23,8 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
                 if (s->owner != uid)
                         continue;
                 u.sandboxes++;
+                if (hibernate_counted(s))
+                        u.hibernated++;
                 /* A hibernated sandbox holds no memory and no CPU, only its place in the count. */
                 if (s->config && s->state != SANDBOX_HIBERNATED) {
                         u.cpus += s->config->limits.cpus;
@@ -94,6 +97,40 @@ int quota_check_wake(Manager *m, const Sandbox *s, sd_bus_error *error) {
         return check(m, s->owner, s->config, false, error);
 }
 
+int quota_check_hibernate(Manager *m, const Sandbox *s, sd_bus_error *error) {
+        size_t state = 0, host = 0;
+        const Sandbox *o;
+        char name[96];
+        Quotas q;
+        QuotaUsage u;
+        int r;
+
+        while ((o = strmap_iterate(m->sandboxes, &state)))
+                if (hibernate_counted(o))
+                        host++;
+        if (m->config->max_hibernated != AGENTD_UNLIMITED && host + 1 > m->config->max_hibernated)
+                return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,
+                                         "This host keeps at most %llu hibernated sandboxes (MaxHibernated= in agentd.conf "
+                                         "[Sandboxes]), and has %zu.", (unsigned long long) m->config->max_hibernated,
+                                         host), -EDQUOT;
+        if (s->owner == 0)
+                return 0;
+        r = quota_of(m, s->owner, &q);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot look up the name of uid %u, which its quotas may "
+                                               "depend on (agentd.conf.d/users/NAME.conf): %m", (unsigned) s->owner), r;
+        u = quota_usage_of(m, s->owner);
+        if (q.max_hibernated != AGENTD_UNLIMITED && u.hibernated + 1 > q.max_hibernated) {
+                who(s->owner, name);
+                return sd_bus_error_setf(error, AGENTD_ERROR_QUOTA_EXCEEDED,
+                                         "Quota MaxHibernated=%llu of %s: it has %llu hibernated sandboxes, one more is "
+                                         "past it (" WHERE "): resume or delete one first.",
+                                         (unsigned long long) q.max_hibernated, name, (unsigned long long) u.hibernated),
+                       -EDQUOT;
+        }
+        return 0;
+}
+
 int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max) {
         char name[96];
 
@@ -128,7 +165,7 @@ static void usage_unref(UsageCall *c) {
 
         if (--c->pending > 0)
                 return;
-        q = (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED };
+        q = (Quotas) { AGENTD_UNLIMITED, 0, AGENTD_UNLIMITED, AGENTD_UNLIMITED, AGENTD_UNLIMITED };
         r = c->uid == 0 ? 0 : quota_of(c->manager, c->uid, &q);
         u = quota_usage_of(c->manager, c->uid);
         if (r >= 0)
@@ -138,6 +175,8 @@ static void usage_unref(UsageCall *c) {
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "uid", "u", (uint32_t) c->uid, "sandboxes", "t",
                                        u.sandboxes, "cpus", "d", u.cpus, "memory", "t", u.memory);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "hibernated", "t", u.hibernated);
         if (r >= 0 && c->snapshots_known)
                 r = sd_bus_message_append(reply, "{sv}", "snapshots", "t", c->snapshots);
         if (r >= 0)
@@ -148,6 +187,8 @@ static void usage_unref(UsageCall *c) {
                 r = append_limit(reply, "max_memory", q.max_memory);
         if (r >= 0)
                 r = append_limit(reply, "max_snapshots", q.max_snapshots);
+        if (r >= 0)
+                r = append_limit(reply, "max_hibernated", q.max_hibernated);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)

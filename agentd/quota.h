@@ -17,6 +17,7 @@ typedef struct QuotaUsage {
         uint64_t sandboxes;      /* every sandbox of theirs agentd holds, creating ones included */
         double cpus;             /* the sum of their CPUs */
         uint64_t memory;         /* the sum of their memory limits */
+        uint64_t hibernated;     /* hibernated, or being hibernated */
 } QuotaUsage;
 
 /* uid's quotas as the configuration in use says them; a negative errno when they cannot be
@@ -30,6 +31,10 @@ int quota_check_create(Manager *m, uid_t owner, const SandboxConfig *config, sd_
 /* The same for a hibernated sandbox of its owner's to run again (its memory and CPUs count
  * again; it is in the count of sandboxes already). */
 int quota_check_wake(Manager *m, const Sandbox *s, sd_bus_error *error);
+
+/* Would hibernating s pass the host's MaxHibernated= (TooManySandboxes) or its owner's
+ * [Quotas] MaxHibernated= (QuotaExceeded)? Then -EDQUOT with error set; else 0. */
+int quota_check_hibernate(Manager *m, const Sandbox *s, sd_bus_error *error);
 
 /* The error for a snapshot past MaxSnapshots= (have: the owner's snapshots now). */
 int quota_snapshots_exceeded(sd_bus_message *call, uid_t owner, uint64_t have, uint64_t max);

@@ -6,7 +6,7 @@ sessions and files come back as they were, twice (by Resume(), then by a call th
 runtime: auto-resume), and across a restart of agentd; nothing of it
 runs on the host meanwhile; an open TCP connection keeps it from hibernating and it runs on
 untouched; a runc sandbox is NotSupported naming runsc; another user is refused; Delete during a
-hibernate wins.
+hibernate wins; OnExpiry=hibernate, HibernatedRetention= and MaxHibernated=.
 
 Needs what agentd_env.py needs and a running dockerd with runsc registered (skips without)."""
 
@@ -257,6 +257,48 @@ def only_its_owner_and_root_hibernate_it_and_delete_during_one_wins():
     finally:
         if sid in agentd().ids():
             agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def on_expiry_a_sandbox_hibernates_within_max_hibernated_and_goes_after_its_retention():
+    """agentd.conf: OnExpiry=hibernate, HibernatedRetention=, MaxHibernated= (last: it replaces
+    this test's agentd with one so configured)."""
+    if not runsc_or_skip():
+        return
+    agentd()
+    STATE["agentd"].stop()
+    STATE["agentd"] = Agentd("hibernate-policy", "[Sandboxes]\nOnExpiry=hibernate\nHibernatedRetention=6s\n"
+                                                 "MaxHibernated=1\n")
+    m = agentd().manager()
+    first_path, first = agentd().create(runtime="runsc")
+    second_path, second = agentd().create(runtime="runsc")
+    first, second = str(first), str(second)
+    try:
+        sandbox(first_path).Hibernate(timeout=300)
+        name, message = error_name(lambda: sandbox(second_path).Hibernate(timeout=300))
+        assert name.endswith(".TooManySandboxes") and "MaxHibernated=" in message, (name, message)
+        assert str(props(second_path)["State"]) == "running"
+        usage = {str(k): v for k, v in m.GetUsage(timeout=30).items()}
+        assert int(usage["hibernated"]) == 1, usage
+        # The host's one hibernated place is taken: the second one, expiring, is deleted.
+        sandbox(second_path).SetTTL(dbus.UInt64(1))
+        wait_until(lambda: second not in agentd().ids(), 60, what="the expired sandbox deleted")
+        # Once the place is free, an expiring sandbox hibernates, its expiry moved by the retention,
+        m.DeleteSandbox(first, timeout=120)
+        third_path, third = agentd().create(runtime="runsc")
+        third = str(third)
+        run(third, "echo kept > /tmp/file")
+        sandbox(third_path).SetTTL(dbus.UInt64(1))
+        wait_until(lambda: str(props(third_path)["State"]) == "hibernated", 60, what="hibernated at its expiry")
+        expires = int(props(third_path)["ExpiresAt"]) / 1e6
+        assert time.time() + 2 < expires <= time.time() + 7, (expires, time.time())
+        # and it goes once the retention is over.
+        wait_until(lambda: third not in agentd().ids(), 60, what="deleted after its retention")
+        wait_until(lambda: subprocess.run(["docker", "inspect", f"agentix-{third}"],
+                                          capture_output=True).returncode != 0, 60, what="its container gone")
+    finally:
+        for sid in agentd().ids():
+            m.DeleteSandbox(sid, timeout=120)
 
 
 if __name__ == "__main__":
