@@ -10,6 +10,9 @@
 # docker commit and docker run of the committed image, a sandbox with 100 MiB written.
 # bench/agentd/run.sh stats [N] [ROUNDS] — GetStats() of N live sandboxes (stats.py, default 250)
 # against `docker stats --no-stream` of the same containers, and a scrape of /metrics with them.
+# bench/agentd/run.sh live [RUNS] [MIB] — Hibernate() and Resume() of a gVisor sandbox holding MIB
+# MiB in memory (live.py, default 5 runs, 256 MiB) against docker checkpoint create and docker
+# start --checkpoint of a bare container on the same runtime.
 # bench/agentd/run.sh density [N] [PARALLEL] — N idle sandboxes at once (density.py, default
 # 2000, 8 at a time): errors, create latency, memory per sandbox by process, ListSandboxes beside
 # docker ps, a sample answering exec, the mass delete and what it left.
@@ -82,6 +85,11 @@ fi
 if [ "${1:-}" = snapshot ]; then
         shift
         /usr/bin/python3 "$HERE/snapshot.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-5}"
+        exit
+fi
+if [ "${1:-}" = live ]; then
+        shift
+        /usr/bin/python3 "$HERE/live.py" agentix-test/busybox:1 example-bundle:0.1.0 "${1:-5}" "${2:-256}"
         exit
 fi
 if [ "${1:-}" = density ]; then

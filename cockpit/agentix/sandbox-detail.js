@@ -16,6 +16,7 @@ export class SandboxDetail {
         on('action-logs', () => this.showLogs());
         on('action-pause', () => this.agentd.sandbox(this.sandbox.path, 'Pause'));
         on('action-resume', () => this.agentd.sandbox(this.sandbox.path, 'Resume'));
+        on('action-hibernate', () => this.agentd.sandbox(this.sandbox.path, 'Hibernate'));
         on('action-extend', () => this.extend());
         on('action-snapshot', () => this.snapshot());
         on('action-port', () => this.portLink());
@@ -53,7 +54,9 @@ export class SandboxDetail {
         state.textContent = sandbox.State;
         state.className = 'state state-' + sandbox.State;
         $('action-pause').hidden = sandbox.State !== 'running';
-        $('action-resume').hidden = sandbox.State !== 'paused';
+        $('action-resume').hidden = sandbox.State !== 'paused' && sandbox.State !== 'hibernated';
+        // gVisor sandboxes only: agentd says so (NotSupported, naming runsc) for the others.
+        $('action-hibernate').hidden = sandbox.State !== 'running' || sandbox.Runtime !== 'runsc';
         const labels = Object.entries(sandbox.Labels || {}).map(([k, v]) => k + '=' + v).join('\n');
         dl($('detail-properties'), [
             ['Image', sandbox.Image],
