@@ -90,6 +90,14 @@ static void finish_waiters(LiveOp *op, const char *error_name, const char *error
                 answer_waiters(op, NULL, NULL);
                 return;
         }
+        if (s->state == SANDBOX_HIBERNATED && !op->waking) {
+                _cleanup_(sd_bus_error_free) sd_bus_error quota = SD_BUS_ERROR_NULL;
+
+                if (quota_check_wake(op->manager, s, &quota) < 0) {
+                        answer_waiters(op, quota.name, quota.message);
+                        return;
+                }
+        }
         if (s->state == SANDBOX_HIBERNATED && !op->waking && op_new(op->manager, s, NULL, true, &next) >= 0) {
                 memcpy(next->waiters, op->waiters, op->n_waiters * sizeof(Waiter));
                 next->n_waiters = op->n_waiters;
@@ -353,14 +361,18 @@ bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         uint64_t retention = m->config->hibernated_retention_sec;
 
+        if (!m->config->hibernate_on_expiry)
+                return false; /* deleted: a Delete wins over what is on its way (hibernate_drop()) */
         if (s->live) {
                 /* Being hibernated or resumed: what it is then decides, a minute from now. */
                 s->expires_at = now + 60 * 1000000ULL;
                 return true;
         }
-        if (!m->config->hibernate_on_expiry || check_hibernate(m, s, &error) < 0)
+        if (check_hibernate(m, s, &error) < 0)
                 return false;
-        /* Kept that long from now (no retention: a century), then deleted as any other. */
+        /* Kept that long from now (and no longer than MaxTTL=), then deleted as any other. */
+        if (m->config->max_ttl_sec != AGENTD_UNLIMITED)
+                retention = MIN(retention, m->config->max_ttl_sec);
         s->expires_at = now + (retention == AGENTD_UNLIMITED ? 100ULL * 365 * 24 * 3600 : retention) * 1000000ULL;
         if (begin_hibernate(m, s, NULL, true) < 0)
                 return false;
@@ -368,10 +380,11 @@ bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now) {
         return true;
 }
 
-/* A wake of hibernated s from its checkpoint for call (NULL: for waiters only), within its
- * owner's quotas; *ret the operation, s->live. */
-static int start_wake(Manager *m, Sandbox *s, sd_bus_message *call, const char *why, LiveOp **ret,
-                      sd_bus_error *error) {
+/* A wake of hibernated s from its checkpoint for call (NULL: for waiter only), within its
+ * owner's quotas; s->live the operation. waiter (may be NULL) waits on it for answer(): added
+ * before the backend is asked, which may answer (and end the operation) before it returns. */
+static int start_wake(Manager *m, Sandbox *s, sd_bus_message *call, const char *why, sd_bus_message *waiter,
+                      hibernate_answer_t answer, sd_bus_error *error) {
         LiveOp *op;
         int r;
 
@@ -381,20 +394,25 @@ static int start_wake(Manager *m, Sandbox *s, sd_bus_message *call, const char *
         r = op_new(m, s, call, true, &op);
         if (r < 0)
                 return r;
+        if (waiter)
+                op->waiters[op->n_waiters++] = (Waiter) { .call = sd_bus_message_ref(waiter), .answer = answer };
         s->live = op;
+        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint%s.", s->id, why);
         r = backend_wake(op, true);
         if (r < 0) {
                 s->live = NULL;
+                op->call = sd_bus_message_unref(op->call); /* answered by the caller's error */
+                if (waiter) {
+                        sd_bus_message_unref(op->waiters[0].call);
+                        op->n_waiters = 0;
+                }
                 op_free(op);
                 return r;
         }
-        log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint%s.", s->id, why);
-        *ret = op;
         return 1;
 }
 
 int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error) {
-        LiveOp *op;
         int r;
 
         if (s->live)
@@ -403,21 +421,17 @@ int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *e
         r = check_backend(s, error);
         if (r < 0)
                 return r;
-        return start_wake(m, s, call, "", &op, error);
+        return start_wake(m, s, call, "", NULL, NULL, error);
 }
 
 int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hibernate_answer_t answer,
                            sd_bus_error *error) {
         LiveOp *op = s->live;
-        int r;
 
         if (!op && (s->state != SANDBOX_HIBERNATED || !s->backend->ops->wake))
                 return 0;
-        if (!op) {
-                r = start_wake(m, s, NULL, " for a call that needs it", &op, error);
-                if (r < 0)
-                        return r;
-        }
+        if (!op)
+                return start_wake(m, s, NULL, " for a call that needs it", call, answer, error);
         if (op->n_waiters >= WAITERS_MAX)
                 return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being resumed, and %d calls wait "
                                          "for it already.", s->id, WAITERS_MAX);

@@ -766,7 +766,9 @@ static int adopt_tls(Sandbox *s, const AgentdSandboxSpec *spec) {
         char *url;
 
         s->spec.tls = spec->tls;
-        s->spec.checkpointable = spec->checkpointable; /* as its container was made */
+        /* As its container was made, and only if a sandbox so made could be (an image's env
+         * could have said so for a container of an agentd before AGENTIX_CHECKPOINT=0 was set). */
+        s->spec.checkpointable = spec->checkpointable && sandbox_spec_checkpointable(spec);
         if (!spec->tls || !s->runtime_url)
                 return 0;
         url = runtime_url_https(s->runtime_url);

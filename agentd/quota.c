@@ -25,8 +25,9 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
                 u.sandboxes++;
                 if (hibernate_counted(s))
                         u.hibernated++;
-                /* A hibernated sandbox holds no memory and no CPU, only its place in the count. */
-                if (s->config && s->state != SANDBOX_HIBERNATED) {
+                /* A hibernated sandbox holds no memory and no CPU, only its place in the count;
+                 * one being run again holds them already. */
+                if (s->config && (s->state != SANDBOX_HIBERNATED || hibernate_in_progress(s))) {
                         u.cpus += s->config->limits.cpus;
                         /* Saturated: an unlimited [Limits] MaxMemory= lets sizes near 2^64. */
                         u.memory = u.memory > UINT64_MAX - s->config->limits.memory ? UINT64_MAX

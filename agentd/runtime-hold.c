@@ -44,9 +44,16 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         if (result != CURLE_OK)
                 (void) asprintf(&error, "its runtime could not be asked to hold still: %s",
                                 h->errbuf[0] ? h->errbuf : curl_easy_strerror(result));
-        else if (status != 200)
+        else if (status != 200) {
+                /* The sandbox's text goes into a D-Bus error: printable ASCII only (sd-bus refuses
+                 * a message that is not UTF-8, and the caller would wait for nothing). */
+                uint8_t *a = buffer_data(&h->answer);
+                for (size_t i = 0; i < h->answer.len; i++)
+                        if (a[i] < 0x20 || a[i] > 0x7e)
+                                a[i] = '?';
                 (void) asprintf(&error, "its runtime cannot hold still (HTTP %ld): %.*s", status,
-                                (int) h->answer.len, (const char *) buffer_data(&h->answer));
+                                (int) h->answer.len, (const char *) a);
+        }
         /* The connection goes (with a reset) before the caller takes the next step. */
         curl_easy_cleanup(TAKE_PTR(h->easy));
         h->done(result == CURLE_OK && status == 200, error ?: (result == CURLE_OK && status == 200 ? NULL : "out of memory"),

@@ -114,6 +114,12 @@ static int on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_err
                 op->step(op, NULL);
                 return 0;
         }
+        /* E2B's pause of a gVisor sandbox that cannot hibernate (an egress list, a TLS runtime):
+         * frozen in memory instead (Pause() never says NotSupported: no loop). */
+        if (e && op->kind == OP_PAUSE && sd_bus_error_has_name(e, AGENTD_ERROR("NotSupported"))) {
+                op_call(op, op->path, SANDBOX_IFACE, "Pause", op->step, NULL);
+                return 0;
+        }
         if (e) {
                 op_fail_bus(op, e);
                 return 0;

@@ -304,6 +304,13 @@ static void forward(SandboxRoute *route, int fd, const HttpHead *h, const uint8_
                 refuse(fd, 401, why);
                 return;
         }
+        /* The runtime's own control (POST /runtime/hold: agentd's, before a checkpoint) is no
+         * E2B face: a traffic token must not make the runtime hold still. */
+        if ((port == E2B_ENVD_PORT || port == E2B_CODE_INTERPRETER_PORT) && h->target_len >= 9 &&
+            strneq(h->target, "/runtime/", 9)) {
+                refuse(fd, 404, "no such path");
+                return;
+        }
         if (upstream_bytes(h, data, size, rt, port, &out) < 0) {
                 refuse(fd, 500, "out of memory");
                 return;
@@ -483,8 +490,10 @@ static int on_properties(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 lookup_finish(l, NULL, 502, NOT_THERE);
                 return 0;
         }
-        /* Hibernated: agentd runs it again before it answers GetRuntimeAccess (E2B's auto-resume). */
-        if (!streq(l->info.state, "running") && !streq(l->info.state, "hibernated")) {
+        /* A hibernated sandbox is as a paused one here: only a call with the API key (connect,
+         * resume) runs it again; traffic, which is checked against its runtime's token, must
+         * not wake it before it is checked. */
+        if (!streq(l->info.state, "running")) {
                 _cleanup_free_ char *msg = NULL;
 
                 if (asprintf(&msg, "the sandbox is not running (%s)", l->info.state) < 0)

@@ -132,9 +132,9 @@ static void help(void) {
                "AGENTIX_CHECKPOINT=1 (the sandbox may be checkpointed: end connections with a\n"
                "reset, never a FIN, and listen without SO_REUSEADDR).\n"
                "\n"
-               "POST /runtime/hold (with the token) stops accepting and resets every other\n"
-               "connection, so that gVisor can checkpoint the sandbox; SIGUSR2 (or 120 s without\n"
-               "one) makes the server listen again.\n"
+               "With AGENTIX_CHECKPOINT=1, POST /runtime/hold (with the token) stops accepting\n"
+               "and resets every other connection, so that gVisor can checkpoint the sandbox;\n"
+               "SIGUSR2 (or 120 s without one) makes the server listen again.\n"
                "\n"
                "See agentix-server(8).\n",
                AGENTIX_MODULE_DIR_DEFAULT, ENVIRONMENT_FILE_DEFAULT);
@@ -650,7 +650,9 @@ static int setup(Server *srv, Options *o) {
                 if (r < 0)
                         return r;
         }
-        if (srv->rpc) {
+        /* Only where agentd may checkpoint: elsewhere the listener keeps SO_REUSEADDR, and a port
+         * shut down for a hold could be taken by another account meanwhile. */
+        if (srv->rpc && o->checkpoint) {
                 r = checkpoint_hold_new(srv->event, srv->http, srv->proxy, srv->rpc, &srv->hold);
                 if (r < 0)
                         return r;

@@ -45,6 +45,7 @@ typedef struct LiveJob {
         bool waking;
         bool from_checkpoint;
         bool signal_needed;  /* its runtime was holding still */
+        bool started;        /* a wake has it running: a failure from then on stops it again */
         agentd_done_t done;  /* hibernate */
         agentd_made_t made;  /* wake */
         void *userdata;
@@ -72,9 +73,21 @@ static LiveJob *job_free(LiveJob *j) {
 
 /* The caller hears error_name (NULL: done) once; the job goes. */
 static void job_end(LiveJob *j, const char *error_name, const char *fmt, ...) _printf_(3, 4);
+static void on_stopped(DockerClient *d, int status, json_t *body, const char *error, void *userdata) {
+}
+
 static void job_end(LiveJob *j, const char *error_name, const char *fmt, ...) {
         _cleanup_free_ char *message = NULL;
         va_list ap;
+
+        /* A wake that failed once it ran leaves it stopped, as agentd then says it is (still
+         * hibernated, or exited), not running unseen. */
+        if (j->waking && error_name && j->started) {
+                char path[128];
+
+                snprintf(path, sizeof(path), "/containers/agentix-%s/kill", j->id);
+                (void) docker_request(j->backend->docker, "POST", path, NULL, 0, on_stopped, NULL, NULL);
+        }
 
         if (fmt) {
                 va_start(ap, fmt);
@@ -254,6 +267,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 if (status != 200)
                         break;
                 if (running(body)) {
+                        j->started = true;
                         j->signal_needed = true; /* held, not stopped: it listens again */
                         step_run((j->step = STEP_SIGNAL, j));
                 } else
@@ -261,6 +275,7 @@ static void on_reply(DockerClient *d, int status, json_t *body, const char *erro
                 return;
         case STEP_START:
                 if (status == 204 || status == 304) {
+                        j->started = true;
                         step_run((j->step = j->signal_needed ? STEP_SIGNAL : STEP_INSPECT, j));
                         return;
                 }

@@ -135,8 +135,8 @@ static json_t *commit_config(SnapshotJob *j, json_t *container) {
                             json_incref(json_object_get(labels, "org.agentix.image") ?: json_string("")));
         json_object_set_new(own, "org.agentix.snapshot.bundle",
                             json_incref(json_object_get(labels, "org.agentix.bundle") ?: json_string("")));
-        return json_pack("{s:o, s:[sss]}", "Labels", own, "Env", "AGENTIX_TOKEN=", "AGENTIX_CLAIMABLE=",
-                         "AGENTIX_TLS=");
+        return json_pack("{s:o, s:[ssss]}", "Labels", own, "Env", "AGENTIX_TOKEN=", "AGENTIX_CLAIMABLE=",
+                         "AGENTIX_TLS=", "AGENTIX_CHECKPOINT=");
 }
 
 static void commit(SnapshotJob *j, json_t *container) {
