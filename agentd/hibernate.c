@@ -2,11 +2,11 @@
 #include "agentd-errors.h"
 #include "backend.h"
 #include "hibernate.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "macro.h"
 #include "quota.h"
 #include "runtime-hold.h"
+#include "sandbox-state.h"
 
 /* Between the runtime's answer to the hold and the checkpoint: the hold's connection, reset by
  * agentd, is gone on the runtime's side too (gVisor saves no connected endpoint). */
@@ -29,13 +29,19 @@ typedef struct LiveOp {
         sd_event_source *settle;
         bool in_backend;          /* a hibernate() or wake() of the backend's is on its way */
         bool waking;              /* Resume(); else Hibernate() */
-        bool expiring;            /* OnExpiry=hibernate: deleted when it cannot hibernate */
+        hibernate_delete_t expiring; /* OnExpiry=hibernate: what deletes it when it cannot hibernate */
         char *failure;            /* a failed save, said once the sandbox runs again */
         const char *failure_name; /* and its error (AGENTD_ERROR_*) */
         uint64_t started;         /* CLOCK_MONOTONIC, µs */
         Waiter waiters[WAITERS_MAX];
         size_t n_waiters;
 } LiveOp;
+
+/* s's operation (NULL: none), and whether it is a save (what MaxHibernated= counts). */
+static void set_live(Sandbox *s, LiveOp *op) {
+        s->live = op;
+        s->live_saving = op && !op->waking;
+}
 
 /* Counted for /metrics (a call refused before it reached the runtime or the backend is not). */
 static void count(LiveOp *op, bool ok) {
@@ -102,12 +108,12 @@ static void finish_waiters(LiveOp *op, const char *error_name, const char *error
                 memcpy(next->waiters, op->waiters, op->n_waiters * sizeof(Waiter));
                 next->n_waiters = op->n_waiters;
                 op->n_waiters = 0;
-                s->live = next;
+                set_live(s, next);
                 if (backend_wake(next, true) >= 0) {
                         log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint for a call that needs it.", s->id);
                         return;
                 }
-                s->live = NULL;
+                set_live(s, NULL);
                 op_free(next); /* its waiters are told */
                 return;
         }
@@ -131,7 +137,7 @@ static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) 
         }
         count(op, !error_name);
         if (op->sandbox)
-                op->sandbox->live = NULL;
+                set_live(op->sandbox, NULL);
         finish_waiters(op, error_name, message);
         if (op->call && error_name)
                 (void) sd_bus_reply_method_errorf(op->call, error_name, "%s", message ?: "out of memory");
@@ -163,7 +169,7 @@ static void on_woken(void *userdata, const AgentdSandboxPlace *place, const char
                 if (op->failure) {
                         log_sandbox_warning(s, "Sandbox %s: %s, and it could not be started again: %s", s->id,
                                             op->failure, strna(message));
-                        lifecycle_set_state(op->manager, s, SANDBOX_EXITED);
+                        sandbox_set_state(s, SANDBOX_EXITED);
                         op_finish(op, op->failure_name, "Sandbox %s: %s, and it could not be started "
                                   "again: %s", s->id, op->failure, strna(message));
                         return;
@@ -178,7 +184,7 @@ static void on_woken(void *userdata, const AgentdSandboxPlace *place, const char
                 op_finish(op, AGENTD_ERROR_START_FAILED, "Out of memory");
                 return;
         }
-        lifecycle_set_state(op->manager, s, SANDBOX_RUNNING);
+        sandbox_set_state(s, SANDBOX_RUNNING);
         if (url_changed)
                 (void) sd_bus_emit_properties_changed(op->manager->bus, s->path, SANDBOX_INTERFACE, "RuntimeUrl", NULL);
         if (op->failure) {
@@ -216,7 +222,7 @@ static void on_hibernated(void *userdata, const char *error_name, const char *me
                 return;
         }
         if (!error_name) {
-                lifecycle_set_state(op->manager, s, SANDBOX_HIBERNATED);
+                sandbox_set_state(s, SANDBOX_HIBERNATED);
                 log_sandbox_info(s, "Sandbox %s hibernated (%llu ms).", s->id, (unsigned long long) elapsed_ms(op));
                 op_finish(op, NULL, NULL);
                 return;
@@ -224,8 +230,11 @@ static void on_hibernated(void *userdata, const char *error_name, const char *me
         if (op->expiring) {
                 log_sandbox_warning(s, "Sandbox %s expired and could not hibernate (%s): deleting it.", s->id,
                                     strna(message));
+                hibernate_delete_t delete = op->expiring;
+                Manager *m = op->manager;
+
                 op_finish(op, error_name, "%s", strna(message));
-                (void) lifecycle_delete(s->manager, s, NULL);
+                delete(m, s);
                 return;
         }
         /* Held, and perhaps stopped: run it again either way before answering. */
@@ -233,7 +242,7 @@ static void on_hibernated(void *userdata, const char *error_name, const char *me
         if (asprintf(&op->failure, "its checkpoint failed (%s)", strna(message)) < 0)
                 op->failure = NULL;
         if (!op->failure || backend_wake(op, false) < 0) {
-                lifecycle_set_state(op->manager, s, SANDBOX_EXITED);
+                sandbox_set_state(s, SANDBOX_EXITED);
                 op_finish(op, error_name, "Sandbox %s: its checkpoint failed (%s), and it cannot be started again.", s->id,
                           strna(message));
         }
@@ -259,8 +268,11 @@ static void on_held(bool held, const char *error, void *userdata) {
         op->hold = NULL; /* freed after this returns */
         if (!held && op->expiring) {
                 log_sandbox_info(s, "Sandbox %s expired and cannot hibernate (%s): deleting it.", s->id, strna(error));
+                hibernate_delete_t delete = op->expiring;
+                Manager *m = op->manager;
+
                 op_finish(op, AGENTD_ERROR_CHECKPOINT_FAILED, "%s", strna(error));
-                (void) lifecycle_delete(s->manager, s, NULL);
+                delete(m, s);
                 return;
         }
         if (!held) {
@@ -328,7 +340,7 @@ static int check_hibernate(Manager *m, Sandbox *s, sd_bus_error *error) {
 }
 
 /* Ask its runtime to hold still; the rest follows (on_held()). call may be NULL. */
-static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, bool expiring) {
+static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, hibernate_delete_t expiring) {
         LiveOp *op;
         int r;
 
@@ -343,7 +355,7 @@ static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, bool ex
                 op_free(op);
                 return r;
         }
-        s->live = op;
+        set_live(s, op);
         log_sandbox_info(s, "Sandbox %s: hibernating%s.", s->id, expiring ? " (it expired: OnExpiry=hibernate)" : "");
         return 1;
 }
@@ -354,10 +366,10 @@ int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *
         r = check_hibernate(m, s, error);
         if (r < 0)
                 return r;
-        return begin_hibernate(m, s, call, false);
+        return begin_hibernate(m, s, call, NULL);
 }
 
-bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now) {
+bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now, hibernate_delete_t delete) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         uint64_t retention = m->config->hibernated_retention_sec;
 
@@ -374,7 +386,7 @@ bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now) {
         if (m->config->max_ttl_sec != AGENTD_UNLIMITED)
                 retention = MIN(retention, m->config->max_ttl_sec);
         s->expires_at = now + (retention == AGENTD_UNLIMITED ? 100ULL * 365 * 24 * 3600 : retention) * 1000000ULL;
-        if (begin_hibernate(m, s, NULL, true) < 0)
+        if (begin_hibernate(m, s, NULL, delete) < 0)
                 return false;
         (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "ExpiresAt", NULL);
         return true;
@@ -396,11 +408,11 @@ static int start_wake(Manager *m, Sandbox *s, sd_bus_message *call, const char *
                 return r;
         if (waiter)
                 op->waiters[op->n_waiters++] = (Waiter) { .call = sd_bus_message_ref(waiter), .answer = answer };
-        s->live = op;
+        set_live(s, op);
         log_sandbox_info(s, "Sandbox %s: resuming from its checkpoint%s.", s->id, why);
         r = backend_wake(op, true);
         if (r < 0) {
-                s->live = NULL;
+                set_live(s, NULL);
                 op->call = sd_bus_message_unref(op->call); /* answered by the caller's error */
                 if (waiter) {
                         sd_bus_message_unref(op->waiters[0].call);
@@ -439,16 +451,12 @@ int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
         return 1;
 }
 
-bool hibernate_counted(const Sandbox *s) {
-        return s->state == SANDBOX_HIBERNATED || (s->live && !s->live->waking);
-}
-
 void hibernate_drop(Sandbox *s) {
         LiveOp *op = s->live;
 
         if (!op)
                 return;
-        s->live = NULL;
+        set_live(s, NULL);
         op->sandbox = NULL;
         if (op->call) {
                 (void) sd_bus_reply_method_errorf(op->call, AGENTD_ERROR_NO_SUCH_SANDBOX, "Sandbox %s was deleted "

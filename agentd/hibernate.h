@@ -26,8 +26,9 @@ int hibernate_start(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *
 /* s expired (now: CLOCK_REALTIME µs): with OnExpiry=hibernate, and when s can, it hibernates
  * (deleted when that fails) and expires again HibernatedRetention= from now; a sandbox being
  * hibernated or resumed is looked at again in a minute. true: taken care of (its expires_at
- * moved); false: delete it. */
-bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now);
+ * moved; delete() deletes it if its hibernation fails); false: delete it now. */
+typedef void (*hibernate_delete_t)(Manager *m, Sandbox *s);
+bool hibernate_on_expiry(Manager *m, Sandbox *s, uint64_t now, hibernate_delete_t delete);
 /* Start running hibernated s again for call (answered later: 1), or set error (< 0). */
 int hibernate_wake(Manager *m, Sandbox *s, sd_bus_message *call, sd_bus_error *error);
 /* Answer call now that s runs (a GetRuntimeAccess(), say). */
@@ -41,10 +42,8 @@ int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
 /* s goes (deleted, or removed outside agentd): its operation's caller is told, and what the
  * backend still does for it finds no sandbox when it ends. */
 void hibernate_drop(Sandbox *s);
-/* Hibernated, or being hibernated: what MaxHibernated= counts. */
-bool hibernate_counted(const Sandbox *s);
 /* Whether s's state is agentd's to keep while an operation is on its way: the backend's events
  * about it (the stop a checkpoint makes, the start of a wake) are its own doing. */
 static inline bool hibernate_in_progress(const Sandbox *s) {
-        return s->live != NULL;
+        return sandbox_live_in_progress(s);
 }

@@ -13,6 +13,7 @@
 #include "sandbox-claim.h"
 #include "sandbox-setup.h"
 #include "hibernate.h"
+#include "sandbox-state.h"
 #include "sandbox-tls.h"
 #include "runtime-tls.h"
 #include "strv.h"
@@ -24,16 +25,7 @@ static void emit_new(Manager *m, Sandbox *s) {
 }
 
 static void set_state(Manager *m, Sandbox *s, SandboxState state) {
-        if (s->state == state)
-                return;
-        log_sandbox_info(s, "Sandbox %s: %s -> %s.", s->id, sandbox_state_to_string(s->state), sandbox_state_to_string(state));
-        s->state = state;
-        (void) sd_bus_emit_properties_changed(m->bus, s->path, SANDBOX_INTERFACE, "State", "RuntimeUrl", "ContainerId",
-                                              NULL);
-}
-
-void lifecycle_set_state(Manager *m, Sandbox *s, SandboxState state) {
-        set_state(m, s, state);
+        sandbox_set_state(s, state);
 }
 
 /* Stop making s (the backend's job, its setup command), if that is still going on. */
@@ -87,6 +79,11 @@ static bool is_expired(Sandbox *s, void *userdata) {
         return s->expires_at <= *(uint64_t *) userdata && s->state != SANDBOX_REMOVING;
 }
 
+/* An expired sandbox whose hibernation (OnExpiry=hibernate) failed. */
+static void delete_expired(Manager *m, Sandbox *s) {
+        (void) lifecycle_delete(m, s, NULL);
+}
+
 static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         uint64_t now = now_realtime_usec();
@@ -95,7 +92,7 @@ static int on_reaper(sd_event_source *es, uint64_t usec, void *userdata) {
         while ((s = manager_find_sandbox(m, is_expired, &now))) {
                 char id[32];
 
-                if (hibernate_on_expiry(m, s, now))
+                if (hibernate_on_expiry(m, s, now, delete_expired))
                         continue; /* it expires again later */
                 log_sandbox_info(s, "Sandbox %s expired: deleting it.", s->id);
                 snprintf(id, sizeof(id), "%s", s->id);

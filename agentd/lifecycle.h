@@ -8,8 +8,6 @@
 
 #include "manager.h"
 
-/* Set s's state, and say so (PropertiesChanged of State, RuntimeUrl, ContainerId). */
-void lifecycle_set_state(Manager *m, Sandbox *s, SandboxState state);
 /* Start creating a sandbox from config (taken) for the CreateSandbox call (answered later). */
 int lifecycle_create(Manager *m, SandboxConfig *config, uid_t owner, sd_bus_message *call, sd_bus_error *error);
 /* Remove its container, then the sandbox; call (may be NULL) is answered then. */

@@ -4,7 +4,6 @@
 #include "backend.h"
 #include "log.h"
 #include "macro.h"
-#include "hibernate.h"
 #include "quota.h"
 #include "strmap.h"
 
@@ -23,11 +22,11 @@ QuotaUsage quota_usage_of(Manager *m, uid_t uid) {
                 if (s->owner != uid)
                         continue;
                 u.sandboxes++;
-                if (hibernate_counted(s))
+                if (sandbox_hibernate_counted(s))
                         u.hibernated++;
                 /* A hibernated sandbox holds no memory and no CPU, only its place in the count;
                  * one being run again holds them already. */
-                if (s->config && (s->state != SANDBOX_HIBERNATED || hibernate_in_progress(s))) {
+                if (s->config && (s->state != SANDBOX_HIBERNATED || sandbox_live_in_progress(s))) {
                         u.cpus += s->config->limits.cpus;
                         /* Saturated: an unlimited [Limits] MaxMemory= lets sizes near 2^64. */
                         u.memory = u.memory > UINT64_MAX - s->config->limits.memory ? UINT64_MAX
@@ -107,7 +106,7 @@ int quota_check_hibernate(Manager *m, const Sandbox *s, sd_bus_error *error) {
         int r;
 
         while ((o = strmap_iterate(m->sandboxes, &state)))
-                if (hibernate_counted(o))
+                if (sandbox_hibernate_counted(o))
                         host++;
         if (m->config->max_hibernated != AGENTD_UNLIMITED && host + 1 > m->config->max_hibernated)
                 return sd_bus_error_setf(error, AGENTD_ERROR_TOO_MANY_SANDBOXES,

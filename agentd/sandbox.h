@@ -73,6 +73,7 @@ typedef struct Sandbox {
         uint64_t tls_not_after;   /* its runtime's certificate ends then (unix seconds), 0: unknown */
         sd_event_source *tls_renew; /* a new certificate due (sandbox-tls.h) */
         struct LiveOp *live;      /* a Hibernate() or its Resume() on its way (hibernate.h) */
+        bool live_saving;         /* and it is a Hibernate() */
 } Sandbox;
 
 const char *sandbox_state_to_string(SandboxState s);
@@ -83,6 +84,16 @@ const char *sandbox_state_to_string(SandboxState s);
  * called): -ENOTCONN not running, -EAGAIN paused with only its runtime to ask, -EBUSY too many
  * askers waiting. A runtime that serves TLS is verified against its backend's runtime_ca_pem. */
 int sandbox_read_stats(sd_event *event, Sandbox *s, agentd_stats_t done, void *userdata);
+
+/* A Hibernate() or a Resume() of a hibernated sandbox on its way (hibernate.h). */
+static inline bool sandbox_live_in_progress(const Sandbox *s) {
+        return s->live != NULL;
+}
+
+/* Hibernated, or being hibernated: what MaxHibernated= counts. */
+static inline bool sandbox_hibernate_counted(const Sandbox *s) {
+        return s->state == SANDBOX_HIBERNATED || s->live_saving;
+}
 
 /* Not in the middle of agentd's own doing (a create or a delete). */
 static inline bool sandbox_state_is_settled(SandboxState s) {

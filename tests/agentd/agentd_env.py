@@ -300,6 +300,38 @@ def busctl_as(who, address, *args):
                            "--system", "--json=short", "--timeout=120", *args], capture_output=True, text=True)
 
 
+# A D-Bus call as one of USERS, through dbus-python run as them: busctl shows an error's
+# message, not its name.
+CALL_AS = r"""
+import json, sys, dbus
+bus = dbus.bus.BusConnection(sys.argv[1])
+path, iface, method, args = sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
+conv = {"s": dbus.String, "d": dbus.Double, "t": dbus.UInt64, "u": dbus.UInt32}
+try:
+    if method == "Snapshot":
+        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
+            dbus.Dictionary({}, signature="sv"), timeout=120)
+    elif method == "CreateSandbox":
+        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
+            dbus.Dictionary({k: conv[t](v) for k, t, v in args}, signature="sv"), timeout=120)
+    else:
+        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
+            *[conv[t](v) for t, v in args], timeout=120)
+    print(json.dumps({"ok": [str(x) for x in out] if isinstance(out, tuple) else str(out)}))
+except dbus.DBusException as e:
+    print(json.dumps({"error": e.get_dbus_name(), "message": e.get_dbus_message()}))
+"""
+
+
+def call_as(who, address, path, iface, method, args):
+    """A call as one of USERS on the bus at address ({"ok": [...]} or {"error", "message"}); args
+    as [[key, type, value], ...] for CreateSandbox, else [[type, value], ...]."""
+    r = subprocess.run(["runuser", "-u", USERS[who], "--", "/usr/bin/python3", "-c", CALL_AS, address, path,
+                        iface, method, json.dumps(args)], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def runtimes():
     info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
     return [r for r in ("runc", "runsc") if r in info]

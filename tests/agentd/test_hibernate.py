@@ -21,8 +21,9 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
-from agentd_env import (AGENTIXCTL, NAME, SANDBOX, Agentd, busctl_as, cleanup, docker, ensure_users,  # noqa: E402
-                        error_name, remove_users, runtimes)
+from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, call_as, cleanup,  # noqa: E402
+                        docker, ensure_users, error_name, remove_users, runtimes)
+from agentd_env import CALL_AS  # noqa: E402
 
 STATE = {}
 # A counter the sandbox keeps in memory and writes out, atomically, every 0.2 s.
@@ -257,6 +258,41 @@ def only_its_owner_and_root_hibernate_it_and_delete_during_one_wins():
     finally:
         if sid in agentd().ids():
             agentd().manager().DeleteSandbox(sid, timeout=120)
+
+
+@test
+def hibernated_sandboxes_hold_no_memory_quota_until_they_run_again():
+    """alice's MaxMemory=600M: a second 512M sandbox may be made while her first is hibernated,
+    but of the two resumed at once only one runs (a wake counts from its start)."""
+    if not runsc_or_skip():
+        return
+    a = agentd()
+    with open(a.config, "w") as f:
+        f.write("[Quotas]\nMaxMemory=600M\n")
+    a.manager().Reload()
+    made = []
+    try:
+        for _ in range(2):
+            got = call_as("alice", a.address, "/org/agentix/Agentd1", "org.agentix.Agentd1.Manager", "CreateSandbox",
+                          [["image", "s", BUSYBOX], ["bundle", "s", bundle()], ["runtime", "s", "runsc"],
+                           ["memory", "t", str(512 << 20)]])
+            assert "ok" in got, got
+            made.append(got["ok"])
+            sandbox(got["ok"][0]).Hibernate(timeout=300)  # root may: its memory is alice's no more
+        resumes = [subprocess.Popen(["runuser", "-u", "agx-alice", "--", "/usr/bin/python3", "-c", CALL_AS,
+                                     a.address, path, SANDBOX, "Resume", "[]"], stdout=subprocess.PIPE, text=True)
+                   for path, _ in made]
+        answers = [json.loads(p.communicate(timeout=300)[0]) for p in resumes]
+        refused = [x for x in answers if "error" in x]
+        assert len(refused) == 1 and refused[0]["error"].endswith("QuotaExceeded"), answers
+        assert "MaxMemory=600M" in refused[0]["message"], refused
+        assert sorted(str(props(path)["State"]) for path, _ in made) == ["hibernated", "running"]
+    finally:
+        for _, sid in made:
+            a.manager().DeleteSandbox(sid, timeout=120)
+        with open(a.config, "w") as f:
+            f.write("")
+        a.manager().Reload()
 
 
 @test

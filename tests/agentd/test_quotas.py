@@ -19,8 +19,9 @@ import dbus
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import main, test, wait_until  # noqa: E402
-from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, USERS, Agentd, bundle, busctl_as, cleanup,  # noqa: E402
-                        ensure_users, error_name, remove_users)
+import agentd_env  # noqa: E402
+from agentd_env import (AGENTIXCTL, BUSYBOX, CALL_AS, NAME, SANDBOX, USERS, Agentd, bundle, busctl_as,  # noqa: E402
+                        cleanup, ensure_users, error_name, remove_users)
 
 QUOTA = f"{NAME}.Error.QuotaExceeded"
 MANAGER = "org.agentix.Agentd1.Manager"
@@ -47,29 +48,6 @@ def configure(main_text, users=None):
         with open(os.path.join(udir, f"{name}.conf"), "w") as f:
             f.write(text)
     a.manager().Reload()
-
-
-# A D-Bus call as one of USERS, through dbus-python run as them: busctl shows an error's
-# message, not its name.
-CALL_AS = r"""
-import json, sys, dbus
-bus = dbus.bus.BusConnection(sys.argv[1])
-path, iface, method, args = sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
-conv = {"s": dbus.String, "d": dbus.Double, "t": dbus.UInt64, "u": dbus.UInt32}
-try:
-    if method == "Snapshot":
-        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
-            dbus.Dictionary({}, signature="sv"), timeout=120)
-    elif method == "CreateSandbox":
-        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
-            dbus.Dictionary({k: conv[t](v) for k, t, v in args}, signature="sv"), timeout=120)
-    else:
-        out = bus.get_object("org.agentix.Agentd1", path).get_dbus_method(method, iface)(
-            *[conv[t](v) for t, v in args], timeout=120)
-    print(json.dumps({"ok": [str(x) for x in out] if isinstance(out, tuple) else str(out)}))
-except dbus.DBusException as e:
-    print(json.dumps({"error": e.get_dbus_name(), "message": e.get_dbus_message()}))
-"""
 
 
 # Many calls of one method with no arguments but an empty a{sv}, all sent before any reply is
@@ -103,10 +81,7 @@ def call_many_as(who, path, iface, method, n):
 
 
 def call_as(who, path, iface, method, args):
-    r = subprocess.run(["runuser", "-u", USERS[who], "--", "/usr/bin/python3", "-c", CALL_AS, agentd().address, path,
-                        iface, method, json.dumps(args)], capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return agentd_env.call_as(who, agentd().address, path, iface, method, args)
 
 
 def create_as(who, *extra):
