@@ -332,6 +332,20 @@ def call_as(who, address, path, iface, method, args):
     return json.loads(r.stdout)
 
 
+def exec_ok(a, sid, command, timeout=60):
+    """sandbox::exec of command in sandbox sid of Agentd a, which must exit 0: its output."""
+    from harness import RpcClient
+
+    url, token = a.manager().GetRuntimeAccess(sid)
+    c = RpcClient(str(url), str(token))
+    try:
+        r = c.call("sandbox::exec", command=command, timeout=timeout)
+        assert r["exit_code"] == 0, r
+        return r["output"]
+    finally:
+        c.close()
+
+
 def runtimes():
     info = json.loads(docker("info", "--format", "{{json .Runtimes}}").stdout)
     return [r for r in ("runc", "runsc") if r in info]

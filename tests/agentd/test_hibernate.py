@@ -22,7 +22,7 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, call_as, cleanup,  # noqa: E402
-                        docker, ensure_users, error_name, remove_users, runtimes)
+                        docker, ensure_users, error_name, exec_ok, remove_users, runtimes)
 from agentd_env import CALL_AS  # noqa: E402
 
 STATE = {}
@@ -53,13 +53,7 @@ def client(sid):
 
 
 def run(sid, command, timeout=60):
-    c = client(sid)
-    try:
-        r = c.call("sandbox::exec", command=command, timeout=timeout)
-        assert r["exit_code"] == 0, r
-        return r["output"]
-    finally:
-        c.close()
+    return exec_ok(agentd(), sid, command, timeout)
 
 
 def container(sid):

@@ -19,7 +19,7 @@ import dbus
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "interop"))
 from harness import RpcClient, main, test, wait_until  # noqa: E402
 from agentd_env import (AGENTIXCTL, BUSYBOX, NAME, SANDBOX, Agentd, bundle, busctl_as, cgroup_number,  # noqa: E402
-                        cleanup, docker, ensure_users, error_name, remove_users, runtimes)
+                        cleanup, docker, ensure_users, error_name, exec_ok, remove_users, runtimes)
 
 MiB = 1024 * 1024
 STATE = {}
@@ -38,14 +38,7 @@ def stats(path):
 
 
 def run(sid, command, timeout=60):
-    url, token = agentd().manager().GetRuntimeAccess(sid)
-    c = RpcClient(str(url), str(token))
-    try:
-        r = c.call("sandbox::exec", command=command, timeout=timeout)
-        assert r["exit_code"] == 0, r
-        return r["output"]
-    finally:
-        c.close()
+    return exec_ok(agentd(), sid, command, timeout)
 
 
 def send_file(sid, size):
