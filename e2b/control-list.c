@@ -154,8 +154,8 @@ static void listed(Op *op, sd_bus_message *reply) {
         while (r >= 0 && (r = sd_bus_message_read(reply, "(ssso)", &id, &image, &state, &path)) > 0) {
                 if (q->n >= LIST_MAX)
                         break;
-                /* Only what E2B could list is read further. */
-                if (!streq(state, "running") && !streq(state, "paused"))
+                /* Only what E2B could list is read further (hibernated: E2B's paused). */
+                if (!streq(state, "running") && !streq(state, "paused") && !streq(state, "hibernated"))
                         continue;
                 if (strv_consume_n(&q->ids, &q->n, strdup(id)) < 0 ||
                     strv_consume_n(&q->paths, &q->n_paths, strdup(path)) < 0) {
