@@ -11,6 +11,8 @@
 /* Between the runtime's answer to the hold and the checkpoint: the hold's connection, reset by
  * agentd, is gone on the runtime's side too (gVisor saves no connected endpoint). */
 #define SETTLE_USEC (50ULL * 1000)
+/* The longest TIME_WAIT of its own a runtime is waited for (gVisor's is a minute). */
+#define HOLD_RETRY_MAX_SEC 70
 
 /* Calls that need its runtime (GetRuntimeAccess, GetPortUrl) waiting for it to run again. */
 #define WAITERS_MAX 64
@@ -33,6 +35,7 @@ typedef struct LiveOp {
         char *failure;            /* a failed save, said once the sandbox runs again */
         const char *failure_name; /* and its error (AGENTD_ERROR_*) */
         uint64_t started;         /* CLOCK_MONOTONIC, µs */
+        unsigned hold_tries;      /* holds asked for: a runtime waiting out a TIME_WAIT is asked again */
         Waiter waiters[WAITERS_MAX];
         size_t n_waiters;
 } LiveOp;
@@ -261,11 +264,32 @@ static int on_settled(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void on_held(bool held, const char *error, void *userdata) {
+static int ask_hold(LiveOp *op);
+
+static int on_hold_again(sd_event_source *es, uint64_t usec, void *userdata) {
+        LiveOp *op = userdata;
+
+        op->settle = sd_event_source_disable_unref(op->settle);
+        if (ask_hold(op) < 0)
+                op_finish(op, AGENTD_ERROR_CHECKPOINT_FAILED, "Sandbox %s: its runtime could not be asked to hold "
+                          "still again.", op->id);
+        return 0;
+}
+
+static void on_held(bool held, const char *error, unsigned retry_after, void *userdata) {
         LiveOp *op = userdata;
         Sandbox *s = op->sandbox;
 
         op->hold = NULL; /* freed after this returns */
+        /* A connection its runtime ended lately may still be in TIME_WAIT (it says for how long):
+         * waited out once, the call waiting meanwhile. */
+        if (!held && retry_after > 0 && retry_after <= HOLD_RETRY_MAX_SEC && op->hold_tries < 2 &&
+            sd_event_add_time_relative(op->manager->event, &op->settle, CLOCK_MONOTONIC,
+                                       retry_after * 1000000ULL, 100000, on_hold_again, op) >= 0) {
+                log_sandbox_info(s, "Sandbox %s: waiting %u s for its runtime to be able to hold still (%s).", s->id,
+                                 retry_after, strna(error));
+                return;
+        }
         if (!held && op->expiring) {
                 log_sandbox_info(s, "Sandbox %s expired and cannot hibernate (%s): deleting it.", s->id, strna(error));
                 hibernate_delete_t delete = op->expiring;
@@ -339,6 +363,13 @@ static int check_hibernate(Manager *m, Sandbox *s, sd_bus_error *error) {
         return quota_check_hibernate(m, s, error);
 }
 
+static int ask_hold(LiveOp *op) {
+        Sandbox *s = op->sandbox;
+
+        op->hold_tries++;
+        return runtime_hold_start(op->manager->curl, s->runtime_url, s->token, on_held, op, &op->hold);
+}
+
 /* Ask its runtime to hold still; the rest follows (on_held()). call may be NULL. */
 static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, hibernate_delete_t expiring) {
         LiveOp *op;
@@ -350,7 +381,7 @@ static int begin_hibernate(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
         if (r < 0)
                 return r;
         op->expiring = expiring;
-        r = runtime_hold_start(m->curl, s->runtime_url, s->token, on_held, op, &op->hold);
+        r = ask_hold(op);
         if (r < 0) {
                 op_free(op);
                 return r;

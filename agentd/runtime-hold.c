@@ -2,6 +2,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <jansson.h>
+
 #include "buffer.h"
 #include "macro.h"
 #include "runtime-hold.h"
@@ -38,6 +40,7 @@ static int on_socket(void *userdata, curl_socket_t fd, curlsocktype purpose) {
 static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
         RuntimeHold *h = userdata;
         _cleanup_free_ char *error = NULL;
+        unsigned retry_after = 0;
         long status = 0;
 
         (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -54,10 +57,18 @@ static void on_done(CurlEvent *g, CURL *easy, CURLcode result, void *userdata) {
                 (void) asprintf(&error, "its runtime cannot hold still (HTTP %ld): %.*s", status,
                                 (int) h->answer.len, (const char *) a);
         }
+        if (result == CURLE_OK && status == 409) {
+                _cleanup_(json_decrefp) json_t *j = json_loadb((const char *) buffer_data(&h->answer), h->answer.len, 0,
+                                                               NULL);
+                json_int_t after = json_integer_value(json_object_get(j, "retry_after"));
+
+                if (after > 0 && after <= 3600)
+                        retry_after = (unsigned) after;
+        }
         /* The connection goes (with a reset) before the caller takes the next step. */
         curl_easy_cleanup(TAKE_PTR(h->easy));
         h->done(result == CURLE_OK && status == 200, error ?: (result == CURLE_OK && status == 200 ? NULL : "out of memory"),
-                h->userdata);
+                retry_after, h->userdata);
         runtime_hold_free(h);
 }
 

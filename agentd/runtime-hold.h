@@ -11,10 +11,11 @@
 
 typedef struct RuntimeHold RuntimeHold;
 
-/* held: the runtime holds still. Else why not (error: malloc'ed by the hold, valid during the
- * call): what it answered (409 names the TCP connections in the way) or why it could not be
- * asked. The hold is freed after done() returns. */
-typedef void (*runtime_hold_done_t)(bool held, const char *error, void *userdata);
+/* held: the runtime holds still. Else why not (error: valid during the call): what it answered
+ * (409 names the TCP connections in the way) or why it could not be asked; retry_after: the
+ * seconds after which it says it could (a TIME_WAIT of its own to wait out), else 0. The hold is
+ * freed after done() returns. */
+typedef void (*runtime_hold_done_t)(bool held, const char *error, unsigned retry_after, void *userdata);
 
 int runtime_hold_start(CurlEvent *curl, const char *runtime_url, const char *token, runtime_hold_done_t done,
                        void *userdata, RuntimeHold **ret);

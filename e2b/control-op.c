@@ -114,9 +114,11 @@ static int on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_err
                 op->step(op, NULL);
                 return 0;
         }
-        /* E2B's pause of a gVisor sandbox that cannot hibernate (an egress list, a TLS runtime):
-         * frozen in memory instead (Pause() never says NotSupported: no loop). */
-        if (e && op->kind == OP_PAUSE && sd_bus_error_has_name(e, AGENTD_ERROR("NotSupported"))) {
+        /* E2B's pause of a gVisor sandbox that cannot hibernate (an egress list, a TLS runtime),
+         * or not now (a connection in the way, a TIME_WAIT): frozen in memory instead (Pause()
+         * says neither: no loop). */
+        if (e && op->kind == OP_PAUSE && (sd_bus_error_has_name(e, AGENTD_ERROR("NotSupported")) ||
+                                          sd_bus_error_has_name(e, AGENTD_ERROR("CheckpointFailed")))) {
                 op_call(op, op->path, SANDBOX_IFACE, "Pause", op->step, NULL);
                 return 0;
         }

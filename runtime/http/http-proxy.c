@@ -59,6 +59,9 @@ struct ProxyConn {
          * lose the response's end on its way). */
         bool lingering;
         uint64_t linger_until;
+        /* The upstream stopped reading (a write to it failed): what the client still sends is
+         * dropped, and the upstream's answer, perhaps on its way, is still passed on. */
+        bool upstream_deaf;
         unsigned port;
         struct sockaddr_storage addr; /* proxy_forward(): where to (else 127.0.0.1:port, then ::1) */
         socklen_t addr_len;
@@ -245,8 +248,18 @@ static void conn_pump(ProxyConn *c) {
         r = pipe_fill(&c->up, c->client);
         if (r > 0)
                 c->progress_usec = loop_usec(c->proxy);
-        if (r >= 0 && c->connected)
+        if (r >= 0 && c->connected && !c->upstream_deaf)
                 r = pipe_flush(&c->up, c->upstream, true);
+        if (r == -EPIPE || r == -ECONNRESET) {
+                /* It answered (or went) before it read the whole request: a runtime on gVisor's
+                 * stack resets once its answer is out. */
+                c->upstream_deaf = true;
+                r = 0;
+        }
+        if (c->upstream_deaf) {
+                buffer_clear(&c->up.buf);
+                c->up.sent = 0;
+        }
         if (r >= 0 && c->connected)
                 r = pipe_fill(&c->down, c->upstream);
         if (r > 0)

@@ -2,6 +2,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "log.h"
 #include "macro.h"
@@ -28,11 +29,33 @@ static void reset_close(int fd) {
         safe_close(fd);
 }
 
+static uint64_t last_fin_usec; /* CLOCK_MONOTONIC; 0: none */
+
 /* A socket that cannot say (it failed) has nothing left worth waiting for. */
 bool socket_drained(int fd) {
         int unacked = 0;
 
         return ioctl(fd, SIOCOUTQ, &unacked) < 0 || unacked == 0;
+}
+
+uint64_t socket_drain_last_fin_usec(void) {
+        return last_fin_usec;
+}
+
+/* Where SIOCOUTQ cannot say what is unacknowledged (gVisor of 2022 answers ENOPROTOOPT), a
+ * reset could throw away what is still on its way: the socket ends as any other, with a FIN
+ * (the peer gets everything), and when is kept (a TIME_WAIT may follow it: the hold waits it
+ * out, checkpoint-hold.h). */
+static void fin_close(int fd) {
+        struct timespec ts;
+        char c;
+        /* The peer closed first (its FIN is in): ours ends it passively, with no TIME_WAIT. */
+        bool peer_closed = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+
+        (void) shutdown(fd, SHUT_WR);
+        safe_close(fd);
+        if (!peer_closed && clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+                last_fin_usec = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
 }
 
 static bool is_tcp(int fd) {
@@ -100,6 +123,10 @@ void socket_drain_add(SocketDrain *d, int fd) {
                 return;
         if (!is_tcp(fd)) {
                 safe_close(fd);
+                return;
+        }
+        if (ioctl(fd, SIOCOUTQ, &(int) { 0 }) < 0) {
+                fin_close(fd);
                 return;
         }
         /* Bounded: a peer that closes and never acknowledges, many times over, holds no more

@@ -14,6 +14,7 @@
  * close loses nothing and leaves nothing. */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <systemd/sd-event.h>
 
@@ -35,3 +36,8 @@ void socket_drain_reset_all(SocketDrain *d);
 
 /* Has the peer acknowledged everything sent on fd (or can fd not say: it failed)? */
 bool socket_drained(int fd);
+
+/* When a socket was last ended with a FIN instead (CLOCK_MONOTONIC µs; 0: never): where the
+ * kernel cannot say what is unacknowledged (gVisor of 2022), socket_drain_add() does that, and
+ * a TIME_WAIT of the sandbox's may follow it for a minute. */
+uint64_t socket_drain_last_fin_usec(void);

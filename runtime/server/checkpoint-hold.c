@@ -12,7 +12,11 @@
 #include "checkpoint-hold.h"
 #include "log.h"
 #include "macro.h"
+#include "socket-drain.h"
 #include "tcp-blockers.h"
+
+/* gVisor's TIME_WAIT (a minute), and a margin. */
+#define TIME_WAIT_USEC (62ULL * 1000000)
 
 /* A table bigger than this (some 100,000 connections) is not read to its end. */
 #define TABLE_MAX (16u * 1024u * 1024u)
@@ -108,6 +112,26 @@ static void respond_blocked(HttpConn *c, const TcpBlockers *b) {
         (void) http_conn_respond_json(c, 409, list ? json_pack("{s:s,s:o}", "error", error, "connections", list) : NULL);
 }
 
+/* A connection this runtime ended with a FIN (where the kernel cannot say what the peer has,
+ * socket-drain.h) may sit in TIME_WAIT for gVisor's minute, unlisted and unsaveable: until then
+ * the answer is 409 with when to try again. true: answered so. */
+static bool refused_for_time_wait(CheckpointHold *h, HttpConn *c) {
+        uint64_t fin = socket_drain_last_fin_usec(), now = 0;
+        _cleanup_free_ char *error = NULL;
+        unsigned wait;
+
+        if (fin == 0 || sd_event_now(h->event, CLOCK_MONOTONIC, &now) < 0 || now >= fin + TIME_WAIT_USEC)
+                return false;
+        wait = (unsigned) ((fin + TIME_WAIT_USEC - now + 999999) / 1000000);
+        if (asprintf(&error, "a connection the runtime ended %llu s ago may still be in TIME_WAIT, which gVisor "
+                     "cannot save: try again in %u s", (unsigned long long) ((now - fin) / 1000000), wait) < 0)
+                error = NULL;
+        log_info("Not holding still: %s.", strna(error));
+        (void) http_conn_respond_json(c, 409, error ? json_pack("{s:s,s:[],s:i}", "error", error, "connections",
+                                                                "retry_after", (int) wait) : NULL);
+        return true;
+}
+
 static void resume(CheckpointHold *h, const char *why) {
         int r;
 
@@ -160,6 +184,8 @@ static void on_request(HttpConn *c, void *data) {
         TcpBlockers blockers;
 
         http_conn_detach_handler(c);
+        if (refused_for_time_wait(h, c))
+                return;
         if (find_blockers(h, c, &blockers) < 0) {
                 (void) http_conn_respond_error(c, 500, 500, "cannot read the sandbox's TCP connections");
                 return;
