@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Hibernate and resume against bare Docker checkpoints, side by side in one run: a gVisor
-(runsc) sandbox holding MIB MiB of random bytes in memory (gVisor's memory-backed /dev/shm) is
+(runsc) sandbox holding MIB MiB of random bytes in memory (a read-only sandbox's /tmp is a tmpfs,
+which gVisor keeps in its own memory) is
 hibernated with agentd's Sandbox.Hibernate() and run again with Resume() (which returns once
 its runtime answers /health); beside it a bare container of the same image on the same runtime
 and network stack (agentix-runsc, AGENTIX_CHECKPOINT=1), holding the same, is checkpointed with
@@ -28,7 +29,7 @@ RUNS = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 MIB = int(sys.argv[4]) if len(sys.argv) > 4 else 256
 DOCKER = "/usr/bin/docker"
 NAME = "org.agentix.Agentd1"
-FILL = f"head -c {MIB << 20} /dev/urandom > /dev/shm/blob && md5sum /dev/shm/blob"
+FILL = f"head -c {MIB << 20} /dev/urandom > /tmp/blob && md5sum /tmp/blob"
 bus = dbus.bus.BusConnection(os.environ["DBUS_SYSTEM_BUS_ADDRESS"])
 mgr = dbus.Interface(bus.get_object(NAME, "/org/agentix/Agentd1"), "org.agentix.Agentd1.Manager")
 
@@ -54,6 +55,7 @@ def exec_in(sid, command):
 
 def main():
     path, sid = mgr.CreateSandbox(dbus.Dictionary({"image": IMAGE, "bundle": BUNDLE, "runtime": "runsc",
+                                                   "read_only": dbus.Boolean(True),
                                                    "memory": dbus.UInt64((MIB + 256) << 20)}, signature="sv"),
                                   timeout=120)
     sandbox = dbus.Interface(bus.get_object(NAME, path), "org.agentix.Agentd1.Sandbox")
@@ -61,13 +63,14 @@ def main():
     times = {"hibernate_agentd": [], "docker_checkpoint": [], "resume_agentd": [], "docker_start_checkpoint": []}
     try:
         agentd_sum = exec_in(sid, FILL).split()[0]
-        docker("run", "-d", "--name", peer, "--runtime=runsc", "-e", "AGENTIX_CHECKPOINT=1", "--memory",
+        docker("run", "-d", "--name", peer, "--runtime=runsc", "-e", "AGENTIX_CHECKPOINT=1", "--read-only",
+               "--tmpfs", "/tmp:mode=1777", "--memory",
                f"{MIB + 256}m", "--entrypoint", "/bin/sh", IMAGE, "-c", f"{FILL} > /tmp/sum; exec sleep 1000000")
         for _ in range(600):
-            if subprocess.run([DOCKER, "exec", peer, "test", "-s", "/tmp/sum"]).returncode == 0:
+            if subprocess.run([DOCKER, "exec", peer, "/bin/busybox", "test", "-s", "/tmp/sum"]).returncode == 0:
                 break
             time.sleep(0.1)
-        peer_sum = docker("exec", peer, "cat", "/tmp/sum").split()[0]
+        peer_sum = docker("exec", peer, "/bin/busybox", "cat", "/tmp/sum").split()[0]
         for i in range(RUNS):
             for way in (("agentd", "docker") if i % 2 == 0 else ("docker", "agentd")):
                 if way == "agentd":
@@ -77,7 +80,7 @@ def main():
                     t0 = time.perf_counter()
                     sandbox.Resume(timeout=600)
                     times["resume_agentd"].append(time.perf_counter() - t0)
-                    assert exec_in(sid, "md5sum /dev/shm/blob").split()[0] == agentd_sum
+                    assert exec_in(sid, "md5sum /tmp/blob").split()[0] == agentd_sum
                 else:
                     t0 = time.perf_counter()
                     docker("checkpoint", "create", peer, f"cp{i}")
@@ -96,7 +99,7 @@ def main():
                     times["docker_start_checkpoint"].append(time.perf_counter() - t0)
                     docker("checkpoint", "rm", peer, f"cp{i}")
                     # (docker exec'd processes are not restored: the sum was written by init's child)
-                    assert docker("exec", peer, "md5sum", "/dev/shm/blob").split()[0] == peer_sum
+                    assert docker("exec", peer, "/bin/busybox", "md5sum", "/tmp/blob").split()[0] == peer_sum
     finally:
         subprocess.run([DOCKER, "rm", "-f", peer], capture_output=True)
         mgr.DeleteSandbox(sid, timeout=120)
