@@ -513,6 +513,16 @@ def a_sandbox_without_public_traffic_opens_its_ports_only_with_its_traffic_token
                 status, _, _ = http("GET", s["url"] + "/health", headers=way(
                     a["sandboxID"], 49983, **{"X-Access-Token": a["envdAccessToken"]}))
                 assert status == 200, status
+                # The runtime's own control is agentd's: neither token makes it hold still
+                # (a gVisor runtime would stop listening and reset every connection).
+                for port, token in ((49999, {"e2b-traffic-access-token": a["trafficAccessToken"]}),
+                                    (49983, {"X-Access-Token": a["envdAccessToken"]})):
+                    status, _, _ = http("POST", s["url"] + "/runtime/hold", raw=b"",
+                                        headers=way(a["sandboxID"], port, **token))
+                    assert status == 404, (rt, port, status)
+                    status, _, _ = http("GET", s["url"] + "/health", headers=way(
+                        a["sandboxID"], 49983, **{"X-Access-Token": a["envdAccessToken"]}))
+                    assert status == 200, (rt, port, status)
             assert dict(owner_of(a["sandboxID"])[1]["Labels"]) == {"agentix-e2b.template": f"base{suffix}",
                                                                   "agentix-e2b.public": "no"}
             assert api("GET", f"/sandboxes/{a['sandboxID']}")[1]["metadata"] == {}
