@@ -47,12 +47,16 @@ static void set_live(Sandbox *s, LiveOp *op) {
 }
 
 /* Counted for /metrics (a call refused before it reached the runtime or the backend is not). */
-static void count(LiveOp *op, bool ok) {
+static uint64_t elapsed_usec(LiveOp *op) {
         uint64_t now = 0;
 
         (void) sd_event_now(op->manager->event, CLOCK_MONOTONIC, &now);
+        return now - op->started;
+}
+
+static void count(LiveOp *op, bool ok) {
         metrics_live_done(&op->manager->metrics, op->waking ? METRICS_RESUME : METRICS_HIBERNATE, ok,
-                          (double) (now - op->started) / 1e6);
+                          (double) elapsed_usec(op) / 1e6);
 }
 
 /* Every waiter told error_name (with message), or answered (error_name NULL: the sandbox runs). */
@@ -149,13 +153,6 @@ static void op_finish(LiveOp *op, const char *error_name, const char *fmt, ...) 
         op_free(op);
 }
 
-static uint64_t elapsed_ms(LiveOp *op) {
-        uint64_t now = 0;
-
-        (void) sd_event_now(op->manager->event, CLOCK_MONOTONIC, &now);
-        return (now - op->started) / 1000;
-}
-
 /* ---- running again ----------------------------------------------------------------------- */
 
 static void on_woken(void *userdata, const AgentdSandboxPlace *place, const char *error_name, const char *message) {
@@ -198,7 +195,7 @@ static void on_woken(void *userdata, const AgentdSandboxPlace *place, const char
                 return;
         }
         log_sandbox_info(s, "Sandbox %s runs again from its checkpoint (%llu ms).", s->id,
-                         (unsigned long long) elapsed_ms(op));
+                         (unsigned long long) (elapsed_usec(op) / 1000));
         op_finish(op, NULL, NULL);
 }
 
@@ -226,7 +223,7 @@ static void on_hibernated(void *userdata, const char *error_name, const char *me
         }
         if (!error_name) {
                 sandbox_set_state(s, SANDBOX_HIBERNATED);
-                log_sandbox_info(s, "Sandbox %s hibernated (%llu ms).", s->id, (unsigned long long) elapsed_ms(op));
+                log_sandbox_info(s, "Sandbox %s hibernated (%llu ms).", s->id, (unsigned long long) (elapsed_usec(op) / 1000));
                 op_finish(op, NULL, NULL);
                 return;
         }

@@ -42,8 +42,3 @@ int hibernate_wait_running(Manager *m, Sandbox *s, sd_bus_message *call, hiberna
 /* s goes (deleted, or removed outside agentd): its operation's caller is told, and what the
  * backend still does for it finds no sandbox when it ends. */
 void hibernate_drop(Sandbox *s);
-/* Whether s's state is agentd's to keep while an operation is on its way: the backend's events
- * about it (the stop a checkpoint makes, the start of a wake) are its own doing. */
-static inline bool hibernate_in_progress(const Sandbox *s) {
-        return sandbox_live_in_progress(s);
-}

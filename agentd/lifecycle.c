@@ -628,7 +628,7 @@ static void on_backend_event(void *userdata, const char *id, const char *action)
         }
         if (!s || s->backend != b || s->state == SANDBOX_CREATING || s->state == SANDBOX_REMOVING)
                 return; /* not ours, or our own doing */
-        if ((hibernate_in_progress(s) || s->state == SANDBOX_HIBERNATED) && !streq(action, "destroy"))
+        if ((sandbox_live_in_progress(s) || s->state == SANDBOX_HIBERNATED) && !streq(action, "destroy"))
                 return; /* a checkpoint stops it, a wake starts it: agentd's own doing */
         if (streq(action, "die"))
                 set_state(m, s, SANDBOX_EXITED);
@@ -678,7 +678,7 @@ int lifecycle_pause(Manager *m, Sandbox *s, bool pause, sd_bus_message *call, sd
         PauseCall *p;
         int r;
 
-        if (hibernate_in_progress(s))
+        if (sandbox_live_in_progress(s))
                 return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
                                          s->id);
         if (!pause && s->state == SANDBOX_HIBERNATED)
@@ -887,7 +887,7 @@ static void bind_again(Manager *m, Sandbox *s) {
 /* The backend has a sandbox agentd knows: it is still there; is its state what agentd thinks? */
 static void confirm(Manager *m, Sandbox *s, AgentdFoundState state) {
         s->unconfirmed = false;
-        if (!sandbox_state_is_settled(s->state) || hibernate_in_progress(s))
+        if (!sandbox_state_is_settled(s->state) || sandbox_live_in_progress(s))
                 return; /* agentd's own doing in progress */
         if (state != AGENTD_FOUND_HALF_MADE)
                 set_state(m, s, state_found(state));

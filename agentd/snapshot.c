@@ -8,7 +8,6 @@
 #include "log.h"
 #include "macro.h"
 #include "quota.h"
-#include "hibernate.h"
 #include "snapshot.h"
 
 /* ---- taking one -------------------------------------------------------------------------- */
@@ -239,7 +238,7 @@ int snapshot_take(Manager *m, Sandbox *s, const char *image, sd_bus_message *cal
                 return sd_bus_error_setf(error, AGENTD_ERROR_NOT_RUNNING, "Sandbox %s is %s: there is nothing to snapshot yet.",
                                          s->id, sandbox_state_to_string(s->state));
         /* Its container is being stopped or started for a checkpoint: its files move meanwhile. */
-        if (hibernate_in_progress(s))
+        if (sandbox_live_in_progress(s))
                 return sd_bus_error_setf(error, AGENTD_ERROR_IN_USE, "Sandbox %s is being hibernated or resumed.",
                                          s->id);
         if (!ops->snapshot || !ops->snapshots)
