@@ -198,18 +198,18 @@ def an_open_tcp_connection_keeps_it_from_hibernating_and_it_runs_on():
 
 
 @test
-def nobody_in_a_gvisor_sandbox_listens_on_the_runtimes_port_beside_it():
+def nobody_in_a_sandbox_listens_on_the_runtimes_port_beside_it():
     """gVisor's stack lets a second socket listen on a port with SO_REUSEADDR when the first has
     it too: the runtime's listener has none there, so no program in the sandbox (root's, here,
-    with busybox nc, which sets SO_REUSEADDR) can take requests meant for the runtime."""
-    if not runsc_or_skip():
-        return
-    path, sid = agentd().create(runtime="runsc")
-    try:
-        out = run(str(sid), "timeout 3 nc -l -p 8000 </dev/null >/tmp/nc.out 2>&1; echo rc=$?; cat /tmp/nc.out")
-        assert "rc=1" in out and "in use" in out, out
-    finally:
-        agentd().manager().DeleteSandbox(sid, timeout=120)
+    with busybox nc, which sets SO_REUSEADDR) can take requests meant for the runtime; under runc
+    and runsc."""
+    for rt in runtimes():
+        path, sid = agentd().create(runtime=rt)
+        try:
+            out = run(str(sid), "timeout 3 nc -l -p 8000 </dev/null >/tmp/nc.out 2>&1; echo rc=$?; cat /tmp/nc.out")
+            assert "rc=1" in out and "in use" in out, (rt, out)
+        finally:
+            agentd().manager().DeleteSandbox(sid, timeout=120)
 
 
 @test
